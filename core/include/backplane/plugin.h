@@ -1,0 +1,324 @@
+/*
+ * backplane Backend ABI — the only header a backend plugin needs.
+ *
+ * Plain C (C11 and C++), no dependency on the rest of backplane. A plugin is a
+ * shared object named `backplane-<name>.so` exporting exactly one symbol,
+ * BP_PLUGIN_ENTRY_SYMBOL, of type BP_PluginEntryFn.
+ *
+ * Versioning
+ * ----------
+ * BP_ABI_MAJOR changes only when an existing field or call changes meaning or
+ * layout; a core and a plugin with different majors never talk (the core
+ * reports the plugin as `incompatible`, naming both versions).
+ * BP_ABI_MINOR grows when fields are appended to the END of a struct. Rules:
+ *   1. Every struct starts with `size_t struct_size`, set by whoever fills the
+ *      struct to sizeof() of the version it was compiled against.
+ *   2. A reader touches a field only if struct_size covers it (use
+ *      BP_STRUCT_HAS_FIELD). Function pointers added in a minor may also be
+ *      NULL; the core checks both before calling.
+ *   3. Fields are never removed, reordered or renumbered within a major.
+ *   4. Enum values are fixed-width int32_t constants, never renumbered.
+ *
+ * Changelog
+ *   1.0  first version.
+ *
+ * Errors
+ * ------
+ * Every call returns `BP_Error*`: NULL means success. A non-NULL error is owned
+ * by the caller, who reads `code` and `message` and then calls
+ * `error->destroy(error)` exactly once. No call throws, aborts or exits on bad
+ * input; a plugin written in C++ catches everything at its boundary.
+ *
+ * Strings are (pointer, size) pairs, UTF-8, not necessarily NUL-terminated.
+ *
+ * Threading: every call may be made from any thread. Calls on different
+ * backends (instances) are independent. A plugin must make concurrent calls on
+ * one backend safe (allocation and copies from several threads at once).
+ *
+ * Side effects: the entry function and `backend_create` only record state.
+ * `probe` may look for drivers and devices but must not create contexts,
+ * reserve device memory or start threads. Devices are initialised on first
+ * use (allocation or copy).
+ */
+#ifndef BACKPLANE_PLUGIN_H
+#define BACKPLANE_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BP_ABI_MAJOR 1
+#define BP_ABI_MINOR 0
+
+/* The one symbol a plugin exports. */
+#define BP_PLUGIN_ENTRY_SYMBOL "backplane_plugin_entry"
+
+#if defined(_WIN32)
+#define BP_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define BP_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* True when a struct filled by the other side is large enough to hold FIELD. */
+#define BP_STRUCT_HAS_FIELD(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* ---------------------------------------------------------------- errors -- */
+
+/* Stable error codes. Never renumbered; new codes are appended. */
+typedef int32_t BP_ErrorCode;
+#define BP_ERROR_INVALID_ARGUMENT ((BP_ErrorCode)1) /* caller passed something wrong */
+#define BP_ERROR_OUT_OF_MEMORY ((BP_ErrorCode)2)    /* device or host allocation failed */
+#define BP_ERROR_UNAVAILABLE ((BP_ErrorCode)3)      /* backend/device cannot be used */
+#define BP_ERROR_UNSUPPORTED ((BP_ErrorCode)4)      /* optional feature not offered */
+#define BP_ERROR_DEVICE ((BP_ErrorCode)5)           /* driver/device reported a failure */
+#define BP_ERROR_INTERNAL ((BP_ErrorCode)6)         /* bug or broken invariant */
+#define BP_ERROR_OUT_OF_RANGE ((BP_ErrorCode)7)     /* ordinal, offset or size out of range */
+
+typedef struct BP_Error BP_Error;
+struct BP_Error {
+  size_t struct_size;
+  BP_ErrorCode code;
+  const char* message; /* owned by the error, valid until destroy */
+  size_t message_size;
+  /* Releases the error. Called exactly once by whoever received it. */
+  void (*destroy)(BP_Error* error);
+};
+
+/* ------------------------------------------------------------ basic types -- */
+
+typedef struct BP_KeyValue {
+  size_t struct_size;
+  const char* key;
+  size_t key_size;
+  const char* value;
+  size_t value_size;
+} BP_KeyValue;
+
+typedef int32_t BP_DeviceKind;
+#define BP_DEVICE_KIND_CPU ((BP_DeviceKind)0)
+#define BP_DEVICE_KIND_GPU ((BP_DeviceKind)1)
+#define BP_DEVICE_KIND_ACCELERATOR ((BP_DeviceKind)2)
+
+typedef int32_t BP_MemoryKind;
+#define BP_MEMORY_DEVICE ((BP_MemoryKind)0)      /* memory of the device */
+#define BP_MEMORY_PINNED_HOST ((BP_MemoryKind)1) /* page-locked host memory for staging */
+
+/* Capability bits in BP_PluginApi.capabilities. */
+typedef uint64_t BP_Capabilities;
+/* Device memory is ordinary host memory: buffer addresses are host pointers
+ * the core may read and write directly (CPU backends). */
+#define BP_CAPABILITY_HOST_ADDRESSABLE ((BP_Capabilities)1 << 0)
+/* memory_allocate accepts BP_MEMORY_PINNED_HOST. */
+#define BP_CAPABILITY_PINNED_HOST ((BP_Capabilities)1 << 1)
+/* Async copies truly overlap with the caller (otherwise they may run inline
+ * and return an already-completed event). */
+#define BP_CAPABILITY_ASYNC ((BP_Capabilities)1 << 2)
+/* convert_integers is implemented. */
+#define BP_CAPABILITY_CONVERT_INTEGERS ((BP_Capabilities)1 << 3)
+
+/* Opaque handles, owned by the plugin. */
+typedef struct BP_Backend BP_Backend; /* one configured instance of the backend */
+typedef struct BP_Buffer BP_Buffer;   /* one allocation */
+typedef struct BP_Event BP_Event;     /* completion of one asynchronous call */
+
+/* --------------------------------------------------------- call arguments -- */
+/* One args struct per call. Fields marked "out" are written by the plugin. */
+
+typedef struct BP_BackendCreateArgs {
+  size_t struct_size;
+  /* Options from the config file's [backend.NAME] table, as strings. Valid
+   * only during the call: the plugin copies what it keeps. A plugin rejects
+   * an option it does not know or cannot parse with BP_ERROR_INVALID_ARGUMENT
+   * and a message naming the key. */
+  const BP_KeyValue* options;
+  size_t option_count;
+  BP_Backend* backend; /* out */
+} BP_BackendCreateArgs;
+
+typedef struct BP_ProbeArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  int32_t available; /* out: 1 usable, 0 not */
+  /* out: why not (or a short description when available), owned by the
+   * backend, valid until backend_destroy. */
+  const char* reason;
+  size_t reason_size;
+} BP_ProbeArgs;
+
+typedef struct BP_DeviceCountArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  int32_t count; /* out; 0 when probe said unavailable */
+} BP_DeviceCountArgs;
+
+typedef struct BP_DeviceInfoArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  int32_t ordinal;
+  /* out: name and attributes are owned by the backend and stay valid until
+   * backend_destroy; memory figures are a snapshot taken by this call. */
+  const char* name;
+  size_t name_size;
+  BP_DeviceKind kind;
+  uint64_t memory_total;
+  uint64_t memory_free;
+  const BP_KeyValue* attributes;
+  size_t attribute_count;
+} BP_DeviceInfoArgs;
+
+typedef struct BP_MemoryAllocateArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  int32_t ordinal;
+  BP_MemoryKind kind;
+  uint64_t size; /* 0 is valid and yields a buffer usable with size-0 copies */
+  BP_Buffer* buffer; /* out */
+  /* out: the native address: a host pointer for HOST_ADDRESSABLE backends and
+   * for PINNED_HOST memory, the device pointer where the device has one (CUDA),
+   * NULL where memory is reachable only through copies. */
+  void* address;
+} BP_MemoryAllocateArgs;
+
+typedef struct BP_MemoryFreeArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Buffer* buffer; /* NULL is a no-op */
+} BP_MemoryFreeArgs;
+
+/* Copies. For the synchronous calls `event` is ignored and the data has
+ * arrived when the call returns. For the asynchronous calls the plugin returns
+ * an event (out) the caller must destroy; the source and destination must stay
+ * valid until the event has completed. Errors found after submission are
+ * reported by event_wait. Ranges are bounds-checked by the plugin. */
+typedef struct BP_CopyToDeviceArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Buffer* destination;
+  uint64_t destination_offset;
+  const void* source; /* host memory */
+  uint64_t size;
+  BP_Event* event; /* out (async only) */
+} BP_CopyToDeviceArgs;
+
+typedef struct BP_CopyToHostArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Buffer* source;
+  uint64_t source_offset;
+  void* destination; /* host memory */
+  uint64_t size;
+  BP_Event* event; /* out (async only) */
+} BP_CopyToHostArgs;
+
+/* Both buffers belong to this backend; they may be on different devices. */
+typedef struct BP_CopyDeviceToDeviceArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Buffer* source;
+  uint64_t source_offset;
+  BP_Buffer* destination;
+  uint64_t destination_offset;
+  uint64_t size;
+  BP_Event* event; /* out (async only) */
+} BP_CopyDeviceToDeviceArgs;
+
+typedef struct BP_EventArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Event* event;
+  int32_t done; /* out, event_query only: 1 once completed (successfully or not) */
+} BP_EventArgs;
+
+/* Integer element types for convert_integers (values match the core's dtype
+ * numbering for these types). */
+typedef int32_t BP_IntegerType;
+#define BP_INTEGER_U8 ((BP_IntegerType)1)
+#define BP_INTEGER_U16 ((BP_IntegerType)2)
+#define BP_INTEGER_U32 ((BP_IntegerType)3)
+#define BP_INTEGER_I32 ((BP_IntegerType)4)
+#define BP_INTEGER_I64 ((BP_IntegerType)5)
+
+/* Widens `count` unsigned integers from `source` into `destination` on the
+ * device (e.g. uint16 tokens to int64), so batches cross the bus narrow.
+ * Asynchronous: returns an event like the async copies. */
+typedef struct BP_ConvertIntegersArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Buffer* source;
+  uint64_t source_offset;
+  BP_IntegerType source_type;
+  BP_Buffer* destination;
+  uint64_t destination_offset;
+  BP_IntegerType destination_type;
+  uint64_t count;
+  BP_Event* event; /* out */
+} BP_ConvertIntegersArgs;
+
+/* ------------------------------------------------------------ the table -- */
+
+typedef struct BP_PluginApi {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+
+  /* Backend name: [a-z0-9_]+, equal to <name> in backplane-<name>.so. */
+  const char* name;
+  size_t name_size;
+  const char* version; /* the plugin's own version, free-form */
+  size_t version_size;
+  /* Default priority when the config says nothing; higher wins the default
+   * device. Convention: cpu 10, gpus 100. */
+  int32_t priority;
+  BP_Capabilities capabilities;
+
+  BP_Error* (*backend_create)(BP_BackendCreateArgs* args);
+  void (*backend_destroy)(BP_Backend* backend); /* frees everything it owns */
+  BP_Error* (*probe)(BP_ProbeArgs* args);
+  BP_Error* (*device_count)(BP_DeviceCountArgs* args);
+  BP_Error* (*device_info)(BP_DeviceInfoArgs* args);
+
+  BP_Error* (*memory_allocate)(BP_MemoryAllocateArgs* args);
+  BP_Error* (*memory_free)(BP_MemoryFreeArgs* args);
+
+  BP_Error* (*copy_to_device)(BP_CopyToDeviceArgs* args);
+  BP_Error* (*copy_to_host)(BP_CopyToHostArgs* args);
+  BP_Error* (*copy_device_to_device)(BP_CopyDeviceToDeviceArgs* args);
+  BP_Error* (*copy_to_device_async)(BP_CopyToDeviceArgs* args);
+  BP_Error* (*copy_to_host_async)(BP_CopyToHostArgs* args);
+  BP_Error* (*copy_device_to_device_async)(BP_CopyDeviceToDeviceArgs* args);
+
+  /* Blocks until the event completes; returns the asynchronous error, if any.
+   * May be called more than once. */
+  BP_Error* (*event_wait)(BP_EventArgs* args);
+  BP_Error* (*event_query)(BP_EventArgs* args);
+  /* Waits for completion if needed, then releases the event. */
+  void (*event_destroy)(BP_Backend* backend, BP_Event* event);
+
+  /* Optional (BP_CAPABILITY_CONVERT_INTEGERS), may be NULL. */
+  BP_Error* (*convert_integers)(BP_ConvertIntegersArgs* args);
+  /* 1.0 ends here; fields of later minors are appended below. */
+} BP_PluginApi;
+
+/* Offered by the core to the entry function. */
+typedef struct BP_PluginEntryArgs {
+  size_t struct_size;
+  const uint32_t* core_abi_majors; /* the majors the core speaks */
+  size_t core_abi_major_count;
+  uint32_t core_abi_minor; /* the newest minor of the core's BP_ABI_MAJOR */
+} BP_PluginEntryArgs;
+
+/* Returns a table the plugin owns for its whole lifetime (usually static).
+ * The plugin picks the newest major it shares with the core. If it shares
+ * none it still returns its own table, so that the core can name both
+ * versions; it never returns NULL except when it cannot run at all. */
+typedef const BP_PluginApi* (*BP_PluginEntryFn)(const BP_PluginEntryArgs* args);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BACKPLANE_PLUGIN_H */

@@ -1,0 +1,101 @@
+// Header-only helpers for backend plugins written in C++.
+//
+// Optional: a plugin needs only plugin.h. These helpers make the ABI rules
+// easy to keep: errors are heap objects with their own destroy function, and
+// every exported body runs inside `guarded`, so no exception crosses the ABI.
+#ifndef BACKPLANE_PLUGIN_SUPPORT_HPP
+#define BACKPLANE_PLUGIN_SUPPORT_HPP
+
+#include <backplane/plugin.h>
+
+#include <cstddef>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace backplane::plugin {
+
+namespace detail {
+
+struct OwnedError {
+  BP_Error error;  // first member: a BP_Error* is an OwnedError*
+  std::string text;
+};
+
+inline void destroy_owned_error(BP_Error* error) { delete reinterpret_cast<OwnedError*>(error); }
+
+inline void destroy_static_error(BP_Error*) {}
+
+// Returned when allocating an error itself fails, so reporting OOM never throws.
+inline BP_Error* out_of_memory_error() {
+  static constexpr char kText[] = "out of host memory";
+  static BP_Error error{sizeof(BP_Error), BP_ERROR_OUT_OF_MEMORY, kText, sizeof(kText) - 1,
+                        &destroy_static_error};
+  return &error;
+}
+
+}  // namespace detail
+
+// A new error the caller of the ABI function owns. Never throws.
+inline BP_Error* make_error(BP_ErrorCode code, std::string_view message) noexcept {
+  auto* owned = new (std::nothrow) detail::OwnedError{};
+  if (owned == nullptr) return detail::out_of_memory_error();
+  try {
+    owned->text.assign(message);
+  } catch (...) {  // only std::bad_alloc can come from assign
+    delete owned;
+    return detail::out_of_memory_error();
+  }
+  owned->error = BP_Error{sizeof(BP_Error), code, owned->text.data(), owned->text.size(),
+                          &detail::destroy_owned_error};
+  return &owned->error;
+}
+
+// An exception a backend may throw internally to return a specific code.
+class Failure : public std::runtime_error {
+ public:
+  Failure(BP_ErrorCode code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  BP_ErrorCode code() const noexcept { return code_; }
+
+ private:
+  BP_ErrorCode code_;
+};
+
+// Runs `body` (returning BP_Error*) and turns any exception into an error.
+template <class Body>
+BP_Error* guarded(Body&& body) noexcept {
+  try {
+    return std::forward<Body>(body)();
+  } catch (const Failure& failure) {
+    return make_error(failure.code(), failure.what());
+  } catch (const std::bad_alloc&) {
+    return make_error(BP_ERROR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& error) {
+    return make_error(BP_ERROR_INTERNAL, error.what());
+  } catch (...) {
+    return make_error(BP_ERROR_INTERNAL, "unknown exception inside the plugin");
+  }
+}
+
+// Checks the args pointer and that the caller's struct holds every field of
+// the version this plugin was built against (minimum: the caller's own
+// version may be older only if the fields we read exist).
+template <class Args>
+void require_args(const Args* args, const char* call) {
+  if (args == nullptr) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args is NULL");
+  }
+  if (args->struct_size < sizeof(Args)) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  std::string(call) + ": args.struct_size " + std::to_string(args->struct_size) +
+                      " is smaller than " + std::to_string(sizeof(Args)));
+  }
+}
+
+}  // namespace backplane::plugin
+
+#endif  // BACKPLANE_PLUGIN_SUPPORT_HPP
