@@ -1,0 +1,124 @@
+// backplane C++ API: discover backends, list devices, pick the default device.
+//
+// Thread-safety: a Runtime may be used from any number of threads at once.
+// Discovery runs lazily, once, on first use.
+//
+// Error model: discovery and availability are values (BackendInfo::status);
+// operations that cannot do what was asked throw backplane::Error.
+#ifndef BACKPLANE_BACKPLANE_HPP
+#define BACKPLANE_BACKPLANE_HPP
+
+#include <backplane/error.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace backplane {
+
+#define BACKPLANE_VERSION_MAJOR 0
+#define BACKPLANE_VERSION_MINOR 1
+#define BACKPLANE_VERSION_PATCH 0
+
+// The version of the library actually loaded, e.g. "0.1.0".
+std::string_view version() noexcept;
+
+// Exactly one per plugin found; see docs/plugin-abi.md for each meaning.
+enum class BackendStatus {
+  kAvailable,    // loaded, probe said yes
+  kUnavailable,  // loaded, probe said no (reason from the plugin)
+  kIncompatible, // speaks an ABI major this core does not
+  kFailed,       // could not be loaded or broke the ABI contract
+  kDisabled,     // switched off by BACKPLANE_BACKENDS or the config file
+  kShadowed,     // a plugin of the same name was found earlier
+};
+std::string_view to_string(BackendStatus status) noexcept;
+
+// Where a plugin search path entry came from, in search order.
+enum class SearchOrigin { kCode, kEnvironment, kConfig, kInstallDir, kCoreDir };
+std::string_view to_string(SearchOrigin origin) noexcept;
+
+struct SearchPathEntry {
+  std::filesystem::path path;
+  SearchOrigin origin;
+};
+
+struct BackendInfo {
+  std::string name;
+  BackendStatus status;
+  std::string reason;  // why this status, in words a user can act on
+  std::filesystem::path plugin_path;
+  SearchOrigin origin;
+  std::string abi_version;     // "1.0"; empty when the table could not be read
+  std::string plugin_version;  // the plugin's own version string
+  int priority = 0;            // higher wins the default device
+  std::uint64_t capabilities = 0;
+};
+
+enum class DeviceKind { kCpu, kGpu, kAccelerator };
+std::string_view to_string(DeviceKind kind) noexcept;
+
+struct DeviceInfo {
+  std::string backend;
+  int ordinal = 0;
+  std::string name;
+  DeviceKind kind = DeviceKind::kCpu;
+  std::uint64_t memory_total = 0;
+  std::uint64_t memory_free = 0;
+  std::vector<std::pair<std::string, std::string>> attributes;
+
+  std::string selector() const { return backend + ":" + std::to_string(ordinal); }
+};
+
+class Runtime {
+ public:
+  struct Options {
+    // Searched first, before BACKPLANE_PLUGIN_PATH: files or directories.
+    std::vector<std::filesystem::path> plugin_paths;
+    // Ignore every BACKPLANE_* variable (embedders, tests).
+    bool ignore_environment = false;
+    // Skip the install directory and the directory next to the core library.
+    bool skip_default_paths = false;
+    // Plugin options per backend, as from the config file's [backend.NAME].
+    std::map<std::string, std::vector<std::pair<std::string, std::string>>> backend_options;
+  };
+
+  // The process-wide runtime, created on first use; lives until exit.
+  static Runtime& process_default();
+
+  Runtime();
+  explicit Runtime(Options options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The plugin search path, in order, after deduplication.
+  std::vector<SearchPathEntry> search_path() const;
+  // Every plugin found, in search order, each with its status.
+  const std::vector<BackendInfo>& backends() const;
+  // The first (winning) entry with this backend name, or nullptr.
+  const BackendInfo* find_backend(std::string_view name) const;
+  bool is_available(std::string_view name) const;
+
+  // Devices of one available backend; throws Error(kUnavailable/kNotFound)
+  // naming the backend's status and reason otherwise.
+  std::vector<DeviceInfo> devices(std::string_view backend) const;
+  // Devices of every available backend, highest priority first.
+  std::vector<DeviceInfo> devices() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace backplane
+
+#endif  // BACKPLANE_BACKPLANE_HPP

@@ -1,0 +1,91 @@
+#include "loader/plugin_library.hpp"
+
+#include "loader/table_validation.hpp"
+#include "util/log.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <exception>
+
+namespace backplane {
+namespace {
+
+bool world_writable(const std::filesystem::path& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IWOTH) != 0;
+}
+
+}  // namespace
+
+PluginLibrary::~PluginLibrary() {
+  if (keep_loaded_) {
+    // Leak the handle on purpose: dlclose would unmap code still referenced.
+    new boost::dll::shared_library(std::move(library_));
+  }
+}
+
+std::string PluginLibrary::version() const {
+  if (api_->version == nullptr) return {};
+  return {api_->version, api_->version_size};
+}
+
+std::optional<std::string> unsafe_permissions(const std::filesystem::path& file) {
+  if (world_writable(file)) {
+    return fmt::format("refused: {} is world-writable (anyone could replace it); run chmod o-w",
+                       file.string());
+  }
+  auto directory = file.parent_path();
+  if (world_writable(directory)) {
+    return fmt::format("refused: its directory {} is world-writable (anyone could add plugins); "
+                       "run chmod o-w or move the plugin",
+                       directory.string());
+  }
+  return std::nullopt;
+}
+
+OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view expected_name) {
+  OpenedPlugin opened;
+  if (auto unsafe = unsafe_permissions(file)) {
+    opened.reason = *unsafe;
+    return opened;
+  }
+
+  boost::dll::shared_library library;
+  try {
+    // Absolute path: Boost.DLL resolves a bare name against the working directory.
+    library.load(std::filesystem::absolute(file),
+                 boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& error) {
+    // The throwing overload keeps dlerror's text; the error_code one does not.
+    opened.reason = fmt::format("cannot load: {}", error.what());
+    return opened;
+  }
+  if (!library.has(BP_PLUGIN_ENTRY_SYMBOL)) {
+    opened.reason = fmt::format("no entry symbol '{}': not a backplane plugin",
+                                BP_PLUGIN_ENTRY_SYMBOL);
+    return opened;
+  }
+
+  static constexpr std::array<uint32_t, 1> kCoreMajors = {BP_ABI_MAJOR};
+  const BP_PluginEntryArgs offer{sizeof(BP_PluginEntryArgs), kCoreMajors.data(), kCoreMajors.size(),
+                                 BP_ABI_MINOR};
+  auto& entry = library.get<const BP_PluginApi*(const BP_PluginEntryArgs*)>(BP_PLUGIN_ENTRY_SYMBOL);
+  const BP_PluginApi* table = entry(&offer);
+
+  if (auto problem = validate_table(table, expected_name)) {
+    opened.status = problem->status;
+    opened.reason = std::move(problem->reason);
+    if (table != nullptr && problem->status == BackendStatus::kIncompatible) {
+      opened.abi_version = abi_version_string(*table);
+    }
+    return opened;
+  }
+  opened.abi_version = abi_version_string(*table);
+  opened.status = BackendStatus::kAvailable;
+  opened.library = std::make_shared<PluginLibrary>(std::move(library), table);
+  return opened;
+}
+
+}  // namespace backplane

@@ -1,0 +1,103 @@
+#include "loader/table_validation.hpp"
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace backplane {
+namespace {
+
+constexpr std::size_t kVersionFieldsEnd = offsetof(BP_PluginApi, abi_minor) + sizeof(uint32_t);
+
+// The calls every 1.x plugin must provide, by name for the error message.
+std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) {
+  std::vector<std::string_view> missing;
+  auto require = [&](const void* pointer, std::string_view name) {
+    if (pointer == nullptr) missing.push_back(name);
+  };
+  require(reinterpret_cast<const void*>(table.backend_create), "backend_create");
+  require(reinterpret_cast<const void*>(table.backend_destroy), "backend_destroy");
+  require(reinterpret_cast<const void*>(table.probe), "probe");
+  require(reinterpret_cast<const void*>(table.device_count), "device_count");
+  require(reinterpret_cast<const void*>(table.device_info), "device_info");
+  require(reinterpret_cast<const void*>(table.memory_allocate), "memory_allocate");
+  require(reinterpret_cast<const void*>(table.memory_free), "memory_free");
+  require(reinterpret_cast<const void*>(table.copy_to_device), "copy_to_device");
+  require(reinterpret_cast<const void*>(table.copy_to_host), "copy_to_host");
+  require(reinterpret_cast<const void*>(table.copy_device_to_device), "copy_device_to_device");
+  require(reinterpret_cast<const void*>(table.copy_to_device_async), "copy_to_device_async");
+  require(reinterpret_cast<const void*>(table.copy_to_host_async), "copy_to_host_async");
+  require(reinterpret_cast<const void*>(table.copy_device_to_device_async),
+          "copy_device_to_device_async");
+  require(reinterpret_cast<const void*>(table.event_wait), "event_wait");
+  require(reinterpret_cast<const void*>(table.event_query), "event_query");
+  require(reinterpret_cast<const void*>(table.event_destroy), "event_destroy");
+  if ((table.capabilities & BP_CAPABILITY_CONVERT_INTEGERS) != 0) {
+    require(reinterpret_cast<const void*>(table.convert_integers),
+            "convert_integers (the table claims BP_CAPABILITY_CONVERT_INTEGERS)");
+  }
+  return missing;
+}
+
+}  // namespace
+
+bool is_valid_backend_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string abi_version_string(const BP_PluginApi& table) {
+  return fmt::format("{}.{}", table.abi_major, table.abi_minor);
+}
+
+std::optional<TableProblem> validate_table(const BP_PluginApi* table,
+                                           std::string_view expected_name) {
+  if (table == nullptr) {
+    return TableProblem{BackendStatus::kFailed, "the entry function returned no table (NULL)"};
+  }
+  if (table->struct_size < kVersionFieldsEnd) {
+    return TableProblem{BackendStatus::kFailed,
+                        fmt::format("bad table: struct_size {} is too small to hold the ABI version",
+                                    table->struct_size)};
+  }
+  if (table->abi_major != BP_ABI_MAJOR) {
+    return TableProblem{BackendStatus::kIncompatible,
+                        fmt::format("plugin speaks ABI {}, this core speaks {}.x",
+                                    abi_version_string(*table), BP_ABI_MAJOR)};
+  }
+  if (table->struct_size < sizeof(BP_PluginApi)) {
+    return TableProblem{
+        BackendStatus::kFailed,
+        fmt::format("bad table: struct_size {} is smaller than ABI {}.0's table ({} bytes)",
+                    table->struct_size, BP_ABI_MAJOR, sizeof(BP_PluginApi))};
+  }
+  if (table->name == nullptr || table->name_size == 0) {
+    return TableProblem{BackendStatus::kFailed, "bad table: the backend name is empty"};
+  }
+  std::string_view name(table->name, table->name_size);
+  if (!is_valid_backend_name(name)) {
+    return TableProblem{BackendStatus::kFailed,
+                        fmt::format("bad table: backend name '{}' is not of the form [a-z0-9_]+",
+                                    name.substr(0, 64))};
+  }
+  if (!expected_name.empty() && name != expected_name) {
+    return TableProblem{BackendStatus::kFailed,
+                        fmt::format("file backplane-{}.so declares backend '{}'; the names must match",
+                                    expected_name, name)};
+  }
+  if (table->version == nullptr && table->version_size != 0) {
+    return TableProblem{BackendStatus::kFailed, "bad table: version is NULL with a non-zero size"};
+  }
+  if (auto missing = missing_required_calls(*table); !missing.empty()) {
+    return TableProblem{BackendStatus::kFailed,
+                        fmt::format("bad table: required calls are NULL: {}", fmt::join(missing, ", "))};
+  }
+  return std::nullopt;
+}
+
+}  // namespace backplane

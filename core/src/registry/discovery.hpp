@@ -1,0 +1,35 @@
+// Turns the search path into backends, each with exactly one status.
+#pragma once
+
+#include "registry/backend.hpp"
+
+#include <backplane/backplane.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace backplane {
+
+struct DiscoveryPolicy {
+  // When set, only these backends are opened; the rest are `disabled` with
+  // `allowed_source` (e.g. "BACKPLANE_BACKENDS=cuda,cpu") as the reason.
+  std::optional<std::vector<std::string>> allowed;
+  std::string allowed_source;
+  // Backends switched off by name, with the reason to report.
+  std::map<std::string, std::string, std::less<>> disabled;
+  std::map<std::string, Options, std::less<>> options;
+  std::map<std::string, int, std::less<>> priorities;
+};
+
+struct DiscoveredBackend {
+  BackendInfo info;
+  std::unique_ptr<Backend> backend;  // set only when info.status is kAvailable
+};
+
+std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,
+                                        const DiscoveryPolicy& policy);
+
+}  // namespace backplane

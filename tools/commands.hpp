@@ -1,0 +1,18 @@
+// Subcommands of the `backplane` tool. Each returns the process exit status.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane::tools {
+
+using Arguments = std::vector<std::string_view>;
+
+int run_info(const Arguments& args);
+
+// "1.5 GiB", "512 B": binary units, one decimal.
+std::string format_bytes(std::uint64_t bytes);
+
+}  // namespace backplane::tools

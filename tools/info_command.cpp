@@ -1,0 +1,132 @@
+// `backplane info [--json]`: what was found, with what status and why.
+// The JSON shape is documented in docs/cli.md and only grows.
+#include "commands.hpp"
+
+#include <backplane/backplane.hpp>
+#include <backplane/plugin.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+namespace backplane::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::vector<std::string> capability_names(std::uint64_t capabilities) {
+  std::vector<std::string> names;
+  if (capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) names.emplace_back("host_addressable");
+  if (capabilities & BP_CAPABILITY_PINNED_HOST) names.emplace_back("pinned_host");
+  if (capabilities & BP_CAPABILITY_ASYNC) names.emplace_back("async");
+  if (capabilities & BP_CAPABILITY_CONVERT_INTEGERS) names.emplace_back("convert_integers");
+  return names;
+}
+
+json device_json(const DeviceInfo& device) {
+  json attributes = json::object();
+  for (const auto& [key, value] : device.attributes) attributes[key] = value;
+  return {{"selector", device.selector()},     {"name", device.name},
+          {"kind", to_string(device.kind)},     {"memory_total", device.memory_total},
+          {"memory_free", device.memory_free}, {"attributes", attributes}};
+}
+
+// Devices of an available backend; a plugin failing here is reported, not fatal.
+struct DeviceListing {
+  std::vector<DeviceInfo> devices;
+  std::string error;
+};
+
+DeviceListing list_devices(const Runtime& runtime, const BackendInfo& backend) {
+  DeviceListing listing;
+  if (backend.status != BackendStatus::kAvailable) return listing;
+  try {
+    listing.devices = runtime.devices(backend.name);
+  } catch (const Error& error) {
+    listing.error = error.what();
+  }
+  return listing;
+}
+
+int print_json(const Runtime& runtime) {
+  json search_path = json::array();
+  for (const auto& entry : runtime.search_path()) {
+    search_path.push_back({{"path", entry.path.string()}, {"origin", to_string(entry.origin)}});
+  }
+  json backends = json::array();
+  for (const auto& backend : runtime.backends()) {
+    json item = {{"name", backend.name},
+                 {"status", to_string(backend.status)},
+                 {"reason", backend.reason},
+                 {"plugin", backend.plugin_path.string()},
+                 {"origin", to_string(backend.origin)},
+                 {"abi_version", backend.abi_version},
+                 {"plugin_version", backend.plugin_version},
+                 {"priority", backend.priority},
+                 {"capabilities", capability_names(backend.capabilities)}};
+    auto listing = list_devices(runtime, backend);
+    json devices = json::array();
+    for (const auto& device : listing.devices) devices.push_back(device_json(device));
+    item["devices"] = devices;
+    if (!listing.error.empty()) item["device_error"] = listing.error;
+    backends.push_back(item);
+  }
+  json document = {{"version", version()},
+                   {"abi_version", fmt::format("{}.{}", BP_ABI_MAJOR, BP_ABI_MINOR)},
+                   {"search_path", search_path},
+                   {"backends", backends}};
+  fmt::print("{}\n", document.dump(2));
+  return 0;
+}
+
+int print_text(const Runtime& runtime) {
+  fmt::print("backplane {} (plugin ABI {}.{})\n\n", version(), BP_ABI_MAJOR, BP_ABI_MINOR);
+  fmt::print("plugin search path:\n");
+  int index = 1;
+  for (const auto& entry : runtime.search_path()) {
+    fmt::print("  {}. {} ({})\n", index++, entry.path.string(), to_string(entry.origin));
+  }
+  const auto& backends = runtime.backends();
+  fmt::print("\nbackends:{}\n", backends.empty() ? " none found" : "");
+  for (const auto& backend : backends) {
+    fmt::print("  {:<12} {:<12} {}\n", backend.name, to_string(backend.status), backend.plugin_path.string());
+    if (!backend.reason.empty()) fmt::print("  {:<12} {:<12} {}\n", "", "", backend.reason);
+    auto listing = list_devices(runtime, backend);
+    for (const auto& device : listing.devices) {
+      fmt::print("    {:<10} {} ({}), {} free of {}\n", device.selector(), device.name, to_string(device.kind),
+                 format_bytes(device.memory_free), format_bytes(device.memory_total));
+    }
+    if (!listing.error.empty()) fmt::print("    cannot list devices: {}\n", listing.error);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string format_bytes(std::uint64_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+int run_info(const Arguments& args) {
+  bool as_json = false;
+  for (auto arg : args) {
+    if (arg == "--json") {
+      as_json = true;
+    } else {
+      fmt::print(stderr, "backplane info: unknown option '{}'\nusage: backplane info [--json]\n", arg);
+      return 2;
+    }
+  }
+  Runtime& runtime = Runtime::process_default();
+  return as_json ? print_json(runtime) : print_text(runtime);
+}
+
+}  // namespace backplane::tools
