@@ -1,0 +1,92 @@
+// Dynamic binding to the NVIDIA driver API (libcuda.so.1).
+//
+// The plugin never links libcuda or its link stub: it opens libcuda.so.1 the
+// first time a backend probes, so the plugin loads on machines without the
+// driver and probe can say why the backend is unavailable. The driver itself
+// applies CUDA_VISIBLE_DEVICES; we see only the devices it lets us see.
+//
+// Included only from .cu files (it includes cuda.h).
+#ifndef BACKPLANE_PLUGINS_CUDA_CUDA_DRIVER_HPP
+#define BACKPLANE_PLUGINS_CUDA_CUDA_DRIVER_HPP
+
+#include <cuda.h>
+
+#include <string>
+
+namespace backplane::cuda {
+
+// The driver version this plugin needs: the major release of the toolkit it
+// was built with (CUDA minor version compatibility covers later minors).
+inline constexpr int kRequiredDriverVersion = (CUDA_VERSION / 1000) * 1000;
+
+// Every driver entry point the plugin calls. cuda.h maps the plain names to
+// their current ABI versions (cuMemAlloc -> cuMemAlloc_v2); the table uses the
+// same macros, so `driver.cuMemAlloc` is the _v2 entry point, resolved by its
+// versioned symbol name.
+#define BP_CUDA_DRIVER_FUNCTIONS(X) \
+  X(cuGetErrorName)                 \
+  X(cuGetErrorString)               \
+  X(cuDriverGetVersion)             \
+  X(cuInit)                         \
+  X(cuDeviceGetCount)               \
+  X(cuDeviceGet)                    \
+  X(cuDeviceGetName)                \
+  X(cuDeviceTotalMem)               \
+  X(cuDeviceGetAttribute)           \
+  X(cuDeviceGetUuid)                \
+  X(cuDeviceGetPCIBusId)            \
+  X(cuDeviceCanAccessPeer)          \
+  X(cuDevicePrimaryCtxGetState)     \
+  X(cuDevicePrimaryCtxRetain)       \
+  X(cuDevicePrimaryCtxRelease)      \
+  X(cuCtxPushCurrent)               \
+  X(cuCtxPopCurrent)                \
+  X(cuCtxEnablePeerAccess)          \
+  X(cuMemGetInfo)                   \
+  X(cuMemAlloc)                     \
+  X(cuMemFree)                      \
+  X(cuMemHostAlloc)                 \
+  X(cuMemFreeHost)                  \
+  X(cuMemcpyAsync)                  \
+  X(cuMemcpyPeerAsync)              \
+  X(cuStreamCreate)                 \
+  X(cuStreamDestroy)                \
+  X(cuStreamSynchronize)            \
+  X(cuStreamWaitEvent)              \
+  X(cuEventCreate)                  \
+  X(cuEventRecord)                  \
+  X(cuEventSynchronize)             \
+  X(cuEventQuery)                   \
+  X(cuEventDestroy)
+
+struct DriverApi {
+#define BP_CUDA_DECLARE_ENTRY(function) decltype(&::function) function = nullptr;
+  BP_CUDA_DRIVER_FUNCTIONS(BP_CUDA_DECLARE_ENTRY)
+#undef BP_CUDA_DECLARE_ENTRY
+};
+
+// The outcome of opening the driver, decided once per process.
+struct DriverLoad {
+  const DriverApi* api = nullptr;  // non-NULL when every entry point resolved
+  int version = 0;                 // cuDriverGetVersion, 0 when unknown
+  // Why `api` is NULL, ready to be a probe reason:
+  //   "no NVIDIA driver: libcuda.so.1 not found (<dlerror>)"
+  //   "NVIDIA driver too old: it supports CUDA 12.2, this plugin needs CUDA 13.0 or newer"
+  std::string failure;
+};
+
+// Opens libcuda.so.1 and resolves the table the first time it is called;
+// later calls return the same result. Thread-safe, never throws. A driver
+// that was opened successfully stays loaded until the process exits (device
+// contexts may outlive any one backend).
+const DriverLoad& load_driver() noexcept;
+
+// "CUDA_ERROR_OUT_OF_MEMORY: out of memory" (or a numeric fallback).
+std::string describe_result(const DriverApi& driver, CUresult result);
+
+// "13.0" for 13000.
+std::string format_cuda_version(int version);
+
+}  // namespace backplane::cuda
+
+#endif  // BACKPLANE_PLUGINS_CUDA_CUDA_DRIVER_HPP
