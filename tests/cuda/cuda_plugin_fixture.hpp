@@ -1,0 +1,158 @@
+// Shared by the cuda suite: opens backplane-cuda.so once and wraps its table.
+//
+// The plugin path is BP_TEST_CUDA_PLUGIN from the environment, else the path
+// Meson compiled in, else ../../plugins/cuda/backplane-cuda.so next to this
+// executable (a build carried to a GPU machine lives at another path). The
+// plugin is never dlclosed: once a device is used it must stay mapped.
+#ifndef BACKPLANE_TESTS_CUDA_CUDA_PLUGIN_FIXTURE_HPP
+#define BACKPLANE_TESTS_CUDA_CUDA_PLUGIN_FIXTURE_HPP
+
+#include <backplane/plugin.h>
+#include <dlfcn.h>
+#include <doctest/doctest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace cuda_test {
+
+inline std::filesystem::path executable_directory() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path();
+}
+
+inline std::string plugin_path() {
+  const char* override_path = std::getenv("BP_TEST_CUDA_PLUGIN");
+  if (override_path != nullptr && *override_path != '\0') return override_path;
+  if (std::filesystem::exists(BP_TEST_CUDA_PLUGIN)) return BP_TEST_CUDA_PLUGIN;
+  return executable_directory() / "../../plugins/cuda/backplane-cuda.so";
+}
+
+// The libcuda.so.1 stand-in built next to this executable (fake_driver/).
+inline std::string fake_driver_directory() { return executable_directory() / "fake_driver"; }
+
+// True inside a child started by run_in_child.
+inline bool in_child() { return std::getenv("BP_TEST_CUDA_CHILD") != nullptr; }
+
+// Runs the test cases matching `test_case` in a fresh process of this
+// executable. `environment` entries "NAME=value" set a variable, "NAME" alone
+// removes it. The driver reads its environment once per process, so scenarios
+// that change it run this way. Returns the child's exit status (0: passed).
+inline int run_in_child(const std::string& test_case, std::vector<std::string> settings) {
+  settings.push_back("BP_TEST_CUDA_CHILD=1");
+  settings.push_back("BP_TEST_CUDA_PLUGIN=" + plugin_path());
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable(*entry);
+    const std::string name = variable.substr(0, variable.find('='));
+    bool overridden = false;
+    for (const std::string& setting : settings) {
+      overridden = overridden || setting.substr(0, setting.find('=')) == name;
+    }
+    if (!overridden) environment.push_back(variable);
+  }
+  for (const std::string& setting : settings) {
+    if (setting.find('=') != std::string::npos) environment.push_back(setting);
+  }
+  std::vector<char*> envp;
+  for (std::string& entry : environment) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  std::string filter = "--test-case=" + test_case;
+  std::string quiet = "--minimal=true";
+  char* argv[] = {self.data(), filter.data(), quiet.data(), nullptr};
+  pid_t child = 0;
+  if (posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+inline BP_PluginEntryFn entry_function() {
+  static BP_PluginEntryFn entry = [] {
+    void* library = dlopen(plugin_path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE_MESSAGE(library != nullptr, "dlopen " << plugin_path() << ": " << dlerror());
+    void* symbol = dlsym(library, BP_PLUGIN_ENTRY_SYMBOL);
+    REQUIRE_MESSAGE(symbol != nullptr, "no " BP_PLUGIN_ENTRY_SYMBOL " in " << plugin_path());
+    return reinterpret_cast<BP_PluginEntryFn>(symbol);
+  }();
+  return entry;
+}
+
+inline const BP_PluginApi& api() {
+  static const BP_PluginApi* table = [] {
+    const uint32_t majors[] = {BP_ABI_MAJOR};
+    const BP_PluginEntryArgs args{sizeof(BP_PluginEntryArgs), majors, 1, BP_ABI_MINOR};
+    const BP_PluginApi* result = entry_function()(&args);
+    REQUIRE(result != nullptr);
+    return result;
+  }();
+  return *table;
+}
+
+// An error taken from a call: code and message copied, the error destroyed.
+struct Outcome {
+  BP_ErrorCode code = 0;  // 0: success
+  std::string message;
+  bool ok() const { return code == 0; }
+};
+
+inline Outcome take(BP_Error* error) {
+  Outcome outcome;
+  if (error == nullptr) return outcome;
+  outcome.code = error->code;
+  outcome.message.assign(error->message, error->message_size);
+  error->destroy(error);
+  return outcome;
+}
+
+// One backend instance, probed; destroyed with the object.
+class Backend {
+ public:
+  Backend() {
+    BP_BackendCreateArgs create{sizeof(create), nullptr, 0, nullptr};
+    const Outcome created = take(api().backend_create(&create));
+    REQUIRE_MESSAGE(created.ok(), created.message);
+    handle_ = create.backend;
+    BP_ProbeArgs probe{sizeof(probe), handle_, 0, nullptr, 0};
+    const Outcome probed = take(api().probe(&probe));
+    REQUIRE_MESSAGE(probed.ok(), probed.message);
+    available_ = probe.available != 0;
+    reason_.assign(probe.reason, probe.reason_size);
+    BP_DeviceCountArgs count{sizeof(count), handle_, -1};
+    REQUIRE(take(api().device_count(&count)).ok());
+    device_count_ = count.count;
+  }
+  ~Backend() { api().backend_destroy(handle_); }
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  BP_Backend* handle() const { return handle_; }
+  bool available() const { return available_; }
+  const std::string& reason() const { return reason_; }
+  int device_count() const { return device_count_; }
+
+ private:
+  BP_Backend* handle_ = nullptr;
+  bool available_ = false;
+  std::string reason_;
+  int device_count_ = 0;
+};
+
+// Empty when libcuda.so.1 can be opened by this process, else dlerror's text.
+inline std::string driver_open_error() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver == nullptr) return dlerror();
+  return "";  // left open: the plugin may be using the same driver
+}
+
+}  // namespace cuda_test
+
+#endif  // BACKPLANE_TESTS_CUDA_CUDA_PLUGIN_FIXTURE_HPP

@@ -1,0 +1,318 @@
+// The cuda backend on a GPU: memory, copies, events, the widening kernel,
+// and the out-of-memory message. Each case says "skipped: no CUDA device
+// (<probe reason>)" and returns where there is no device, so a run on a
+// machine without a GPU passes them without claiming to have tested them.
+#include "cuda_plugin_fixture.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+using cuda_test::api;
+using cuda_test::Backend;
+using cuda_test::Outcome;
+using cuda_test::take;
+
+namespace {
+
+bool have_device(const Backend& backend) {
+  if (backend.device_count() > 0) return true;
+  MESSAGE("skipped: no CUDA device (" << backend.reason() << ")");
+  return false;
+}
+
+struct Allocation {
+  BP_Buffer* buffer = nullptr;
+  void* address = nullptr;
+};
+
+Allocation allocate(const Backend& backend, uint64_t size, BP_MemoryKind kind = BP_MEMORY_DEVICE,
+                    int32_t ordinal = 0) {
+  BP_MemoryAllocateArgs args{sizeof(args), backend.handle(), ordinal, kind, size, nullptr, nullptr};
+  const Outcome outcome = take(api().memory_allocate(&args));
+  REQUIRE_MESSAGE(outcome.ok(), outcome.message);
+  REQUIRE(args.buffer != nullptr);
+  return {args.buffer, args.address};
+}
+
+void release(const Backend& backend, BP_Buffer* buffer) {
+  BP_MemoryFreeArgs args{sizeof(args), backend.handle(), buffer};
+  const Outcome outcome = take(api().memory_free(&args));
+  CHECK_MESSAGE(outcome.ok(), outcome.message);
+}
+
+std::vector<unsigned char> random_bytes(std::size_t size, uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::vector<unsigned char> bytes(size);
+  for (auto& byte : bytes) byte = static_cast<unsigned char>(generator());
+  return bytes;
+}
+
+void wait_and_destroy(const Backend& backend, BP_Event* event) {
+  REQUIRE(event != nullptr);
+  BP_EventArgs args{sizeof(args), backend.handle(), event, 0};
+  const Outcome waited = take(api().event_wait(&args));
+  CHECK_MESSAGE(waited.ok(), waited.message);
+  REQUIRE(take(api().event_query(&args)).ok());
+  CHECK(args.done == 1);
+  api().event_destroy(backend.handle(), event);
+}
+
+Outcome upload(const Backend& backend, BP_Buffer* buffer, uint64_t offset, const void* data,
+               uint64_t size) {
+  BP_CopyToDeviceArgs args{sizeof(args), backend.handle(), buffer, offset, data, size, nullptr};
+  return take(api().copy_to_device(&args));
+}
+
+Outcome download(const Backend& backend, BP_Buffer* buffer, uint64_t offset, void* data,
+                 uint64_t size) {
+  BP_CopyToHostArgs args{sizeof(args), backend.handle(), buffer, offset, data, size, nullptr};
+  return take(api().copy_to_host(&args));
+}
+
+}  // namespace
+
+TEST_CASE("[cuda][gpu] device info: name, memory and attributes") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  for (int ordinal = 0; ordinal < backend.device_count(); ++ordinal) {
+    BP_DeviceInfoArgs info{};
+    info.struct_size = sizeof(info);
+    info.backend = backend.handle();
+    info.ordinal = ordinal;
+    const Outcome outcome = take(api().device_info(&info));
+    REQUIRE_MESSAGE(outcome.ok(), outcome.message);
+    CHECK(info.name_size > 0);
+    CHECK(info.kind == BP_DEVICE_KIND_GPU);
+    CHECK(info.memory_total > 0);
+    CHECK(info.memory_free <= info.memory_total);
+    std::vector<std::string> keys;
+    for (size_t index = 0; index < info.attribute_count; ++index) {
+      const BP_KeyValue& attribute = info.attributes[index];
+      const std::string key(attribute.key, attribute.key_size);
+      const std::string value(attribute.value, attribute.value_size);
+      MESSAGE("cuda:" << ordinal << " " << key << " = " << value);
+      keys.push_back(key);
+      CHECK_FALSE(value.empty());
+      if (key == "uuid") CHECK(value.rfind("GPU-", 0) == 0);
+    }
+    CHECK(keys == std::vector<std::string>{"compute_capability", "multiprocessor_count",
+                                           "pci_bus_id", "uuid"});
+  }
+  BP_DeviceInfoArgs beyond{};
+  beyond.struct_size = sizeof(beyond);
+  beyond.backend = backend.handle();
+  beyond.ordinal = backend.device_count();
+  CHECK(take(api().device_info(&beyond)).code == BP_ERROR_OUT_OF_RANGE);
+}
+
+TEST_CASE("[cuda][gpu] synchronous round trip of random data, bounds checked") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  const uint64_t size = (3u << 20) + 7;
+  const Allocation device = allocate(backend, size);
+  CHECK(device.address != nullptr);  // the device pointer
+  const auto sent = random_bytes(size, 1);
+  REQUIRE(upload(backend, device.buffer, 0, sent.data(), size).ok());
+  std::vector<unsigned char> received(size);
+  REQUIRE(download(backend, device.buffer, 0, received.data(), size).ok());
+  CHECK(received == sent);
+
+  // A sub-range at an odd offset.
+  const auto patch = random_bytes(1000, 2);
+  REQUIRE(upload(backend, device.buffer, 12345, patch.data(), patch.size()).ok());
+  std::vector<unsigned char> back(patch.size());
+  REQUIRE(download(backend, device.buffer, 12345, back.data(), back.size()).ok());
+  CHECK(back == patch);
+
+  CHECK(upload(backend, device.buffer, size - 10, patch.data(), 11).code == BP_ERROR_OUT_OF_RANGE);
+  CHECK(download(backend, device.buffer, size + 1, back.data(), 0).code == BP_ERROR_OUT_OF_RANGE);
+  CHECK(upload(backend, device.buffer, 1, patch.data(), std::numeric_limits<uint64_t>::max())
+            .code == BP_ERROR_OUT_OF_RANGE);
+  CHECK(upload(backend, device.buffer, 0, nullptr, 1).code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(upload(backend, device.buffer, size, nullptr, 0).ok());
+  release(backend, device.buffer);
+
+  // A freed handle is no longer accepted.
+  CHECK(upload(backend, device.buffer, 0, sent.data(), 1).code == BP_ERROR_INVALID_ARGUMENT);
+  BP_MemoryFreeArgs again{sizeof(again), backend.handle(), device.buffer};
+  CHECK(take(api().memory_free(&again)).code == BP_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("[cuda][gpu] asynchronous round trip through pinned memory") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  const uint64_t size = 8u << 20;
+  const Allocation device = allocate(backend, size);
+  const Allocation pinned_out = allocate(backend, size, BP_MEMORY_PINNED_HOST);
+  const Allocation pinned_in = allocate(backend, size, BP_MEMORY_PINNED_HOST);
+  REQUIRE(pinned_out.address != nullptr);
+  REQUIRE(pinned_in.address != nullptr);
+  const auto sent = random_bytes(size, 3);
+  std::memcpy(pinned_out.address, sent.data(), size);
+  std::memset(pinned_in.address, 0, size);
+
+  BP_CopyToDeviceArgs up{sizeof(up), backend.handle(), device.buffer, 0, pinned_out.address,
+                         size, nullptr};
+  REQUIRE(take(api().copy_to_device_async(&up)).ok());
+  // Same device, same stream: the download is ordered after the upload.
+  BP_CopyToHostArgs down{sizeof(down), backend.handle(), device.buffer, 0, pinned_in.address,
+                         size, nullptr};
+  REQUIRE(take(api().copy_to_host_async(&down)).ok());
+  wait_and_destroy(backend, down.event);
+  wait_and_destroy(backend, up.event);
+  CHECK(std::memcmp(pinned_in.address, sent.data(), size) == 0);
+
+  // Pageable memory works asynchronously too.
+  std::vector<unsigned char> pageable(size);
+  BP_CopyToHostArgs pageable_down{sizeof(pageable_down), backend.handle(), device.buffer, 0,
+                                  pageable.data(), size, nullptr};
+  REQUIRE(take(api().copy_to_host_async(&pageable_down)).ok());
+  wait_and_destroy(backend, pageable_down.event);
+  CHECK(pageable == sent);
+
+  // Size zero still yields an event.
+  BP_CopyToDeviceArgs empty{sizeof(empty), backend.handle(), device.buffer, size, nullptr, 0,
+                            nullptr};
+  REQUIRE(take(api().copy_to_device_async(&empty)).ok());
+  wait_and_destroy(backend, empty.event);
+
+  release(backend, pinned_in.buffer);
+  release(backend, pinned_out.buffer);
+  release(backend, device.buffer);
+}
+
+TEST_CASE("[cuda][gpu] device to device, on one device and between devices") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  const uint64_t size = 5u << 20;
+  const auto sent = random_bytes(size, 4);
+  const Allocation first = allocate(backend, size);
+  REQUIRE(upload(backend, first.buffer, 0, sent.data(), size).ok());
+
+  const int last = backend.device_count() - 1;
+  for (int ordinal : {0, last}) {
+    CAPTURE(ordinal);
+    const Allocation second = allocate(backend, size + 64, BP_MEMORY_DEVICE, ordinal);
+    BP_CopyDeviceToDeviceArgs sync{sizeof(sync), backend.handle(), first.buffer, 0,
+                                   second.buffer, 64, size, nullptr};
+    const Outcome copied = take(api().copy_device_to_device(&sync));
+    REQUIRE_MESSAGE(copied.ok(), copied.message);
+    std::vector<unsigned char> received(size);
+    REQUIRE(download(backend, second.buffer, 64, received.data(), size).ok());
+    CHECK(received == sent);
+
+    BP_CopyDeviceToDeviceArgs async{sizeof(async), backend.handle(), second.buffer, 64 + 100,
+                                    second.buffer, 0, 4096, nullptr};
+    REQUIRE(take(api().copy_device_to_device_async(&async)).ok());
+    wait_and_destroy(backend, async.event);
+    std::vector<unsigned char> head(4096);
+    REQUIRE(download(backend, second.buffer, 0, head.data(), head.size()).ok());
+    CHECK(std::memcmp(head.data(), sent.data() + 100, head.size()) == 0);
+
+    BP_CopyDeviceToDeviceArgs too_far{sizeof(too_far), backend.handle(), first.buffer, 1,
+                                      second.buffer, 0, size, nullptr};
+    CHECK(take(api().copy_device_to_device(&too_far)).code == BP_ERROR_OUT_OF_RANGE);
+    release(backend, second.buffer);
+  }
+  if (last == 0) MESSAGE("one device: the cross-device copy ran on cuda:0 only");
+  release(backend, first.buffer);
+}
+
+TEST_CASE("[cuda][gpu] convert_integers widens unsigned integers on the device") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  const uint64_t count = 1'000'003;  // not a multiple of the block size
+  std::mt19937_64 generator(5);
+
+  auto widen = [&](BP_IntegerType from, uint64_t from_size, BP_IntegerType to, uint64_t to_size,
+                   auto source_value, auto destination_value) {
+    using Source = decltype(source_value);
+    using Destination = decltype(destination_value);
+    std::vector<Source> values(count);
+    for (auto& value : values) value = static_cast<Source>(generator());
+    values[0] = std::numeric_limits<Source>::max();
+    values[1] = 0;
+    const Allocation source = allocate(backend, count * from_size + 16);
+    const Allocation destination = allocate(backend, count * to_size + 16);
+    REQUIRE(upload(backend, source.buffer, from_size, values.data(), count * from_size).ok());
+    BP_ConvertIntegersArgs args{sizeof(args), backend.handle(), source.buffer, from_size, from,
+                                destination.buffer, to_size, to, count, nullptr};
+    const Outcome converted = take(api().convert_integers(&args));
+    REQUIRE_MESSAGE(converted.ok(), converted.message);
+    wait_and_destroy(backend, args.event);
+    std::vector<Destination> result(count);
+    REQUIRE(download(backend, destination.buffer, to_size, result.data(), count * to_size).ok());
+    bool all_equal = true;
+    for (uint64_t index = 0; index < count; ++index) {
+      all_equal = all_equal && result[index] == static_cast<Destination>(values[index]);
+    }
+    CHECK(all_equal);
+    CHECK(result[0] == static_cast<Destination>(std::numeric_limits<Source>::max()));
+    release(backend, source.buffer);
+    release(backend, destination.buffer);
+  };
+  SUBCASE("U16 -> I64") { widen(BP_INTEGER_U16, 2, BP_INTEGER_I64, 8, uint16_t{}, int64_t{}); }
+  SUBCASE("U16 -> I32") { widen(BP_INTEGER_U16, 2, BP_INTEGER_I32, 4, uint16_t{}, int32_t{}); }
+  SUBCASE("U8 -> I32") { widen(BP_INTEGER_U8, 1, BP_INTEGER_I32, 4, uint8_t{}, int32_t{}); }
+  SUBCASE("U32 -> I64") { widen(BP_INTEGER_U32, 4, BP_INTEGER_I64, 8, uint32_t{}, int64_t{}); }
+
+  SUBCASE("refusals") {
+    const Allocation buffer = allocate(backend, 4096);
+    BP_ConvertIntegersArgs args{sizeof(args), backend.handle(), buffer.buffer, 0, BP_INTEGER_U32,
+                                buffer.buffer, 2048, BP_INTEGER_I32, 16, nullptr};
+    Outcome outcome = take(api().convert_integers(&args));
+    CHECK(outcome.code == BP_ERROR_INVALID_ARGUMENT);
+    CHECK(outcome.message.find("cannot widen U32 to I32") != std::string::npos);
+    args.source_type = BP_INTEGER_U16;
+    args.destination_type = BP_INTEGER_I64;
+    args.destination_offset = 2049;  // misaligned
+    CHECK(take(api().convert_integers(&args)).code == BP_ERROR_INVALID_ARGUMENT);
+    args.destination_offset = 8;  // overlaps the source
+    CHECK(take(api().convert_integers(&args)).code == BP_ERROR_INVALID_ARGUMENT);
+    args.destination_offset = 2048;
+    args.count = 1000;  // 8000 bytes do not fit
+    CHECK(take(api().convert_integers(&args)).code == BP_ERROR_OUT_OF_RANGE);
+    CHECK(args.event == nullptr);
+    release(backend, buffer.buffer);
+  }
+}
+
+TEST_CASE("[cuda][gpu] out of device memory names the size and the free memory") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  BP_DeviceInfoArgs info{};
+  info.struct_size = sizeof(info);
+  info.backend = backend.handle();
+  REQUIRE(take(api().device_info(&info)).ok());
+  BP_MemoryAllocateArgs args{sizeof(args), backend.handle(), 0, BP_MEMORY_DEVICE,
+                             info.memory_total * 2, nullptr, nullptr};
+  const Outcome outcome = take(api().memory_allocate(&args));
+  MESSAGE(outcome.message);
+  CHECK(outcome.code == BP_ERROR_OUT_OF_MEMORY);
+  CHECK(outcome.message.rfind("cuMemAlloc of ", 0) == 0);
+  CHECK(outcome.message.find(" GiB on cuda:0 failed: CUDA_ERROR_OUT_OF_MEMORY: ") !=
+        std::string::npos);
+  CHECK(outcome.message.find("(free ") != std::string::npos);
+  CHECK(args.buffer == nullptr);
+  // Nothing leaked: a normal allocation still works.
+  release(backend, allocate(backend, 1 << 20).buffer);
+}
+
+TEST_CASE("[cuda][gpu] destroying a backend releases what it still holds") {
+  Backend* backend = new Backend;
+  if (!have_device(*backend)) {
+    delete backend;
+    return;
+  }
+  const Allocation device = allocate(*backend, 1 << 20);
+  allocate(*backend, 1 << 20, BP_MEMORY_PINNED_HOST);
+  std::vector<unsigned char> data(1 << 20, 7);
+  BP_CopyToDeviceArgs up{sizeof(up), backend->handle(), device.buffer, 0, data.data(),
+                         data.size(), nullptr};
+  REQUIRE(take(api().copy_to_device_async(&up)).ok());
+  delete backend;  // buffers, the pending event, stream and context go with it
+}

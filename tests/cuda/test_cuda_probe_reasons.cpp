@@ -1,0 +1,141 @@
+// Every probe reason, on any machine: each case re-runs itself in a child
+// process whose libcuda.so.1 is the fake in fake_driver/ (LD_LIBRARY_PATH is
+// searched before the system's driver), configured through its environment.
+#include "cuda_plugin_fixture.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using cuda_test::api;
+using cuda_test::Backend;
+using cuda_test::take;
+
+namespace {
+
+// In the parent: runs the test case again over the fake driver and checks the
+// child passed. Returns false there; true in the child, which then checks.
+bool over_fake_driver(const char* test_case, std::vector<std::string> settings) {
+  if (cuda_test::in_child()) return true;
+  const std::string directory = cuda_test::fake_driver_directory();
+  REQUIRE_MESSAGE(std::filesystem::exists(directory + "/libcuda.so.1"),
+                  "the fake driver is not built in " << directory);
+  const char* search_path = std::getenv("LD_LIBRARY_PATH");
+  settings.push_back("LD_LIBRARY_PATH=" + directory +
+                     (search_path != nullptr ? std::string(":") + search_path : ""));
+  CHECK_MESSAGE(cuda_test::run_in_child(test_case, settings) == 0,
+                "the child process running '" << test_case << "' failed (its output is above)");
+  return false;
+}
+
+// Calls the fake made that would need a context (probe must make none).
+int context_calls() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(driver != nullptr);
+  using Counter = int (*)();
+  auto counter = reinterpret_cast<Counter>(dlsym(driver, "bp_fake_cuda_context_calls"));
+  const bool is_fake = counter != nullptr;
+  REQUIRE_MESSAGE(is_fake, "libcuda.so.1 in this process is not the fake");
+  return counter();
+}
+
+}  // namespace
+
+TEST_CASE("[cuda] fake driver: too old, naming both versions") {
+  if (!over_fake_driver("*fake driver: too old*", {"BP_FAKE_CUDA_VERSION=12020"})) return;
+  Backend backend;
+  CHECK_FALSE(backend.available());
+  CHECK(backend.reason().rfind("NVIDIA driver too old: it supports CUDA 12.2, this plugin needs CUDA ",
+                               0) == 0);
+  CHECK(backend.reason().find(" or newer") != std::string::npos);
+  CHECK(backend.device_count() == 0);
+}
+
+TEST_CASE("[cuda] fake driver: cuInit finds no device") {
+  if (!over_fake_driver("*fake driver: cuInit finds no device*",
+                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_INIT=100",
+                         "CUDA_VISIBLE_DEVICES"})) {
+    return;
+  }
+  Backend backend;
+  CHECK_FALSE(backend.available());
+  CHECK(backend.reason() ==
+        "no CUDA devices (cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)");
+  CHECK(backend.device_count() == 0);
+}
+
+TEST_CASE("[cuda] fake driver: zero devices names CUDA_VISIBLE_DEVICES") {
+  if (!over_fake_driver("*fake driver: zero devices*",
+                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_DEVICES=0",
+                         "CUDA_VISIBLE_DEVICES="})) {
+    return;
+  }
+  Backend backend;
+  CHECK_FALSE(backend.available());
+  CHECK(backend.reason() == "no CUDA devices (CUDA_VISIBLE_DEVICES=\"\")");
+}
+
+TEST_CASE("[cuda] fake driver: initialisation failure carries the CUDA error") {
+  if (!over_fake_driver("*fake driver: initialisation failure*",
+                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_INIT=999"})) {
+    return;
+  }
+  Backend backend;
+  CHECK_FALSE(backend.available());
+  CHECK(backend.reason() == "CUDA initialisation failed: cuInit: CUDA_ERROR_UNKNOWN: unknown error");
+  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16,
+                                 nullptr, nullptr};
+  const auto refused = take(api().memory_allocate(&allocate));
+  CHECK(refused.code == BP_ERROR_UNAVAILABLE);
+  CHECK(refused.message ==
+        "memory_allocate: the cuda backend is unavailable: CUDA initialisation failed: cuInit: "
+        "CUDA_ERROR_UNKNOWN: unknown error");
+}
+
+TEST_CASE("[cuda] fake driver: devices are described without a context") {
+  if (!over_fake_driver("*fake driver: devices are described*",
+                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_DEVICES=2"})) {
+    return;
+  }
+  Backend backend;
+  REQUIRE(backend.available());
+  CHECK(backend.reason() == "2 CUDA devices, NVIDIA driver for CUDA 99.0");
+  REQUIRE(backend.device_count() == 2);
+
+  BP_DeviceInfoArgs info{};
+  info.struct_size = sizeof(info);
+  info.backend = backend.handle();
+  info.ordinal = 1;
+  REQUIRE(take(api().device_info(&info)).ok());
+  CHECK(std::string(info.name, info.name_size) == "Fake GPU 1");
+  CHECK(info.kind == BP_DEVICE_KIND_GPU);
+  CHECK(info.memory_total == (uint64_t{24} << 30) + 1);
+  CHECK(info.memory_free == info.memory_total);  // no context yet: total stands in
+  std::vector<std::string> attributes;
+  for (size_t index = 0; index < info.attribute_count; ++index) {
+    const BP_KeyValue& attribute = info.attributes[index];
+    attributes.push_back(std::string(attribute.key, attribute.key_size) + "=" +
+                         std::string(attribute.value, attribute.value_size));
+  }
+  CHECK(attributes == std::vector<std::string>{
+                          "compute_capability=9.0",
+                          "multiprocessor_count=132",
+                          "pci_bus_id=00000000:66:00.0",
+                          "uuid=GPU-10111213-1415-1617-1819-1a1b1c1d1e1f",
+                      });
+  CHECK(context_calls() == 0);  // probe and device_info touched no context
+
+  // First use asks for the primary context, and its failure says so.
+  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16,
+                                 nullptr, nullptr};
+  const auto failed = take(api().memory_allocate(&allocate));
+  CHECK(failed.code == BP_ERROR_UNSUPPORTED);
+  CHECK(failed.message ==
+        "cuDevicePrimaryCtxRetain on cuda:0 failed: CUDA_ERROR_NOT_SUPPORTED: operation not "
+        "supported");
+  CHECK(allocate.buffer == nullptr);
+  CHECK(context_calls() == 1);
+
+  allocate.ordinal = 2;
+  CHECK(take(api().memory_allocate(&allocate)).code == BP_ERROR_OUT_OF_RANGE);
+}
