@@ -76,6 +76,40 @@ struct DeviceInfo {
   std::string selector() const { return backend + ":" + std::to_string(ordinal); }
 };
 
+// A device picked by selector: backend name plus ordinal ("cuda:1").
+struct Device {
+  std::string backend;
+  int ordinal = 0;
+
+  std::string selector() const { return backend + ":" + std::to_string(ordinal); }
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+// Which precedence level decided the default device, highest first.
+enum class DeviceSource {
+  kScopedOverride,  // a DefaultDeviceScope on the current thread
+  kProcessSetting,  // Runtime::set_default_device
+  kEnvironment,     // BACKPLANE_DEFAULT_DEVICE
+  kConfigFile,      // default_device in the config file
+  kAutomatic,       // device 0 of the highest-priority available backend
+};
+std::string_view to_string(DeviceSource source) noexcept;
+
+struct DefaultDevice {
+  Device device;
+  DeviceSource source;
+  // For the automatic choice: why higher-priority backends were passed over
+  // ("cuda (unavailable: no NVIDIA driver)"); empty otherwise.
+  std::string fallback_note;
+};
+
+// The configuration file the runtime used (see docs/configuration.md).
+struct ConfigSummary {
+  std::optional<std::filesystem::path> path;    // empty when none was found
+  std::vector<std::filesystem::path> searched;  // where it looked, in order
+  std::vector<std::string> warnings;            // e.g. unknown top-level keys
+};
+
 class Runtime {
  public:
   struct Options {
@@ -83,10 +117,17 @@ class Runtime {
     std::vector<std::filesystem::path> plugin_paths;
     // Ignore every BACKPLANE_* variable (embedders, tests).
     bool ignore_environment = false;
+    // When set, environment variables are read from this map instead of the
+    // process environment (tests, embedders with their own settings).
+    std::optional<std::map<std::string, std::string>> environment;
     // Skip the install directory and the directory next to the core library.
     bool skip_default_paths = false;
-    // Plugin options per backend, as from the config file's [backend.NAME].
+    // Plugin options per backend; they win over the config file's
+    // [backend.NAME] keys of the same name.
     std::map<std::string, std::vector<std::pair<std::string, std::string>>> backend_options;
+    // Use this config file instead of searching for one (it must exist).
+    // With ignore_environment and no config_file, no config file is read.
+    std::optional<std::filesystem::path> config_file;
   };
 
   // The process-wide runtime, created on first use; lives until exit.
@@ -112,11 +153,51 @@ class Runtime {
   // Devices of every available backend, highest priority first.
   std::vector<DeviceInfo> devices() const;
 
+  // The config file in use. Throws Error(kConfig/kNotFound) when it is
+  // malformed or BACKPLANE_CONFIG names a missing file (as do all calls that
+  // need discovery).
+  ConfigSummary config() const;
+
+  // Resolves "cpu", "cpu:0", "cuda:1". Throws Error naming the problem and
+  // the backends that exist: kInvalidArgument (syntax), kNotFound (no such
+  // backend), kUnavailable (with the backend's reason), kOutOfRange (ordinal).
+  Device resolve(std::string_view selector) const;
+
+  // The default device and the precedence level that decided it. A device
+  // the user named (scope, code, environment, config) that cannot be used is
+  // an error carrying the reason, never a silent move to another device.
+  DefaultDevice default_device() const;
+
+  // The process-wide setting (level 2). Validated at once; nullopt clears it.
+  void set_default_device(std::optional<std::string_view> selector);
+
+  // The current thread's scoped override, to re-enter on another thread.
+  std::optional<Device> current_scoped_device() const;
+
   struct Impl;
   Impl& impl() const { return *impl_; }
 
  private:
   std::unique_ptr<Impl> impl_;
+};
+
+// Makes `device` the default on the current thread until destroyed. Nestable;
+// restored on unwind; other threads are unaffected. Not movable: it must be
+// destroyed on the thread that created it, in reverse order of creation.
+class DefaultDeviceScope {
+ public:
+  // Resolves the selector first (throws as Runtime::resolve).
+  DefaultDeviceScope(const Runtime& runtime, std::string_view selector);
+  DefaultDeviceScope(const Runtime& runtime, Device device);
+  // Re-enters a choice captured on another thread with
+  // Runtime::current_scoped_device(); nullopt enters nothing.
+  DefaultDeviceScope(const Runtime& runtime, std::optional<Device> captured);
+  ~DefaultDeviceScope();
+  DefaultDeviceScope(const DefaultDeviceScope&) = delete;
+  DefaultDeviceScope& operator=(const DefaultDeviceScope&) = delete;
+
+ private:
+  bool pushed_ = false;
 };
 
 }  // namespace backplane

@@ -1,5 +1,7 @@
 #include "loader/table_validation.hpp"
 
+#include "config/selector.hpp"
+
 #include <fmt/format.h>
 
 #include <cstddef>
@@ -42,15 +44,6 @@ std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) 
 
 }  // namespace
 
-bool is_valid_backend_name(std::string_view name) noexcept {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::string abi_version_string(const BP_PluginApi& table) {
   return fmt::format("{}.{}", table.abi_major, table.abi_minor);
 }
@@ -80,7 +73,7 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
     return TableProblem{BackendStatus::kFailed, "bad table: the backend name is empty"};
   }
   std::string_view name(table->name, table->name_size);
-  if (!is_valid_backend_name(name)) {
+  if (name.size() > 64 || !is_valid_backend_name(name)) {
     return TableProblem{BackendStatus::kFailed,
                         fmt::format("bad table: backend name '{}' is not of the form [a-z0-9_]+",
                                     name.substr(0, 64))};

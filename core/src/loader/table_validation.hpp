@@ -23,9 +23,6 @@ struct TableProblem {
 std::optional<TableProblem> validate_table(const BP_PluginApi* table,
                                            std::string_view expected_name);
 
-// True for names of the form [a-z0-9_]+.
-bool is_valid_backend_name(std::string_view name) noexcept;
-
 std::string abi_version_string(const BP_PluginApi& table);
 
 }  // namespace backplane

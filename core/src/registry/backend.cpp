@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <limits>
 
 namespace backplane {
 namespace {
@@ -38,7 +37,7 @@ void throw_if_error(BP_Error* error, std::string_view context) {
   }
 }
 
-Backend::Created Backend::create(std::shared_ptr<PluginLibrary> library, const Options& options) {
+Backend::Created Backend::create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options) {
   std::vector<BP_KeyValue> pairs;
   pairs.reserve(options.size());
   for (const auto& [key, value] : options) {

@@ -28,7 +28,7 @@ std::optional<PluginFailure> consume_error(BP_Error* error);
 // Throws Error(code, "<context>: <plugin message>") when `error` is set.
 void throw_if_error(BP_Error* error, std::string_view context);
 
-using Options = std::vector<std::pair<std::string, std::string>>;
+using PluginOptions = std::vector<std::pair<std::string, std::string>>;
 
 class Backend {
  public:
@@ -39,7 +39,7 @@ class Backend {
   };
 
   // Calls backend_create with the plugin options.
-  static Created create(std::shared_ptr<PluginLibrary> library, const Options& options);
+  static Created create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options);
   ~Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;

@@ -112,7 +112,7 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
     }
   }
 
-  static const Options kNoOptions;
+  static const PluginOptions kNoOptions;
   auto options = policy.options.find(info.name);
   auto created = Backend::create(library, options == policy.options.end() ? kNoOptions : options->second);
   if (created.failure) {

@@ -20,7 +20,7 @@ struct DiscoveryPolicy {
   std::string allowed_source;
   // Backends switched off by name, with the reason to report.
   std::map<std::string, std::string, std::less<>> disabled;
-  std::map<std::string, Options, std::less<>> options;
+  std::map<std::string, PluginOptions, std::less<>> options;
   std::map<std::string, int, std::less<>> priorities;
 };
 

@@ -1,5 +1,6 @@
 #include "registry/runtime_impl.hpp"
 
+#include "config/selector.hpp"
 #include "loader/search_path.hpp"
 #include "util/log.hpp"
 
@@ -43,36 +44,121 @@ std::string_view to_string(DeviceKind kind) noexcept {
   return "unknown";
 }
 
+namespace {
+
+// BACKPLANE_BACKENDS=cuda,cpu -> {"cuda", "cpu"}; strict, like selectors.
+std::vector<std::string> parse_backend_list(const std::string& text) {
+  std::vector<std::string> names;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string name = text.substr(start, end - start);
+    if (!is_valid_backend_name(name)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("BACKPLANE_BACKENDS='{}': '{}' is not a backend name (expected a comma-separated "
+                              "list such as cuda,cpu)",
+                              text, name));
+    }
+    names.push_back(std::move(name));
+    start = end + 1;
+  }
+  return names;
+}
+
+Config read_config(const Runtime::Options& options, const Environment& environment) {
+  if (options.config_file) {
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(*options.config_file, error)) {
+      throw Error(ErrorCode::kNotFound,
+                  fmt::format("config file {} given in code does not exist", options.config_file->string()));
+    }
+    Environment only_this = Environment::fixed({{"BACKPLANE_CONFIG", options.config_file->string()}});
+    return load_config(only_this, BACKPLANE_SYSCONF_DIR);
+  }
+  if (options.ignore_environment) return Config{};
+  return load_config(environment, BACKPLANE_SYSCONF_DIR);
+}
+
+}  // namespace
+
 void Runtime::Impl::ensure_discovered() {
   std::call_once(discovered_once_, [this] {
+    config = read_config(options, environment);
+    for (const auto& warning : config.warnings) log(LogLevel::kWarn, "{}", warning);
+    std::string config_name = config.path ? config.path->string() : std::string();
+
+    DiscoveryPolicy policy;
+    if (auto listed = environment.get("BACKPLANE_BACKENDS"); listed && !listed->empty()) {
+      backend_order = parse_backend_list(*listed);
+      backend_order_source = "BACKPLANE_BACKENDS=" + *listed;
+    } else if (config.backends) {
+      backend_order = config.backends;
+      backend_order_source = fmt::format("'backends' in {}", config_name);
+    }
+    policy.allowed = backend_order;
+    policy.allowed_source = backend_order_source;
+    for (const auto& [name, backend] : config.backend) {
+      if (backend.enabled == false) {
+        policy.disabled.emplace(name, fmt::format("[backend.{}] enabled = false in {}", name, config_name));
+      }
+      if (backend.priority) policy.priorities.emplace(name, *backend.priority);
+      if (!backend.options.empty()) policy.options.emplace(name, backend.options);
+    }
+    // Options given in code win over the config's keys of the same name.
+    for (const auto& [name, code_options] : options.backend_options) {
+      PluginOptions& merged = policy.options[name];
+      for (const auto& [key, value] : code_options) {
+        auto same_key = [&](const auto& pair) { return pair.first == key; };
+        merged.erase(std::remove_if(merged.begin(), merged.end(), same_key), merged.end());
+        merged.emplace_back(key, value);
+      }
+    }
+
     SearchPathInputs inputs;
     inputs.from_code = options.plugin_paths;
+    inputs.from_config = config.plugin_paths;
     inputs.use_environment = !options.ignore_environment;
     inputs.use_default_dirs = !options.skip_default_paths;
     search_path = build_search_path(inputs, environment);
 
-    DiscoveryPolicy policy;
-    for (const auto& [name, backend_options] : options.backend_options) {
-      policy.options.emplace(name, backend_options);
-    }
     discovered = discover(search_path, policy);
     for (const auto& backend : discovered) infos.push_back(backend.info);
   });
 }
 
+const DiscoveredBackend* Runtime::Impl::find(std::string_view name) const {
+  for (const auto& backend : discovered) {
+    if (backend.info.name == name && backend.info.status != BackendStatus::kShadowed) return &backend;
+  }
+  return nullptr;
+}
+
+std::string Runtime::Impl::describe_backends() const {
+  std::vector<std::string> parts;
+  for (const auto& backend : discovered) {
+    const BackendInfo& info = backend.info;
+    if (info.status == BackendStatus::kShadowed) continue;
+    if (info.status == BackendStatus::kAvailable) {
+      parts.push_back(fmt::format("{} (available)", info.name));
+    } else {
+      parts.push_back(fmt::format("{} ({}: {})", info.name, to_string(info.status), info.reason));
+    }
+  }
+  return parts.empty() ? "none found" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
 Backend& Runtime::Impl::live_backend(std::string_view name) {
   ensure_discovered();
-  for (auto& backend : discovered) {
-    if (backend.info.name != name) continue;
-    if (backend.backend) return *backend.backend;
-    throw Error(backend.info.status == BackendStatus::kUnavailable ? ErrorCode::kUnavailable
-                                                                   : ErrorCode::kNotFound,
-                fmt::format("backend '{}' is {}: {}", name, to_string(backend.info.status), backend.info.reason));
+  const DiscoveredBackend* backend = find(name);
+  if (backend == nullptr) {
+    throw Error(ErrorCode::kNotFound, fmt::format("no backend '{}'; backends: {}", name, describe_backends()));
   }
-  std::vector<std::string> names;
-  for (const auto& backend : discovered) names.push_back(backend.info.name);
-  throw Error(ErrorCode::kNotFound, fmt::format("no backend '{}'; backends found: {}", name,
-                                                names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+  if (!backend->backend) {
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("backend '{}' is {}: {}", name, to_string(backend->info.status), backend->info.reason));
+  }
+  return *backend->backend;
 }
 
 Runtime& Runtime::process_default() {
@@ -85,7 +171,11 @@ Runtime::Runtime() : Runtime(Options{}) {}
 
 Runtime::Runtime(Options options)
     : impl_(std::make_unique<Impl>(std::move(options), Environment::process())) {
-  if (impl_->options.ignore_environment) impl_->environment = Environment::fixed({});
+  if (impl_->options.ignore_environment) {
+    impl_->environment = Environment::fixed({});
+  } else if (impl_->options.environment) {
+    impl_->environment = Environment::fixed(*impl_->options.environment);
+  }
 }
 
 Runtime::~Runtime() = default;
@@ -102,9 +192,14 @@ const std::vector<BackendInfo>& Runtime::backends() const {
 
 const BackendInfo* Runtime::find_backend(std::string_view name) const {
   for (const auto& info : backends()) {
-    if (info.name == name) return &info;
+    if (info.name == name && info.status != BackendStatus::kShadowed) return &info;
   }
   return nullptr;
+}
+
+ConfigSummary Runtime::config() const {
+  impl_->ensure_discovered();
+  return {impl_->config.path, impl_->config.searched, impl_->config.warnings};
 }
 
 bool Runtime::is_available(std::string_view name) const {
@@ -121,15 +216,10 @@ std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
 }
 
 std::vector<DeviceInfo> Runtime::devices() const {
-  std::vector<const BackendInfo*> available;
-  for (const auto& info : backends()) {
-    if (info.status == BackendStatus::kAvailable) available.push_back(&info);
-  }
-  std::stable_sort(available.begin(), available.end(),
-                   [](const BackendInfo* a, const BackendInfo* b) { return a->priority > b->priority; });
   std::vector<DeviceInfo> all;
-  for (const BackendInfo* info : available) {
-    auto devices = this->devices(info->name);
+  for (const DiscoveredBackend* backend : impl_->preference_order()) {
+    if (!backend->backend) continue;
+    auto devices = this->devices(backend->info.name);
     std::move(devices.begin(), devices.end(), std::back_inserter(all));
   }
   return all;

@@ -1,0 +1,55 @@
+/* Compiled as strict C11: proves plugin.h is plain C, and reports the layout a
+ * C compiler gives the ABI structs so the C++ side can compare. */
+#include <backplane/plugin.h>
+
+#include "abi_layout.h"
+
+#define LAYOUT(type) \
+  { #type, sizeof(type), 0, 0 }
+#define FIELD(type, field) \
+  { #type "." #field, sizeof(((type*)0)->field), offsetof(type, field), 1 }
+
+static const AbiLayoutEntry kEntries[] = {
+    LAYOUT(BP_Error),
+    FIELD(BP_Error, code),
+    FIELD(BP_Error, message),
+    FIELD(BP_Error, destroy),
+    LAYOUT(BP_KeyValue),
+    LAYOUT(BP_BackendCreateArgs),
+    FIELD(BP_BackendCreateArgs, backend),
+    LAYOUT(BP_ProbeArgs),
+    FIELD(BP_ProbeArgs, available),
+    FIELD(BP_ProbeArgs, reason_size),
+    LAYOUT(BP_DeviceCountArgs),
+    LAYOUT(BP_DeviceInfoArgs),
+    FIELD(BP_DeviceInfoArgs, kind),
+    FIELD(BP_DeviceInfoArgs, memory_total),
+    FIELD(BP_DeviceInfoArgs, attribute_count),
+    LAYOUT(BP_MemoryAllocateArgs),
+    FIELD(BP_MemoryAllocateArgs, size),
+    FIELD(BP_MemoryAllocateArgs, address),
+    LAYOUT(BP_MemoryFreeArgs),
+    LAYOUT(BP_CopyToDeviceArgs),
+    FIELD(BP_CopyToDeviceArgs, event),
+    LAYOUT(BP_CopyToHostArgs),
+    LAYOUT(BP_CopyDeviceToDeviceArgs),
+    FIELD(BP_CopyDeviceToDeviceArgs, event),
+    LAYOUT(BP_EventArgs),
+    LAYOUT(BP_ConvertIntegersArgs),
+    LAYOUT(BP_PluginApi),
+    FIELD(BP_PluginApi, abi_major),
+    FIELD(BP_PluginApi, abi_minor),
+    FIELD(BP_PluginApi, name),
+    FIELD(BP_PluginApi, priority),
+    FIELD(BP_PluginApi, capabilities),
+    FIELD(BP_PluginApi, backend_create),
+    FIELD(BP_PluginApi, event_destroy),
+    FIELD(BP_PluginApi, convert_integers),
+    LAYOUT(BP_PluginEntryArgs),
+    FIELD(BP_PluginEntryArgs, core_abi_minor),
+};
+
+const AbiLayoutEntry* abi_layout_from_c(size_t* count) {
+  *count = sizeof(kEntries) / sizeof(kEntries[0]);
+  return kEntries;
+}

@@ -1,0 +1,114 @@
+// The Backend ABI is a binary contract: C and C++ must agree on every layout,
+// and the x86-64 layout of 1.0 is pinned so that an accidental change to a
+// struct (reordering, a field added in the middle) fails here.
+#include "abi_layout.h"
+
+#include <backplane/plugin.h>
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+namespace {
+
+#define CXX_LAYOUT(type) {#type, {sizeof(type), 0}}
+#define CXX_FIELD(type, field) {#type "." #field, {sizeof(((type*)0)->field), offsetof(type, field)}}
+
+struct Layout {
+  size_t size;
+  size_t offset;
+};
+
+const std::map<std::string, Layout>& cxx_layout() {
+  static const std::map<std::string, Layout> layout = {
+      CXX_LAYOUT(BP_Error),
+      CXX_FIELD(BP_Error, code),
+      CXX_FIELD(BP_Error, message),
+      CXX_FIELD(BP_Error, destroy),
+      CXX_LAYOUT(BP_KeyValue),
+      CXX_LAYOUT(BP_BackendCreateArgs),
+      CXX_FIELD(BP_BackendCreateArgs, backend),
+      CXX_LAYOUT(BP_ProbeArgs),
+      CXX_FIELD(BP_ProbeArgs, available),
+      CXX_FIELD(BP_ProbeArgs, reason_size),
+      CXX_LAYOUT(BP_DeviceCountArgs),
+      CXX_LAYOUT(BP_DeviceInfoArgs),
+      CXX_FIELD(BP_DeviceInfoArgs, kind),
+      CXX_FIELD(BP_DeviceInfoArgs, memory_total),
+      CXX_FIELD(BP_DeviceInfoArgs, attribute_count),
+      CXX_LAYOUT(BP_MemoryAllocateArgs),
+      CXX_FIELD(BP_MemoryAllocateArgs, size),
+      CXX_FIELD(BP_MemoryAllocateArgs, address),
+      CXX_LAYOUT(BP_MemoryFreeArgs),
+      CXX_LAYOUT(BP_CopyToDeviceArgs),
+      CXX_FIELD(BP_CopyToDeviceArgs, event),
+      CXX_LAYOUT(BP_CopyToHostArgs),
+      CXX_LAYOUT(BP_CopyDeviceToDeviceArgs),
+      CXX_FIELD(BP_CopyDeviceToDeviceArgs, event),
+      CXX_LAYOUT(BP_EventArgs),
+      CXX_LAYOUT(BP_ConvertIntegersArgs),
+      CXX_LAYOUT(BP_PluginApi),
+      CXX_FIELD(BP_PluginApi, abi_major),
+      CXX_FIELD(BP_PluginApi, abi_minor),
+      CXX_FIELD(BP_PluginApi, name),
+      CXX_FIELD(BP_PluginApi, priority),
+      CXX_FIELD(BP_PluginApi, capabilities),
+      CXX_FIELD(BP_PluginApi, backend_create),
+      CXX_FIELD(BP_PluginApi, event_destroy),
+      CXX_FIELD(BP_PluginApi, convert_integers),
+      CXX_LAYOUT(BP_PluginEntryArgs),
+      CXX_FIELD(BP_PluginEntryArgs, core_abi_minor),
+  };
+  return layout;
+}
+
+}  // namespace
+
+TEST_CASE("[abi] C and C++ compilers agree on every struct size and offset") {
+  size_t count = 0;
+  const AbiLayoutEntry* entries = abi_layout_from_c(&count);
+  REQUIRE(count == cxx_layout().size());
+  for (size_t i = 0; i < count; ++i) {
+    CAPTURE(entries[i].what);
+    auto found = cxx_layout().find(entries[i].what);
+    REQUIRE(found != cxx_layout().end());
+    CHECK(found->second.size == entries[i].size);
+    CHECK(found->second.offset == entries[i].offset);
+  }
+}
+
+TEST_CASE("[abi] every struct starts with struct_size") {
+  CHECK(offsetof(BP_Error, struct_size) == 0);
+  CHECK(offsetof(BP_KeyValue, struct_size) == 0);
+  CHECK(offsetof(BP_PluginApi, struct_size) == 0);
+  CHECK(offsetof(BP_PluginEntryArgs, struct_size) == 0);
+  CHECK(offsetof(BP_DeviceInfoArgs, struct_size) == 0);
+  CHECK(offsetof(BP_ConvertIntegersArgs, struct_size) == 0);
+}
+
+TEST_CASE("[abi] the 1.0 layout on LP64 is pinned") {
+  if (sizeof(void*) != 8) return;  // the pinned numbers below are for 64-bit targets
+  CHECK(BP_ABI_MAJOR == 1);
+  CHECK(sizeof(BP_Error) == 40);
+  CHECK(sizeof(BP_KeyValue) == 40);
+  CHECK(offsetof(BP_PluginApi, abi_major) == 8);
+  CHECK(offsetof(BP_PluginApi, abi_minor) == 12);
+  CHECK(offsetof(BP_PluginApi, capabilities) == 56);
+  CHECK(offsetof(BP_PluginApi, backend_create) == 64);
+  CHECK(offsetof(BP_PluginApi, convert_integers) == 192);
+  CHECK(sizeof(BP_PluginApi) == 200);
+  CHECK(sizeof(BP_DeviceInfoArgs) == 80);
+  CHECK(sizeof(BP_PluginEntryArgs) == 32);
+}
+
+TEST_CASE("[abi] BP_STRUCT_HAS_FIELD reads struct_size") {
+  BP_ProbeArgs args;
+  std::memset(&args, 0, sizeof(args));
+  args.struct_size = offsetof(BP_ProbeArgs, reason);
+  CHECK(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, available));
+  CHECK_FALSE(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, reason));
+  args.struct_size = sizeof(BP_ProbeArgs);
+  CHECK(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, reason_size));
+}

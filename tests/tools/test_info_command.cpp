@@ -1,0 +1,83 @@
+// `backplane info` as a user runs it: the real binary, the real environment.
+#include "run_command.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+using backplane::testing::run_command;
+using nlohmann::json;
+
+namespace {
+
+const std::string kTool = BP_TEST_TOOL;
+const std::string kFixtureDir = BP_TEST_FIXTURE_DIR;
+
+// The tool with a clean backplane environment plus `variables`.
+std::string tool(const std::string& variables, const std::string& args) {
+  return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
+         "-u BACKPLANE_LOG " + variables + " " + kTool + " " + args;
+}
+
+const json* find_backend(const json& info, const std::string& name, const std::string& status) {
+  for (const auto& backend : info["backends"]) {
+    if (backend["name"] == name && backend["status"] == status) return &backend;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("[cli] info --json lists cpu as available with its device") {
+  auto result = run_command(tool("", "info --json"));
+  REQUIRE(result.exit_status == 0);
+  json info = json::parse(result.output);
+  CHECK(info["abi_version"] == "1.0");
+  const json* cpu = find_backend(info, "cpu", "available");
+  REQUIRE(cpu != nullptr);
+  REQUIRE((*cpu)["devices"].size() >= 1);
+  CHECK((*cpu)["devices"][0]["selector"] == "cpu:0");
+  CHECK((*cpu)["devices"][0]["memory_total"].get<std::uint64_t>() > 0);
+  CHECK((*cpu)["origin"] == "next to core");
+}
+
+TEST_CASE("[cli] info --json shows every fixture plugin with its status, next to a working cpu") {
+  auto result = run_command(tool("BACKPLANE_PLUGIN_PATH=" + kFixtureDir, "info --json"));
+  REQUIRE(result.exit_status == 0);
+  json info = json::parse(result.output);
+  CHECK(info["search_path"][0]["path"] == kFixtureDir);
+  CHECK(info["search_path"][0]["origin"] == "BACKPLANE_PLUGIN_PATH");
+  CHECK(find_backend(info, "cpu", "available") != nullptr);
+  CHECK(find_backend(info, "sim", "available") != nullptr);
+  CHECK(find_backend(info, "too_new", "incompatible") != nullptr);
+  CHECK(find_backend(info, "no_entry", "failed") != nullptr);
+  CHECK(find_backend(info, "unavailable", "unavailable") != nullptr);
+  CHECK(find_backend(info, "probe_error", "failed") != nullptr);
+}
+
+TEST_CASE("[cli] info prints statuses and reasons as text") {
+  auto result = run_command(tool("BACKPLANE_PLUGIN_PATH=" + kFixtureDir, "info"));
+  REQUIRE(result.exit_status == 0);
+  CHECK(result.output.find("plugin search path:") != std::string::npos);
+  CHECK(result.output.find("incompatible") != std::string::npos);
+  CHECK(result.output.find("plugin speaks ABI 2.0, this core speaks 1.x") != std::string::npos);
+  CHECK(result.output.find("cpu:0") != std::string::npos);
+}
+
+TEST_CASE("[cli] BACKPLANE_LOG=debug says why each file was taken or skipped") {
+  auto result = run_command(tool("BACKPLANE_LOG=debug BACKPLANE_PLUGIN_PATH=" + kFixtureDir, "info 2>&1 >/dev/null"));
+  REQUIRE(result.exit_status == 0);
+  CHECK(result.output.find("backplane: debug:") != std::string::npos);
+  CHECK(result.output.find("backplane-too_new.so: taken") != std::string::npos);
+  CHECK(result.output.find("skipped (not named backplane-<name>.so)") != std::string::npos);
+}
+
+TEST_CASE("[cli] an unknown option or command is a usage error") {
+  auto bad_option = run_command(tool("", "info --yaml 2>&1"));
+  CHECK(bad_option.exit_status == 2);
+  CHECK(bad_option.output.find("unknown option '--yaml'") != std::string::npos);
+  auto bad_command = run_command(tool("", "infos 2>&1"));
+  CHECK(bad_command.exit_status == 2);
+  CHECK(bad_command.output.find("unknown command 'infos'") != std::string::npos);
+}
