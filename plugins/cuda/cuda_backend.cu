@@ -1,70 +1,18 @@
 // The CUDA backend; see cuda_backend.hpp for what it implements and promises.
 #include "cuda_backend.hpp"
 
-#include "cuda_driver.hpp"
+#include "cuda_state.hpp"
 #include "widen_kernel.hpp"
 
 #include <backplane/plugin_support.hpp>
 
 #include <dlfcn.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <unordered_set>
 #include <utility>
-#include <vector>
-
-namespace backplane::cuda {
-namespace {
-
-// One GPU as the driver numbers it (after CUDA_VISIBLE_DEVICES).
-struct Device {
-  int ordinal = 0;
-  CUdevice handle = 0;
-  std::string label;  // "cuda:0"
-  std::string name;
-  std::uint64_t memory_total = 0;
-  std::vector<std::string> attribute_text;  // key, value, key, value, ...
-  std::vector<BP_KeyValue> attributes;      // views into attribute_text
-
-  std::mutex mutex;             // guards first use
-  CUcontext context = nullptr;  // retained primary context, set on first use
-  CUstream stream = nullptr;    // every operation on this device runs here
-};
-
-}  // namespace
-}  // namespace backplane::cuda
-
-// The ABI's opaque handles.
-struct BP_Backend {
-  std::mutex mutex;  // guards everything below
-  bool probed = false;
-  bool available = false;
-  std::string reason;  // probe's answer, stable once probed
-  const backplane::cuda::DriverApi* driver = nullptr;
-  std::vector<std::unique_ptr<backplane::cuda::Device>> devices;
-  std::unordered_set<BP_Buffer*> buffers;  // live handles, for validation
-  std::unordered_set<BP_Event*> events;
-  std::set<std::pair<int, int>> peer_pairs_tried;  // (destination, source) ordinals
-};
-
-struct BP_Buffer {
-  backplane::cuda::Device* device = nullptr;
-  BP_MemoryKind kind = BP_MEMORY_DEVICE;
-  CUdeviceptr address = 0;  // device pointer, or the pinned host pointer (UVA)
-  std::uint64_t size = 0;
-};
-
-struct BP_Event {
-  backplane::cuda::Device* device = nullptr;
-  CUevent event = nullptr;
-  std::string operation;  // what completes, for event_wait's error message
-};
 
 namespace backplane::cuda {
 namespace {
@@ -72,22 +20,6 @@ namespace {
 using plugin::Failure;
 using plugin::guarded;
 using plugin::require_args;
-
-// ------------------------------------------------------------ formatting --
-
-std::string format_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char text[48];
-  std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
-  return text;
-}
 
 const char* integer_type_name(BP_IntegerType type) {
   switch (type) {
@@ -99,42 +31,6 @@ const char* integer_type_name(BP_IntegerType type) {
     default: return "unknown";
   }
 }
-
-// --------------------------------------------------------------- errors --
-
-// The one place CUDA results become ABI error codes.
-BP_ErrorCode error_code_for(CUresult result) {
-  switch (result) {
-    case CUDA_ERROR_OUT_OF_MEMORY: return BP_ERROR_OUT_OF_MEMORY;
-    case CUDA_ERROR_NOT_SUPPORTED: return BP_ERROR_UNSUPPORTED;
-    default: return BP_ERROR_DEVICE;
-  }
-}
-
-// Throws for a failed driver call: "<what> failed: CUDA_ERROR_X: text<note>".
-void check(const DriverApi& driver, CUresult result, const std::string& what,
-           const std::string& note = "") {
-  if (result == CUDA_SUCCESS) return;
-  throw Failure(error_code_for(result),
-                what + " failed: " + describe_result(driver, result) + note);
-}
-
-// Makes the device's context current for one scope and restores the caller's.
-class ContextScope {
- public:
-  ContextScope(const DriverApi& driver, const Device& device) : driver_(driver) {
-    check(driver, driver.cuCtxPushCurrent(device.context), "cuCtxPushCurrent on " + device.label);
-  }
-  ~ContextScope() {
-    CUcontext popped = nullptr;
-    driver_.cuCtxPopCurrent(&popped);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  const DriverApi& driver_;
-};
 
 // " (free 3.20 GiB of 24.00 GiB)" for the device whose context is current.
 std::string memory_note(const DriverApi& driver) {
@@ -202,133 +98,6 @@ void check_range(const BP_Buffer& buffer, std::uint64_t offset, std::uint64_t si
   }
 }
 
-// ---------------------------------------------------------------- probe --
-
-std::string no_devices_reason(const std::string& detail) {
-  std::string reason = "no CUDA devices";
-  std::vector<std::string> notes;
-  if (!detail.empty()) notes.push_back(detail);
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    notes.push_back(std::string("CUDA_VISIBLE_DEVICES=\"") + visible + "\"");
-  }
-  for (std::size_t index = 0; index < notes.size(); ++index) {
-    reason += (index == 0 ? " (" : "; ") + notes[index];
-  }
-  return notes.empty() ? reason : reason + ")";
-}
-
-std::string format_uuid(const CUuuid& uuid) {
-  std::string text = "GPU-";
-  char digits[3];
-  for (int index = 0; index < 16; ++index) {
-    if (index == 4 || index == 6 || index == 8 || index == 10) text += '-';
-    std::snprintf(digits, sizeof(digits), "%02x", static_cast<unsigned char>(uuid.bytes[index]));
-    text += digits;
-  }
-  return text;
-}
-
-// Reads what the driver tells about one device without creating a context.
-std::unique_ptr<Device> describe_device(const DriverApi& driver, int ordinal) {
-  auto device = std::make_unique<Device>();
-  device->ordinal = ordinal;
-  device->label = "cuda:" + std::to_string(ordinal);
-  const std::string on = " on " + device->label;
-  check(driver, driver.cuDeviceGet(&device->handle, ordinal), "cuDeviceGet" + on);
-
-  char name[256] = {};
-  check(driver, driver.cuDeviceGetName(name, sizeof(name) - 1, device->handle),
-        "cuDeviceGetName" + on);
-  device->name = name;
-  std::size_t total = 0;
-  check(driver, driver.cuDeviceTotalMem(&total, device->handle), "cuDeviceTotalMem" + on);
-  device->memory_total = total;
-
-  auto attribute = [&](CUdevice_attribute which, const char* what) {
-    int value = 0;
-    check(driver, driver.cuDeviceGetAttribute(&value, which, device->handle),
-          std::string("cuDeviceGetAttribute(") + what + ")" + on);
-    return value;
-  };
-  const int major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability");
-  const int minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability");
-  const int multiprocessors = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count");
-  char bus_id[64] = {};
-  check(driver, driver.cuDeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device->handle),
-        "cuDeviceGetPCIBusId" + on);
-  CUuuid uuid = {};
-  check(driver, driver.cuDeviceGetUuid(&uuid, device->handle), "cuDeviceGetUuid" + on);
-
-  device->attribute_text = {
-      "compute_capability", std::to_string(major) + "." + std::to_string(minor),
-      "multiprocessor_count", std::to_string(multiprocessors),
-      "pci_bus_id", bus_id,
-      "uuid", format_uuid(uuid),
-  };
-  for (std::size_t index = 0; index + 1 < device->attribute_text.size(); index += 2) {
-    const std::string& key = device->attribute_text[index];
-    const std::string& value = device->attribute_text[index + 1];
-    device->attributes.push_back(
-        BP_KeyValue{sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
-  }
-  return device;
-}
-
-// Fills backend.available/reason/devices. Values, not exceptions: every
-// outcome is a reason. Creates no context, reserves no memory, starts no
-// thread (cuInit and device queries do none of these).
-void run_probe(BP_Backend& backend) {
-  const DriverLoad& load = load_driver();
-  if (load.api == nullptr) {
-    backend.reason = load.failure;
-    return;
-  }
-  const DriverApi& driver = *load.api;
-  const std::string driver_version = format_cuda_version(load.version);
-
-  const CUresult init = driver.cuInit(0);
-  if (init == CUDA_ERROR_NO_DEVICE) {
-    backend.reason = no_devices_reason("cuInit: " + describe_result(driver, init));
-    return;
-  }
-  // A forward-compatibility libcuda over a kernel driver too old for this GPU.
-  if (init == CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE) {
-    backend.reason = "NVIDIA driver too old: it supports CUDA " + driver_version +
-                     ", this plugin needs CUDA " + format_cuda_version(kRequiredDriverVersion) +
-                     " or newer (cuInit: " + describe_result(driver, init) + ")";
-    return;
-  }
-  if (init != CUDA_SUCCESS) {
-    backend.reason = "CUDA initialisation failed: cuInit: " + describe_result(driver, init);
-    return;
-  }
-  int count = 0;
-  const CUresult counted = driver.cuDeviceGetCount(&count);
-  if (counted != CUDA_SUCCESS) {
-    backend.reason =
-        "CUDA initialisation failed: cuDeviceGetCount: " + describe_result(driver, counted);
-    return;
-  }
-  if (count <= 0) {
-    backend.reason = no_devices_reason("");
-    return;
-  }
-  std::vector<std::unique_ptr<Device>> devices;
-  try {
-    for (int ordinal = 0; ordinal < count; ++ordinal) {
-      devices.push_back(describe_device(driver, ordinal));
-    }
-  } catch (const Failure& failure) {
-    backend.reason = std::string("CUDA initialisation failed: ") + failure.what();
-    return;
-  }
-  backend.devices = std::move(devices);
-  backend.driver = &driver;
-  backend.available = true;
-  backend.reason = std::to_string(count) + (count == 1 ? " CUDA device" : " CUDA devices") +
-                   ", NVIDIA driver for CUDA " + driver_version;
-}
-
 void ensure_probed(BP_Backend& backend) {
   std::lock_guard lock(backend.mutex);
   if (backend.probed) return;
@@ -373,6 +142,22 @@ void keep_plugin_loaded() {
   });
 }
 
+// The static CUDA runtime in this plugin keeps per-context state (the loaded
+// kernel module) in a device's primary context. If the last backend released
+// that context the driver would destroy it under the runtime's feet, so the
+// first use of a device in the process takes one extra reference that is
+// never dropped: the context lives until exit, as it does under PyTorch.
+void keep_context_alive(const DriverApi& driver, const Device& device) {
+  static std::mutex mutex;
+  static std::set<CUdevice> kept;
+  std::lock_guard lock(mutex);
+  CUcontext context = nullptr;
+  if (kept.count(device.handle) == 0 &&
+      driver.cuDevicePrimaryCtxRetain(&context, device.handle) == CUDA_SUCCESS) {
+    kept.insert(device.handle);
+  }
+}
+
 // Retains the device's primary context and creates its stream, once.
 Device& start_device(BP_Backend& backend, std::int32_t ordinal, const char* call) {
   Device& device = device_at(backend, ordinal, call);
@@ -394,6 +179,7 @@ Device& start_device(BP_Backend& backend, std::int32_t ordinal, const char* call
     check(driver, result, "creating the stream of " + device.label);
   }
   keep_plugin_loaded();
+  keep_context_alive(driver, device);
   device.stream = stream;
   device.context = context;
   return device;

@@ -17,7 +17,8 @@
 // on the destination's stream after the work already queued on the source's.
 //
 // Contexts: a device's primary context is retained on its first use (an
-// allocation or copy) and released by backend_destroy. Every call pushes the
+// allocation or copy) and released by backend_destroy; the process keeps one
+// more reference until exit (the static CUDA runtime's module lives in it). Every call pushes the
 // context and pops it before returning, so the caller's current context is
 // left as it was.
 //

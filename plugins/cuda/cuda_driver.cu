@@ -1,9 +1,12 @@
 // Dynamic binding to libcuda.so.1; see cuda_driver.hpp.
 #include "cuda_driver.hpp"
 
+#include <backplane/plugin_support.hpp>
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <exception>
+#include <iterator>
 
 #define BP_CUDA_STRINGIFY_(token) #token
 // Expands the argument first, so cuda.h's version macros apply:
@@ -96,6 +99,35 @@ std::string describe_result(const DriverApi& driver, CUresult result) {
 
 std::string format_cuda_version(int version) {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
+  return text;
+}
+
+BP_ErrorCode error_code_for(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return BP_ERROR_OUT_OF_MEMORY;
+    case CUDA_ERROR_NOT_SUPPORTED: return BP_ERROR_UNSUPPORTED;
+    default: return BP_ERROR_DEVICE;
+  }
+}
+
+void check(const DriverApi& driver, CUresult result, const std::string& what,
+           const std::string& note) {
+  if (result == CUDA_SUCCESS) return;
+  throw plugin::Failure(error_code_for(result),
+                        what + " failed: " + describe_result(driver, result) + note);
 }
 
 }  // namespace backplane::cuda

@@ -9,8 +9,10 @@
 #ifndef BACKPLANE_PLUGINS_CUDA_CUDA_DRIVER_HPP
 #define BACKPLANE_PLUGINS_CUDA_CUDA_DRIVER_HPP
 
+#include <backplane/plugin.h>
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 namespace backplane::cuda {
@@ -86,6 +88,17 @@ std::string describe_result(const DriverApi& driver, CUresult result);
 
 // "13.0" for 13000.
 std::string format_cuda_version(int version);
+
+// "19.09 GiB" (binary units, two decimals), "512 bytes".
+std::string format_bytes(std::uint64_t bytes);
+
+// The one place CUDA results become ABI error codes.
+BP_ErrorCode error_code_for(CUresult result);
+
+// Throws backplane::plugin::Failure for a failed driver call, with the message
+// "<what> failed: CUDA_ERROR_X: text<note>". Does nothing on CUDA_SUCCESS.
+void check(const DriverApi& driver, CUresult result, const std::string& what,
+           const std::string& note = "");
 
 }  // namespace backplane::cuda
 

@@ -1,0 +1,92 @@
+// The CUDA backend's state, shared by its translation units: the devices and
+// the ABI's opaque handles. Internal; included only from .cu files.
+#ifndef BACKPLANE_PLUGINS_CUDA_CUDA_STATE_HPP
+#define BACKPLANE_PLUGINS_CUDA_CUDA_STATE_HPP
+
+#include "cuda_driver.hpp"
+
+#include <backplane/plugin.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace backplane::cuda {
+
+// One GPU as the driver numbers it (after CUDA_VISIBLE_DEVICES).
+struct Device {
+  int ordinal = 0;
+  CUdevice handle = 0;
+  std::string label;  // "cuda:0"
+  std::string name;
+  std::uint64_t memory_total = 0;
+  std::vector<std::string> attribute_text;  // key, value, key, value, ...
+  std::vector<BP_KeyValue> attributes;      // views into attribute_text
+
+  std::mutex mutex;             // guards first use
+  CUcontext context = nullptr;  // retained primary context, set on first use
+  CUstream stream = nullptr;    // every operation on this device runs here
+};
+
+}  // namespace backplane::cuda
+
+// The ABI's opaque handles.
+struct BP_Backend {
+  std::mutex mutex;  // guards everything below
+  bool probed = false;
+  bool available = false;
+  std::string reason;  // probe's answer, stable once probed
+  const backplane::cuda::DriverApi* driver = nullptr;
+  std::vector<std::unique_ptr<backplane::cuda::Device>> devices;
+  std::unordered_set<BP_Buffer*> buffers;  // live handles, for validation
+  std::unordered_set<BP_Event*> events;
+  std::set<std::pair<int, int>> peer_pairs_tried;  // (destination, source) ordinals
+};
+
+struct BP_Buffer {
+  backplane::cuda::Device* device = nullptr;
+  BP_MemoryKind kind = BP_MEMORY_DEVICE;
+  CUdeviceptr address = 0;  // device pointer, or the pinned host pointer (UVA)
+  std::uint64_t size = 0;
+};
+
+struct BP_Event {
+  backplane::cuda::Device* device = nullptr;
+  CUevent event = nullptr;
+  std::string operation;  // what completes, for event_wait's error message
+};
+
+
+namespace backplane::cuda {
+
+// Makes the device's context current for one scope and restores the caller's.
+class ContextScope {
+ public:
+  // Throws Failure when the context cannot be made current.
+  ContextScope(const DriverApi& driver, const Device& device) : driver_(driver) {
+    check(driver, driver.cuCtxPushCurrent(device.context), "cuCtxPushCurrent on " + device.label);
+  }
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    driver_.cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const DriverApi& driver_;
+};
+
+// Fills backend.available, reason and devices (cuda_probe.cu). Values, not
+// exceptions: every outcome is a reason. Creates no context, reserves no
+// memory, starts no thread. The caller holds backend.mutex.
+void run_probe(BP_Backend& backend);
+
+}  // namespace backplane::cuda
+
+#endif  // BACKPLANE_PLUGINS_CUDA_CUDA_STATE_HPP
