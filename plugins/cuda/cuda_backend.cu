@@ -240,8 +240,8 @@ BP_Event* finish(BP_Backend& backend, Device& device, CUevent event, std::string
   try {
     std::lock_guard lock(backend.mutex);
     backend.events.insert(handle.get());
-  } catch (...) {
-    wait_for(driver, event, "waiting after a failed registration");
+  } catch (...) {  // std::bad_alloc: finish the work, then report
+    driver.cuEventSynchronize(event);
     driver.cuEventDestroy(event);
     throw;
   }
