@@ -1,0 +1,40 @@
+// Device selectors: "cpu", "cpu:0", "cuda", "cuda:1".
+//
+// This layer checks syntax only. Whether the backend exists, is available, and
+// has the ordinal asked for is decided later by the registry, which knows the
+// backends; it reports those errors itself.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace backplane {
+
+// A parsed selector. `backend` matches [a-z0-9_]+; `ordinal`, when present, is
+// >= 0. No ordinal means "the backend's default device" (device 0 today).
+struct DeviceSelector {
+  std::string backend;
+  std::optional<int> ordinal;
+
+  // The canonical text: "cpu" or "cpu:0". parse_selector(s.to_string()) == s.
+  std::string to_string() const;
+
+  friend bool operator==(const DeviceSelector&, const DeviceSelector&) = default;
+};
+
+// Parses BACKEND[:ORDINAL] strictly. Nothing is trimmed, lowercased or
+// guessed: every malformed input throws Error(ErrorCode::kInvalidArgument)
+// with a message that quotes the input and names the problem:
+//   empty input; leading, trailing or inner whitespace; empty backend (":1");
+//   empty ordinal ("cuda:"); more than one ':'; a backend name with
+//   characters outside [a-z0-9_] (uppercase gets a lowercase suggestion);
+//   a negative, signed, non-numeric, zero-padded or too large ordinal.
+// Thread-safe (no shared state).
+DeviceSelector parse_selector(std::string_view text);
+
+// True when `name` is a valid backend name: non-empty, only [a-z0-9_].
+// The config reader uses the same rule for [backend.NAME] and `backends`.
+bool is_valid_backend_name(std::string_view name) noexcept;
+
+}  // namespace backplane

@@ -1,0 +1,158 @@
+// The guard that keeps toml++ 3.3.0's bug #295 input away from the parser
+// (core/src/config/toml_guard.hpp).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "backplane/error.hpp"
+#include "config/toml_guard.hpp"
+
+using backplane::Error;
+using backplane::ErrorCode;
+using backplane::GuardedToml;
+using backplane::triggers_toml_bug_295;
+
+namespace {
+
+std::string utf8(char32_t code_point) {
+  std::string out;
+  if (code_point < 0x80) {
+    out += static_cast<char>(code_point);
+  } else if (code_point < 0x800) {
+    out += static_cast<char>(0xC0 | (code_point >> 6));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  } else if (code_point < 0x10000) {
+    out += static_cast<char>(0xE0 | (code_point >> 12));
+    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code_point >> 18));
+    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  }
+  return out;
+}
+
+std::string guarded(std::string_view text) { return GuardedToml(text, "g.toml").text(); }
+
+std::string guard_error(std::string_view text) {
+  try {
+    GuardedToml guard(text, "g.toml");
+  } catch (const Error& error) {
+    CHECK(error.code() == ErrorCode::kConfig);
+    return error.what();
+  }
+  FAIL("the guard accepted the text");
+  return {};
+}
+
+// True when `text` holds a code point that triggers the toml++ bug.
+bool holds_trigger(std::string_view text) {
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    const auto byte = static_cast<unsigned char>(text[at]);
+    if (byte < 0xC0) continue;
+    char32_t code_point = 0;
+    std::size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2;
+    code_point = byte & (0x7F >> length);
+    for (std::size_t i = 1; i < length && at + i < text.size(); ++i) {
+      code_point = (code_point << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3F);
+    }
+    if (triggers_toml_bug_295(code_point)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_SUITE("config") {
+  TEST_CASE("[toml_guard] trigger set matches toml++ 3.3.0's unreachable case") {
+    // Blocks with no switch case in is_non_ascii_horizontal_whitespace().
+    CHECK(triggers_toml_bug_295(0xA7));    // issue #190: '§'
+    CHECK(triggers_toml_bug_295(0x32A));   // issue #295: bytes CC AA
+    CHECK(triggers_toml_bug_295(0xFCFF));  // bytes EF B3 BF
+    CHECK(triggers_toml_bug_295(0xE9));    // 'é'
+    CHECK(triggers_toml_bug_295(0x3042));  // hiragana 'あ'
+    // Whitespace toml++ does classify, and everything outside the blocks.
+    for (char32_t fine : {0x20, 0x7F, 0xA0, 0x1680, 0x2000, 0x200B, 0x3000, 0xFEFF, 0xFF01, 0x4E2D, 0x1F600}) {
+      CHECK_FALSE(triggers_toml_bug_295(fine));
+    }
+    std::size_t count = 0;
+    for (char32_t code_point = 0; code_point <= 0x10FFFF; ++code_point) count += triggers_toml_bug_295(code_point);
+    CHECK(count == 3019);  // U+00A1..U+0499, U+2C5E..U+3057 less U+3000, U+FB26..U+FEFE
+  }
+
+  TEST_CASE("[toml_guard] no trigger code point ever reaches toml++") {
+    // Every code point of the affected range, in each context: a trigger is
+    // rewritten to ASCII, passed through in literal strings (never classified)
+    // or rejected where toml++ would classify it; anything else is left alone.
+    std::size_t leaked = 0, changed = 0, accepted = 0;
+    for (char32_t code_point = 0xA0; code_point <= 0xFEFF; ++code_point) {
+      if (code_point >= 0xD800 && code_point <= 0xDFFF) continue;
+      const std::string character = utf8(code_point);
+      const std::string basic = guarded("k = \"" + character + "\"\n");
+      const std::string multi = guarded("k = \"\"\"\\\n" + character + "\"\"\"\n");  // issue #190's shape
+      const std::string comment = guarded("# " + character + "\n");
+      leaked += holds_trigger(basic) + holds_trigger(multi) + holds_trigger(comment);
+      // Literal strings have no escapes; toml++ never classifies their content.
+      const std::string literal = "k = '" + character + "'\nm = '''\n" + character + "'''\n";
+      changed += guarded(literal) != literal;
+      if (triggers_toml_bug_295(code_point)) {
+        for (const std::string& text : {character, "k = 1" + character, "k = 'a'" + character}) {
+          try {
+            guarded(text);  // toml++ would classify the character here
+            ++accepted;
+          } catch (const Error&) {
+          }
+        }
+      } else {
+        changed += basic != "k = \"" + character + "\"\n";
+      }
+    }
+    CHECK(leaked == 0);
+    CHECK(accepted == 0);
+    CHECK(changed == 0);
+  }
+
+  TEST_CASE("[toml_guard] basic strings get an equivalent escape, comments a '?'") {
+    CHECK(guarded("k = \"a\xEF\xB3\xBF\x62\"") == "k = \"a\\uFCFFb\"");
+    CHECK(guarded("\"\xC3\xA9\" = 1") == "\"\\u00E9\" = 1");  // quoted key
+    CHECK(guarded("k = 1 # J\xC3\xBCrgen") == "k = 1 # J?rgen");
+    CHECK(guarded("k = \"#\xC3\xA9\"") == "k = \"#\\u00E9\"");           // '#' inside a string is no comment
+    CHECK(guarded("k = \"\\\"\xC3\xA9\"") == "k = \"\\\"\\u00E9\"");     // escaped quote keeps the string open
+    CHECK(guarded("k = \"\"\"a\"\"\"\"\" # \xC3\xA9") == "k = \"\"\"a\"\"\"\"\" # ?");  // """ plus two quotes closes
+    CHECK(guarded("k = '''a''''' # \xC3\xA9") == "k = '''a''''' # ?");
+    CHECK(guarded("k = 'x' # \xC3\xA9") == "k = 'x' # ?");
+    CHECK(guarded("\xEF\xBB\xBFk = 1") == "k = 1");  // byte order mark dropped
+  }
+
+  TEST_CASE("[toml_guard] literal strings pass through; text outside strings names line, column, code point") {
+    CHECK(guarded("a = 1\nk = '\xC3\xA9'") == "a = 1\nk = '\xC3\xA9'");
+    CHECK(guarded("k = '''\n\xEF\xB3\xBF'''") == "k = '''\n\xEF\xB3\xBF'''");
+    CHECK(guard_error("k = 'x'\xC3\xA9") ==
+          "g.toml:1:8: unexpected character U+00E9; outside strings and comments TOML allows only ASCII");
+    CHECK(guard_error("\xCC\xAA") ==
+          "g.toml:1:1: unexpected character U+032A; outside strings and comments TOML allows only ASCII");
+    CHECK(guard_error("k = \"\\\xC2\xA7\"").find("g.toml:1:7: invalid escape sequence: '\\' followed by U+00A7") ==
+          0);
+  }
+
+  TEST_CASE("[toml_guard] invalid UTF-8 is rejected with its position") {
+    CHECK(guard_error("k = \"\xFF\"") == "g.toml:1:6: invalid UTF-8 (byte 0xFF); config files must be UTF-8 text");
+    CHECK(guard_error("\n\nk = \"\xC0\x80\"").find("g.toml:3:6: invalid UTF-8 (byte 0xC0)") == 0);  // overlong
+    CHECK(guard_error("k = \"\xED\xA0\x80\"").find("invalid UTF-8 (byte 0xED)") != std::string::npos);  // surrogate
+    CHECK(guard_error("k = \"\xF4\x90\x80\x80\"").find("invalid UTF-8 (byte 0xF4)") != std::string::npos);  // > U+10FFFF
+    CHECK(guard_error("k = \"\xE2\x82").find("invalid UTF-8 (byte 0xE2)") != std::string::npos);  // truncated
+    CHECK(guarded("k = \"\xF0\x9F\x98\x80\"") == "k = \"\xF0\x9F\x98\x80\"");  // U+1F600 passes
+  }
+
+  TEST_CASE("[toml_guard] columns map back to the original text") {
+    const GuardedToml guard("k = \"\xC3\xA9\xC3\xA9\" y\nz = 1", "g.toml");
+    // Rewritten line 1: k = "\u00E9\u00E9" y  ('y' at column 20; originally 10).
+    CHECK(guard.original_column(1, 20) == 10);
+    CHECK(guard.original_column(1, 6) == 6);    // the first escape maps to its character
+    CHECK(guard.original_column(1, 9) == 6);    // inside the escape
+    CHECK(guard.original_column(1, 5) == 5);    // before any escape
+    CHECK(guard.original_column(2, 3) == 3);    // other lines are untouched
+  }
+}
