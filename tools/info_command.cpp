@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <optional>
 
 namespace backplane::tools {
 namespace {
@@ -49,6 +50,31 @@ DeviceListing list_devices(const Runtime& runtime, const BackendInfo& backend) {
   return listing;
 }
 
+// The default device, or why there is none (a named device that cannot be
+// used is reported, not fatal: info must still show the backends).
+struct DefaultListing {
+  std::optional<DefaultDevice> device;
+  std::string error;
+};
+
+DefaultListing find_default(const Runtime& runtime) {
+  DefaultListing listing;
+  try {
+    listing.device = runtime.default_device();
+  } catch (const Error& error) {
+    listing.error = error.what();
+  }
+  return listing;
+}
+
+json config_json(const ConfigSummary& config) {
+  json searched = json::array();
+  for (const auto& path : config.searched) searched.push_back(path.string());
+  return {{"path", config.path ? json(config.path->string()) : json(nullptr)},
+          {"searched", searched},
+          {"warnings", config.warnings}};
+}
+
 int print_json(const Runtime& runtime) {
   json search_path = json::array();
   for (const auto& entry : runtime.search_path()) {
@@ -72,17 +98,38 @@ int print_json(const Runtime& runtime) {
     if (!listing.error.empty()) item["device_error"] = listing.error;
     backends.push_back(item);
   }
+  json default_device = nullptr;
+  auto chosen = find_default(runtime);
+  if (chosen.device) {
+    default_device = {{"selector", chosen.device->device.selector()},
+                      {"source", to_string(chosen.device->source)},
+                      {"note", chosen.device->fallback_note}};
+  } else {
+    default_device = {{"error", chosen.error}};
+  }
   json document = {{"version", version()},
                    {"abi_version", fmt::format("{}.{}", BP_ABI_MAJOR, BP_ABI_MINOR)},
+                   {"config", config_json(runtime.config())},
                    {"search_path", search_path},
-                   {"backends", backends}};
+                   {"backends", backends},
+                   {"default_device", default_device}};
   fmt::print("{}\n", document.dump(2));
   return 0;
 }
 
 int print_text(const Runtime& runtime) {
   fmt::print("backplane {} (plugin ABI {}.{})\n\n", version(), BP_ABI_MAJOR, BP_ABI_MINOR);
-  fmt::print("plugin search path:\n");
+  ConfigSummary config = runtime.config();
+  if (config.path) {
+    fmt::print("config file: {}\n", config.path->string());
+  } else {
+    std::vector<std::string> searched;
+    for (const auto& path : config.searched) searched.push_back(path.string());
+    fmt::print("config file: none found (looked at {})\n",
+               searched.empty() ? std::string("nothing: environment ignored") : fmt::format("{}", fmt::join(searched, ", ")));
+  }
+  for (const auto& warning : config.warnings) fmt::print("  warning: {}\n", warning);
+  fmt::print("\nplugin search path:\n");
   int index = 1;
   for (const auto& entry : runtime.search_path()) {
     fmt::print("  {}. {} ({})\n", index++, entry.path.string(), to_string(entry.origin));
@@ -98,6 +145,13 @@ int print_text(const Runtime& runtime) {
                  format_bytes(device.memory_free), format_bytes(device.memory_total));
     }
     if (!listing.error.empty()) fmt::print("    cannot list devices: {}\n", listing.error);
+  }
+  auto chosen = find_default(runtime);
+  if (chosen.device) {
+    fmt::print("\ndefault device: {} ({})\n", chosen.device->device.selector(), to_string(chosen.device->source));
+    if (!chosen.device->fallback_note.empty()) fmt::print("  {}\n", chosen.device->fallback_note);
+  } else {
+    fmt::print("\ndefault device: none: {}\n", chosen.error);
   }
   return 0;
 }

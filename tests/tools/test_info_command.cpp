@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 using backplane::testing::run_command;
@@ -80,4 +82,49 @@ TEST_CASE("[cli] an unknown option or command is a usage error") {
   auto bad_command = run_command(tool("", "infos 2>&1"));
   CHECK(bad_command.exit_status == 2);
   CHECK(bad_command.output.find("unknown command 'infos'") != std::string::npos);
+}
+
+TEST_CASE("[cli] a config with [backend.cpu] devices = 4 makes info list cpu:0..cpu:3") {
+  auto config = std::filesystem::temp_directory_path() / "backplane-test-cli-devices.toml";
+  { std::ofstream(config) << "[backend.cpu]\ndevices = 4\n"; }
+  auto result = run_command(tool("BACKPLANE_CONFIG=" + config.string(), "info --json"));
+  std::filesystem::remove(config);
+  REQUIRE(result.exit_status == 0);
+  json info = json::parse(result.output);
+  CHECK(info["config"]["path"] == config.string());
+  const json* cpu = find_backend(info, "cpu", "available");
+  REQUIRE(cpu != nullptr);
+  REQUIRE((*cpu)["devices"].size() == 4);
+  CHECK((*cpu)["devices"][3]["selector"] == "cpu:3");
+}
+
+TEST_CASE("[cli] info shows the default device and the source that decided it") {
+  auto automatic = run_command(tool("", "info"));
+  CHECK(automatic.output.find("default device: cpu:0 (highest-priority available backend)") != std::string::npos);
+  auto from_environment = run_command(tool("BACKPLANE_DEFAULT_DEVICE=cpu:0", "info"));
+  CHECK(from_environment.output.find("default device: cpu:0 (BACKPLANE_DEFAULT_DEVICE)") != std::string::npos);
+  auto as_json = run_command(tool("BACKPLANE_DEFAULT_DEVICE=cpu", "info --json"));
+  json info = json::parse(as_json.output);
+  CHECK(info["default_device"]["selector"] == "cpu:0");
+  CHECK(info["default_device"]["source"] == "BACKPLANE_DEFAULT_DEVICE");
+}
+
+TEST_CASE("[cli] a default device that cannot be used is reported, with the backends that exist") {
+  auto result = run_command(tool("BACKPLANE_DEFAULT_DEVICE=cdua", "info"));
+  REQUIRE(result.exit_status == 0);  // info still shows everything else
+  CHECK(result.output.find("default device: none: default device from BACKPLANE_DEFAULT_DEVICE=cdua: "
+                           "no backend 'cdua'; backends: cpu (available)") != std::string::npos);
+}
+
+TEST_CASE("[cli] BACKPLANE_CONFIG naming a missing file is an error, not a silent default") {
+  auto result = run_command(tool("BACKPLANE_CONFIG=/nonexistent/backplane.toml", "info 2>&1"));
+  CHECK(result.exit_status == 1);
+  CHECK(result.output.find("BACKPLANE_CONFIG") != std::string::npos);
+  CHECK(result.output.find("/nonexistent/backplane.toml") != std::string::npos);
+}
+
+TEST_CASE("[cli] info shows which config file was used, or where it looked") {
+  auto none = run_command(tool("XDG_CONFIG_HOME=/nonexistent-xdg", "info"));
+  CHECK(none.output.find("config file: none found (looked at /nonexistent-xdg/backplane/config.toml") !=
+        std::string::npos);
 }
