@@ -11,6 +11,9 @@ namespace backplane::tools {
 using Arguments = std::vector<std::string_view>;
 
 int run_info(const Arguments& args);
+int run_conformance(const Arguments& args);  // conformance_command.cpp
+int run_inspect(const Arguments& args);      // inspect_command.cpp
+int run_load(const Arguments& args);         // load_command.cpp
 
 // "1.5 GiB", "512 B": binary units, one decimal.
 std::string format_bytes(std::uint64_t bytes);

@@ -16,8 +16,13 @@ constexpr std::string_view kUsage =
     "usage: backplane <command> [options]\n"
     "\n"
     "commands:\n"
-    "  info [--json]     plugin search path, backends with status and reason, devices\n"
-    "  help              this text\n";
+    "  info [--json]                 plugin search path, backends with status and reason,\n"
+    "                                devices, config file, default device and its source\n"
+    "  inspect FILE [--json]         tensors, dtypes, shapes, offsets, metadata, verdict\n"
+    "  load FILE --device SEL        load a safetensors file onto a device, report GB/s\n"
+    "  conformance PLUGIN.so [--option k=v ...]\n"
+    "                                run the backend conformance suite against a plugin\n"
+    "  help                          this text\n";
 
 }  // namespace
 
@@ -35,6 +40,9 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   try {
     if (command == "info") return backplane::tools::run_info(args);
+    if (command == "conformance") return backplane::tools::run_conformance(args);
+    if (command == "inspect") return backplane::tools::run_inspect(args);
+    if (command == "load") return backplane::tools::run_load(args);
   } catch (const backplane::Error& error) {
     fmt::print(stderr, "backplane {}: error: {}\n", command, error.what());
     return 1;

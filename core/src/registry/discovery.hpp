@@ -26,7 +26,9 @@ struct DiscoveryPolicy {
 
 struct DiscoveredBackend {
   BackendInfo info;
-  std::unique_ptr<Backend> backend;  // set only when info.status is kAvailable
+  // Set only when info.status is kAvailable. Shared: arrays and buffers keep
+  // their backend alive.
+  std::shared_ptr<Backend> backend;
 };
 
 std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,

@@ -1,0 +1,15 @@
+// Placeholder until the 'load' command lands (see its issue); never shipped as done.
+#include "commands.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace backplane::tools {
+
+int run_load(const Arguments&) {
+  fmt::print(stderr, "backplane load: not built yet\n");
+  return 1;
+}
+
+}  // namespace backplane::tools
