@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -136,9 +137,12 @@ int print_text(const Runtime& runtime) {
   }
   const auto& backends = runtime.backends();
   fmt::print("\nbackends:{}\n", backends.empty() ? " none found" : "");
+  std::size_t name_width = 8;
+  for (const auto& backend : backends) name_width = std::max(name_width, backend.name.size());
   for (const auto& backend : backends) {
-    fmt::print("  {:<12} {:<12} {}\n", backend.name, to_string(backend.status), backend.plugin_path.string());
-    if (!backend.reason.empty()) fmt::print("  {:<12} {:<12} {}\n", "", "", backend.reason);
+    fmt::print("  {:<{}} {:<12} {}\n", backend.name, name_width, to_string(backend.status),
+               backend.plugin_path.string());
+    if (!backend.reason.empty()) fmt::print("  {:<{}} {:<12} {}\n", "", name_width, "", backend.reason);
     auto listing = list_devices(runtime, backend);
     for (const auto& device : listing.devices) {
       fmt::print("    {:<10} {} ({}), {} free of {}\n", device.selector(), device.name, to_string(device.kind),
