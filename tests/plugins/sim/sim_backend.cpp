@@ -6,6 +6,8 @@
 // backend's CopyWorker and hand back an event that the worker completes.
 #include "sim_backend.hpp"
 
+#include "copy_worker.hpp"
+
 #include <backplane/plugin_support.hpp>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -154,49 +155,6 @@ struct EventState {
   bool done = false;
   BP_ErrorCode code = 0;  // 0: succeeded
   std::string message;
-};
-
-// ------------------------------------------------------------- worker --
-
-// One thread running queued jobs in submission order; started by the first
-// submit, drained and joined by stop().
-class CopyWorker {
- public:
-  void submit(std::function<void()> job) {
-    std::lock_guard lock(mutex_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-    jobs_.push_back(std::move(job));
-    wake_.notify_one();
-  }
-
-  void stop() noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_one();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void run() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and everything queued has run
-      std::function<void()> job = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      job();  // jobs catch their own failures
-      lock.lock();
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;
 };
 
 // ------------------------------------------------------------- backend --
