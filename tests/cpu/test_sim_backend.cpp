@@ -175,17 +175,17 @@ TEST_CASE("[sim] the worker thread starts on the first async copy, not in create
 }
 
 TEST_CASE("[sim] copy_delay_us makes async copies observably overlap the caller") {
-  Backend backend(sim(), {{"copy_delay_us", "50000"}});
+  // No upper bound on time (shared machines are noisy): the copy is still
+  // pending right after submission, and waiting takes at least the delay.
+  Backend backend(sim(), {{"copy_delay_us", "200000"}});
   const std::vector<unsigned char> data = random_bytes(256, 5);
   BP_Buffer* buffer = backend.allocate_ok(256);
   const auto start = std::chrono::steady_clock::now();
   BP_Event* event = copy_in_async(backend, buffer, data.data(), 256);
-  const auto submitted = std::chrono::steady_clock::now();
   CHECK(backend.query(event) == 0);
   BP_CHECK_OK(backend.wait(event));
   const auto finished = std::chrono::steady_clock::now();
-  CHECK(submitted - start < std::chrono::milliseconds(40));
-  CHECK(finished - start >= std::chrono::milliseconds(50));
+  CHECK(finished - start >= std::chrono::milliseconds(200));
   CHECK(backend.query(event) == 1);
   sim().event_destroy(backend.handle(), event);
 
