@@ -1,0 +1,167 @@
+// bp_device_*, bp_default_device_*: selectors, device info, the default device.
+#include "c_api/c_api_support.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+struct bp_device_info {
+  static constexpr std::uint32_t kAlive = 0x62706469;  // detects use after destroy, most of the time
+  std::uint32_t alive = kAlive;
+  backplane::DeviceInfo info;
+};
+
+namespace backplane::c_api {
+namespace {
+
+static_assert(static_cast<int>(BackendStatus::kShadowed) == BP_BACKEND_SHADOWED);
+static_assert(static_cast<int>(DeviceSource::kAutomatic) == BP_SOURCE_AUTOMATIC);
+static_assert(static_cast<int>(DeviceKind::kAccelerator) == BP_DEVICE_ACCELERATOR);
+static_assert(static_cast<int>(ErrorCode::kPlugin) == BP_STATUS_PLUGIN);
+
+// Scopes pushed through the C API on this thread, innermost last.
+struct PushedScope {
+  bp_runtime* runtime;
+  std::unique_ptr<DefaultDeviceScope> scope;
+};
+thread_local std::vector<PushedScope> pushed_scopes;
+
+bool is_live(const bp_device_info* info) { return info != nullptr && info->alive == bp_device_info::kAlive; }
+
+}  // namespace
+}  // namespace backplane::c_api
+
+using namespace backplane;
+using namespace backplane::c_api;
+
+extern "C" {
+
+bp_status bp_device_resolve(bp_runtime* runtime, const char* selector, bp_device* out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_device_resolve");
+    require_non_null(selector, "bp_device_resolve", "selector");
+    require_non_null(out, "bp_device_resolve", "out");
+    *out = from_device(cxx.resolve(selector));
+  });
+}
+
+bp_status bp_device_selector(const bp_device* device, char* buffer, size_t capacity) {
+  return guarded([&] {
+    require_non_null(device, "bp_device_selector", "device");
+    require_non_null(buffer, "bp_device_selector", "buffer");
+    std::string text = to_device(*device).selector();
+    if (text.size() + 1 > capacity) {
+      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_device_selector: '{}' needs {} bytes, capacity is {}", text,
+                                                      text.size() + 1, capacity));
+    }
+    std::memcpy(buffer, text.c_str(), text.size() + 1);
+  });
+}
+
+bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_device_count");
+    require_non_null(backend, "bp_device_count", "backend");
+    require_non_null(out, "bp_device_count", "out");
+    *out = static_cast<int32_t>(cxx.devices(backend).size());
+  });
+}
+
+bp_status bp_device_info_create(bp_runtime* runtime, const bp_device* device, bp_device_info** out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_device_info_create");
+    require_non_null(device, "bp_device_info_create", "device");
+    require_non_null(out, "bp_device_info_create", "out");
+    Device wanted = to_device(*device);
+    Device resolved = cxx.resolve(wanted.selector());  // checks backend and ordinal with full messages
+    auto devices = cxx.devices(resolved.backend);
+    *out = new bp_device_info{bp_device_info::kAlive, devices.at(static_cast<std::size_t>(resolved.ordinal))};
+  });
+}
+
+void bp_device_info_destroy(bp_device_info* info) {
+  if (!is_live(info)) return;
+  info->alive = 0;
+  delete info;
+}
+
+const char* bp_device_info_name(const bp_device_info* info) { return is_live(info) ? info->info.name.c_str() : ""; }
+
+bp_device_kind bp_device_info_kind(const bp_device_info* info) {
+  return is_live(info) ? static_cast<bp_device_kind>(info->info.kind) : BP_DEVICE_CPU;
+}
+
+uint64_t bp_device_info_memory_total(const bp_device_info* info) { return is_live(info) ? info->info.memory_total : 0; }
+
+uint64_t bp_device_info_memory_free(const bp_device_info* info) { return is_live(info) ? info->info.memory_free : 0; }
+
+size_t bp_device_info_attribute_count(const bp_device_info* info) {
+  return is_live(info) ? info->info.attributes.size() : 0;
+}
+
+bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key, const char** value) {
+  return guarded([&] {
+    if (!is_live(info)) throw Error(ErrorCode::kInvalidArgument, "bp_device_info_attribute: info is NULL or destroyed");
+    require_non_null(key, "bp_device_info_attribute", "key");
+    require_non_null(value, "bp_device_info_attribute", "value");
+    const auto& attributes = info->info.attributes;
+    if (index >= attributes.size()) {
+      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_device_info_attribute: index {} is out of range: {} attributes",
+                                                      index, attributes.size()));
+    }
+    *key = attributes[index].first.c_str();
+    *value = attributes[index].second.c_str();
+  });
+}
+
+bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_default_device");
+    require_non_null(out, "bp_default_device", "out");
+    DefaultDevice chosen = cxx.default_device();
+    *out = from_device(chosen.device);
+    if (source != nullptr) *source = static_cast<bp_device_source>(chosen.source);
+  });
+}
+
+const char* bp_device_source_name(bp_device_source source) {
+  if (source < BP_SOURCE_SCOPED_OVERRIDE || source > BP_SOURCE_AUTOMATIC) return "unknown source";
+  return to_string(static_cast<DeviceSource>(source)).data();  // static literals
+}
+
+bp_status bp_default_device_set(bp_runtime* runtime, const char* selector) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_default_device_set");
+    if (selector == nullptr) {
+      cxx.set_default_device(std::nullopt);
+    } else {
+      cxx.set_default_device(std::string_view(selector));
+    }
+  });
+}
+
+bp_status bp_default_device_push(bp_runtime* runtime, const char* selector) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_default_device_push");
+    require_non_null(selector, "bp_default_device_push", "selector");
+    auto scope = std::make_unique<DefaultDeviceScope>(cxx, std::string_view(selector));
+    pushed_scopes.push_back({runtime, std::move(scope)});
+  });
+}
+
+bp_status bp_default_device_pop(bp_runtime* runtime) {
+  return guarded([&] {
+    runtime_of(runtime, "bp_default_device_pop");
+    if (pushed_scopes.empty() || pushed_scopes.back().runtime != runtime) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  pushed_scopes.empty()
+                      ? "bp_default_device_pop: nothing was pushed on this thread"
+                      : "bp_default_device_pop: the innermost scope on this thread belongs to another runtime");
+    }
+    pushed_scopes.pop_back();
+  });
+}
+
+}  // extern "C"

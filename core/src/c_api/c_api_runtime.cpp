@@ -1,0 +1,189 @@
+// bp_runtime_*, bp_backend_*, bp_version, errors.
+#include "c_api/c_api_support.hpp"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+struct bp_runtime {
+  backplane::Runtime* runtime;
+  bool owned;  // false for the process default
+  std::once_flag config_once;
+  std::optional<std::string> config_path;
+};
+
+namespace backplane::c_api {
+namespace {
+
+thread_local std::string last_error;
+
+// Live handles, so that a destroyed one is reported instead of dereferenced.
+std::mutex live_mutex;
+std::unordered_set<const bp_runtime*> live_runtimes;
+
+bp_runtime* register_runtime(Runtime* runtime, bool owned) {
+  auto* handle = new bp_runtime{runtime, owned, {}, {}};
+  std::lock_guard lock(live_mutex);
+  live_runtimes.insert(handle);
+  return handle;
+}
+
+}  // namespace
+
+void set_last_error(std::string_view message) noexcept {
+  try {
+    last_error.assign(message);
+  } catch (...) {  // assigning can only fail for lack of memory: keep the old text
+  }
+}
+
+void require_non_null(const void* pointer, const char* function, const char* what) {
+  if (pointer == nullptr) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} is NULL", function, what));
+}
+
+Runtime& runtime_of(bp_runtime* handle, const char* function) {
+  require_non_null(handle, function, "runtime");
+  std::lock_guard lock(live_mutex);
+  if (live_runtimes.count(handle) == 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: runtime is not a live handle (destroyed?)", function));
+  }
+  return *handle->runtime;
+}
+
+Device to_device(const bp_device& device) {
+  std::string_view backend(device.backend, strnlen(device.backend, sizeof(device.backend)));
+  if (backend.size() == sizeof(device.backend)) {
+    throw Error(ErrorCode::kInvalidArgument, "bp_device: backend name is not NUL-terminated");
+  }
+  return Device{std::string(backend), device.ordinal};
+}
+
+bp_device from_device(const Device& device) {
+  bp_device out{};
+  if (device.backend.size() >= sizeof(out.backend)) {
+    throw Error(ErrorCode::kInternal, fmt::format("backend name '{}' is too long for bp_device", device.backend));
+  }
+  device.backend.copy(out.backend, device.backend.size());
+  out.ordinal = device.ordinal;
+  return out;
+}
+
+}  // namespace backplane::c_api
+
+using namespace backplane;
+using namespace backplane::c_api;
+
+extern "C" {
+
+const char* bp_version(void) { return BACKPLANE_VERSION; }
+
+const char* bp_last_error(void) { return last_error.c_str(); }
+
+const char* bp_status_name(bp_status status) {
+  if (status == BP_OK) return "ok";
+  if (status < 0 || status > BP_STATUS_PLUGIN) return "unknown status";
+  return to_string(static_cast<ErrorCode>(status)).data();  // static, NUL-terminated literals
+}
+
+bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out) {
+  return guarded([&] {
+    require_non_null(out, "bp_runtime_create", "out");
+    Runtime::Options cxx_options;
+    if (options != nullptr) {
+      if (options->struct_size < sizeof(bp_runtime_options)) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("bp_runtime_create: options->struct_size {} is smaller than {}", options->struct_size,
+                                sizeof(bp_runtime_options)));
+      }
+      if (options->plugin_path_count > 0) require_non_null(options->plugin_paths, "bp_runtime_create", "plugin_paths");
+      for (size_t i = 0; i < options->plugin_path_count; ++i) {
+        require_non_null(options->plugin_paths[i], "bp_runtime_create", "plugin_paths[i]");
+        cxx_options.plugin_paths.emplace_back(options->plugin_paths[i]);
+      }
+      if (options->config_file != nullptr) cxx_options.config_file = options->config_file;
+      cxx_options.ignore_environment = options->ignore_environment != 0;
+      cxx_options.skip_default_paths = options->skip_default_paths != 0;
+    }
+    auto runtime = std::make_unique<Runtime>(std::move(cxx_options));
+    *out = register_runtime(runtime.release(), true);
+  });
+}
+
+bp_status bp_runtime_default(bp_runtime** out) {
+  return guarded([&] {
+    require_non_null(out, "bp_runtime_default", "out");
+    static bp_runtime* handle = register_runtime(&Runtime::process_default(), false);
+    *out = handle;
+  });
+}
+
+void bp_runtime_destroy(bp_runtime* runtime) {
+  if (runtime == nullptr || !runtime->owned) return;
+  {
+    std::lock_guard lock(live_mutex);
+    if (live_runtimes.erase(runtime) == 0) return;  // destroyed twice: ignore, do not free again
+  }
+  delete runtime->runtime;
+  delete runtime;
+}
+
+bp_status bp_runtime_config_path(bp_runtime* runtime, const char** out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_runtime_config_path");
+    require_non_null(out, "bp_runtime_config_path", "out");
+    auto config = cxx.config();
+    std::call_once(runtime->config_once, [&] {
+      if (config.path) runtime->config_path = config.path->string();
+    });
+    *out = runtime->config_path ? runtime->config_path->c_str() : nullptr;
+  });
+}
+
+bp_status bp_backend_count(bp_runtime* runtime, size_t* out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_backend_count");
+    require_non_null(out, "bp_backend_count", "out");
+    *out = cxx.backends().size();
+  });
+}
+
+bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_backend_get");
+    require_non_null(out, "bp_backend_get", "out");
+    if (out->struct_size < sizeof(bp_backend_info)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("bp_backend_get: out->struct_size {} is smaller than {} (set it to sizeof)",
+                              out->struct_size, sizeof(bp_backend_info)));
+    }
+    const auto& backends = cxx.backends();
+    if (index >= backends.size()) {
+      throw Error(ErrorCode::kOutOfRange,
+                  fmt::format("bp_backend_get: index {} is out of range: {} backends", index, backends.size()));
+    }
+    // The runtime's list never changes after discovery, so these stay valid.
+    const BackendInfo& info = backends[index];
+    out->name = info.name.c_str();
+    out->status = static_cast<bp_backend_status>(info.status);
+    out->status_name = to_string(info.status).data();
+    out->reason = info.reason.c_str();
+    out->plugin_path = info.plugin_path.c_str();
+    out->abi_version = info.abi_version.c_str();
+    out->priority = info.priority;
+    out->capabilities = info.capabilities;
+  });
+}
+
+bp_status bp_backend_is_available(bp_runtime* runtime, const char* name, int32_t* out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_backend_is_available");
+    require_non_null(name, "bp_backend_is_available", "name");
+    require_non_null(out, "bp_backend_is_available", "out");
+    *out = cxx.is_available(name) ? 1 : 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,46 @@
+// What every exported C function shares: the thread-local last error, the one
+// guard that turns exceptions into status codes, and handle checks.
+#pragma once
+
+#include <backplane/backplane.h>
+#include <backplane/backplane.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace backplane::c_api {
+
+void set_last_error(std::string_view message) noexcept;
+
+// Runs `body` (returning nothing) and maps any exception to a status, recording
+// its message. The only way an exported function reaches C++ code.
+template <class Body>
+bp_status guarded(Body&& body) noexcept {
+  try {
+    body();
+    return BP_OK;
+  } catch (const Error& error) {
+    set_last_error(error.what());
+    return static_cast<bp_status>(error.code());
+  } catch (const std::bad_alloc&) {
+    set_last_error("out of host memory");
+    return BP_STATUS_OUT_OF_MEMORY;
+  } catch (const std::exception& error) {
+    set_last_error(std::string("internal error: ") + error.what());
+    return BP_STATUS_INTERNAL;
+  } catch (...) {
+    set_last_error("internal error: unknown exception");
+    return BP_STATUS_INTERNAL;
+  }
+}
+
+// Throws Error(kInvalidArgument, "<function>: <what> is NULL") when pointer is NULL.
+void require_non_null(const void* pointer, const char* function, const char* what);
+
+// The C++ runtime behind a handle; throws for NULL or destroyed handles.
+Runtime& runtime_of(bp_runtime* handle, const char* function);
+
+Device to_device(const bp_device& device);
+bp_device from_device(const Device& device);
+
+}  // namespace backplane::c_api
