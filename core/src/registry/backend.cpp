@@ -1,5 +1,7 @@
 #include "registry/backend.hpp"
 
+#include "util/log.hpp"
+
 #include <fmt/format.h>
 
 
@@ -109,6 +111,176 @@ DeviceInfo Backend::device_info(int ordinal) {
                                  std::string(view(pair.value, pair.value_size)));
   }
   return info;
+}
+
+}  // namespace backplane
+
+// ------------------------------------------------------ device operations --
+// Used by the placement layer. Messages name the device and the size so that
+// an error read far from the call still says what failed.
+
+namespace backplane {
+namespace {
+
+template <class Args>
+Args make_args(BP_Backend* handle) {
+  Args args{};
+  args.struct_size = sizeof(args);
+  args.backend = handle;
+  return args;
+}
+
+BP_Event* require_event(BP_Event* event, std::string_view name, int ordinal, const char* call) {
+  if (event == nullptr) {
+    throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no event", name, ordinal, call));
+  }
+  return event;
+}
+
+}  // namespace
+
+Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_MemoryAllocateArgs>(handle_);
+  args.ordinal = ordinal;
+  args.kind = kind;
+  args.size = size;
+  const char* what = kind == BP_MEMORY_PINNED_HOST ? "pinned host memory_allocate" : "memory_allocate";
+  throw_if_error(api().memory_allocate(&args), fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size));
+  if (args.buffer == nullptr) {
+    throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
+  }
+  return {args.buffer, args.address};
+}
+
+void Backend::free(BP_Buffer* buffer) noexcept {
+  if (buffer == nullptr) return;
+  auto args = make_args<BP_MemoryFreeArgs>(handle_);
+  args.buffer = buffer;
+  try {
+    if (auto failure = consume_error(api().memory_free(&args))) {
+      log(LogLevel::kWarn, "{}: memory_free failed: {}", name(), failure->message);
+    }
+  } catch (...) {  // logging may throw (allocation); nothing else to do
+  }
+}
+
+void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+                             std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_CopyToDeviceArgs>(handle_);
+  args.destination = destination;
+  args.destination_offset = offset;
+  args.source = source;
+  args.size = size;
+  throw_if_error(api().copy_to_device(&args), fmt::format("{}:{}: copy_to_device of {} bytes", name(), ordinal, size));
+}
+
+void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
+                           std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_CopyToHostArgs>(handle_);
+  args.source = source;
+  args.source_offset = offset;
+  args.destination = destination;
+  args.size = size;
+  throw_if_error(api().copy_to_host(&args), fmt::format("{}:{}: copy_to_host of {} bytes", name(), ordinal, size));
+}
+
+void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+                                    BP_Buffer* destination, std::uint64_t destination_offset, std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle_);
+  args.source = source;
+  args.source_offset = source_offset;
+  args.destination = destination;
+  args.destination_offset = destination_offset;
+  args.size = size;
+  throw_if_error(api().copy_device_to_device(&args),
+                 fmt::format("{}:{}: copy_device_to_device of {} bytes", name(), ordinal, size));
+}
+
+BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset,
+                                        const void* source, std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_CopyToDeviceArgs>(handle_);
+  args.destination = destination;
+  args.destination_offset = offset;
+  args.source = source;
+  args.size = size;
+  throw_if_error(api().copy_to_device_async(&args),
+                 fmt::format("{}:{}: copy_to_device_async of {} bytes", name(), ordinal, size));
+  return require_event(args.event, name(), ordinal, "copy_to_device_async");
+}
+
+BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
+                                      std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_CopyToHostArgs>(handle_);
+  args.source = source;
+  args.source_offset = offset;
+  args.destination = destination;
+  args.size = size;
+  throw_if_error(api().copy_to_host_async(&args),
+                 fmt::format("{}:{}: copy_to_host_async of {} bytes", name(), ordinal, size));
+  return require_event(args.event, name(), ordinal, "copy_to_host_async");
+}
+
+BP_Event* Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+                                               BP_Buffer* destination, std::uint64_t destination_offset,
+                                               std::uint64_t size) {
+  note_device_use();
+  auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle_);
+  args.source = source;
+  args.source_offset = source_offset;
+  args.destination = destination;
+  args.destination_offset = destination_offset;
+  args.size = size;
+  throw_if_error(api().copy_device_to_device_async(&args),
+                 fmt::format("{}:{}: copy_device_to_device_async of {} bytes", name(), ordinal, size));
+  return require_event(args.event, name(), ordinal, "copy_device_to_device_async");
+}
+
+BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+                                    BP_IntegerType source_type, BP_Buffer* destination,
+                                    std::uint64_t destination_offset, BP_IntegerType destination_type,
+                                    std::uint64_t count) {
+  if (!has(BP_CAPABILITY_CONVERT_INTEGERS) || api().convert_integers == nullptr) {
+    throw Error(ErrorCode::kUnsupported, fmt::format("{}:{}: the backend does not convert integers", name(), ordinal));
+  }
+  note_device_use();
+  auto args = make_args<BP_ConvertIntegersArgs>(handle_);
+  args.source = source;
+  args.source_offset = source_offset;
+  args.source_type = source_type;
+  args.destination = destination;
+  args.destination_offset = destination_offset;
+  args.destination_type = destination_type;
+  args.count = count;
+  throw_if_error(api().convert_integers(&args),
+                 fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count));
+  return require_event(args.event, name(), ordinal, "convert_integers");
+}
+
+std::optional<PluginFailure> Backend::wait_event(BP_Event* event) {
+  auto args = make_args<BP_EventArgs>(handle_);
+  args.event = event;
+  return consume_error(api().event_wait(&args));
+}
+
+bool Backend::query_event(BP_Event* event) noexcept {
+  auto args = make_args<BP_EventArgs>(handle_);
+  args.event = event;
+  BP_Error* error = api().event_query(&args);
+  if (error != nullptr) {
+    if (error->destroy != nullptr) error->destroy(error);
+    return true;  // event_wait will report what went wrong
+  }
+  return args.done != 0;
+}
+
+void Backend::destroy_event(BP_Event* event) noexcept {
+  if (event != nullptr) api().event_destroy(handle_, event);
 }
 
 }  // namespace backplane

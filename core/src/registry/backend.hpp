@@ -9,7 +9,9 @@
 #include <backplane/backplane.hpp>
 #include <backplane/plugin.h>
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,12 +58,54 @@ class Backend {
   // Called before the first device use: the plugin then stays loaded until exit.
   void mark_used() { library_->keep_loaded(); }
 
+  // ---- device operations (placement). Each throws Error("<backend>:<ordinal>:
+  // <call> of N bytes: <plugin message>") with the plugin's code, and marks the
+  // backend used on first call. Thread-safe as the ABI requires of plugins.
+  BP_Capabilities capabilities() const { return api().capabilities; }
+  bool has(BP_Capabilities capability) const { return (capabilities() & capability) != 0; }
+
+  struct Allocation {
+    BP_Buffer* buffer = nullptr;
+    void* address = nullptr;  // the plugin's native address, may be NULL
+  };
+  Allocation allocate(int ordinal, BP_MemoryKind kind, std::uint64_t size);
+  // Errors are logged and dropped: a free that fails leaves nothing to undo.
+  void free(BP_Buffer* buffer) noexcept;
+
+  // Synchronous copies; `ordinal` only names the device in messages.
+  void copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+                      std::uint64_t size);
+  void copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination, std::uint64_t size);
+  void copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
+                             std::uint64_t destination_offset, std::uint64_t size);
+  // Asynchronous copies: the returned event must be passed to destroy_event.
+  BP_Event* copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+                                 std::uint64_t size);
+  BP_Event* copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
+                               std::uint64_t size);
+  BP_Event* copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+                                        BP_Buffer* destination, std::uint64_t destination_offset,
+                                        std::uint64_t size);
+  // Requires BP_CAPABILITY_CONVERT_INTEGERS (throws kUnsupported otherwise).
+  BP_Event* convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
+                             BP_Buffer* destination, std::uint64_t destination_offset,
+                             BP_IntegerType destination_type, std::uint64_t count);
+  // The event's asynchronous error as a value (the caller adds context).
+  std::optional<PluginFailure> wait_event(BP_Event* event);
+  // True once completed; a failing query counts as completed (wait reports it).
+  bool query_event(BP_Event* event) noexcept;
+  void destroy_event(BP_Event* event) noexcept;
+
  private:
   Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
       : library_(std::move(library)), handle_(handle) {}
+  void note_device_use() {
+    std::call_once(used_once_, [this] { mark_used(); });
+  }
 
   std::shared_ptr<PluginLibrary> library_;
   BP_Backend* handle_;
+  std::once_flag used_once_;
 };
 
 struct Backend::Created {

@@ -7,12 +7,15 @@
 
 #include <backplane/backplane.hpp>
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace backplane {
+
+struct PlacementState;
 
 struct Runtime::Impl {
   Impl(Options options, Environment environment)
@@ -46,6 +49,13 @@ struct Runtime::Impl {
 
   std::mutex process_default_mutex;
   std::optional<Device> process_default;
+
+  // The placement layer's state (device allocators, transfer threads), made
+  // on first use by placement_of() in placement/context.cpp. Declared after
+  // `discovered` so it is destroyed first: its transfer threads finish while
+  // the backends still exist.
+  std::shared_ptr<PlacementState> placement;
+  std::once_flag placement_once;
 
  private:
   std::once_flag discovered_once_;
