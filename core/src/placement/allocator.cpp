@@ -1,0 +1,117 @@
+#include "placement/allocator.hpp"
+
+#include "placement/bytes.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace backplane {
+namespace {
+
+std::uint64_t round_up(std::uint64_t size) {
+  constexpr std::uint64_t kGranularity = CachingAllocator::kGranularity;
+  if (size == 0) return kGranularity;
+  if (size > UINT64_MAX - kGranularity) return size;  // the backend will refuse it
+  return (size + kGranularity - 1) / kGranularity * kGranularity;
+}
+
+}  // namespace
+
+Block::~Block() { allocator_->give_back(buffer_, address_, size_); }
+
+CachingAllocator::~CachingAllocator() { empty_cache(); }
+
+std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
+  const std::uint64_t rounded = round_up(size);
+  {
+    const std::lock_guard lock(mutex_);
+    // A cached block fits when it wastes at most a quarter of itself.
+    const auto found = cache_.lower_bound(rounded);
+    if (found != cache_.end() && found->first - rounded <= found->first / 4) {
+      const std::uint64_t block_size = found->first;
+      const Cached cached = found->second;
+      cache_.erase(found);
+      counters_.cached -= block_size;
+      counters_.in_use += block_size;
+      counters_.peak = std::max(counters_.peak, counters_.in_use);
+      return std::make_shared<Block>(shared_from_this(), cached.buffer, cached.address, block_size);
+    }
+  }
+  Backend::Allocation allocation;
+  try {
+    allocation = backend_->allocate(ordinal_, kind_, rounded);
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kOutOfMemory) throw;
+    const std::uint64_t released = empty_cache();
+    try {
+      allocation = backend_->allocate(ordinal_, kind_, rounded);
+    } catch (const Error& again) {
+      if (again.code() != ErrorCode::kOutOfMemory) throw;
+      throw_out_of_memory(size, released, again);
+    }
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    ++counters_.backend_allocations;
+    counters_.in_use += rounded;
+    counters_.peak = std::max(counters_.peak, counters_.in_use);
+  }
+  try {
+    return std::make_shared<Block>(shared_from_this(), allocation.buffer, allocation.address, rounded);
+  } catch (...) {
+    give_back(allocation.buffer, allocation.address, rounded);
+    throw;
+  }
+}
+
+void CachingAllocator::throw_out_of_memory(std::uint64_t size, std::uint64_t released, const Error& cause) const {
+  std::string memory = "free/total memory unknown";
+  try {
+    const DeviceInfo info = backend_->device_info(ordinal_);
+    memory = fmt::format("{} free of {}", describe_bytes(info.memory_free), describe_bytes(info.memory_total));
+  } catch (const Error&) {  // keep the allocation's own error as the story
+  }
+  const Counters now = counters();
+  const char* what = kind_ == BP_MEMORY_PINNED_HOST ? "pinned host memory" : "device memory";
+  throw Error(ErrorCode::kOutOfMemory,
+              fmt::format("out of {} on {}: cannot allocate {}; {} ({} held by live arrays; {} of cached blocks "
+                          "were released and the allocation retried); the backend said: {}",
+                          what, selector_, describe_bytes(size), memory, describe_bytes(now.in_use),
+                          describe_bytes(released), cause.what()));
+}
+
+void CachingAllocator::give_back(BP_Buffer* buffer, void* address, std::uint64_t size) noexcept {
+  const std::lock_guard lock(mutex_);
+  counters_.in_use -= size;
+  try {
+    cache_.emplace(size, Cached{buffer, address});
+    counters_.cached += size;
+  } catch (...) {  // no memory for the cache entry: hand the block back instead
+    ++counters_.backend_frees;
+    backend_->free(buffer);
+  }
+}
+
+std::uint64_t CachingAllocator::empty_cache() {
+  std::multimap<std::uint64_t, Cached> released;
+  {
+    const std::lock_guard lock(mutex_);
+    released.swap(cache_);
+    counters_.cached = 0;
+    counters_.backend_frees += released.size();
+  }
+  std::uint64_t bytes = 0;
+  for (const auto& [size, cached] : released) {
+    backend_->free(cached.buffer);
+    bytes += size;
+  }
+  return bytes;
+}
+
+CachingAllocator::Counters CachingAllocator::counters() const {
+  const std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+}  // namespace backplane

@@ -1,0 +1,196 @@
+// Array: queries, views, copy-out, readiness, and the two factories.
+#include "placement/array_state.hpp"
+#include "placement/bytes.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace backplane {
+namespace detail {
+
+const ArrayState& ArrayAccess::state(const Array& array, const char* call) {
+  if (!array.state_) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the array is empty (default-constructed)", call));
+  }
+  return *array.state_;
+}
+
+Extent extent_of(DType dtype, const std::vector<std::int64_t>& shape, const char* call) {
+  if (dtype_bits(dtype) == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} is not a dtype", call, static_cast<std::int32_t>(dtype)));
+  }
+  std::uint64_t elements = 1;
+  for (std::size_t axis = 0; axis < shape.size(); ++axis) {
+    if (shape[axis] < 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: shape [{}] has a negative extent on axis {}", call, fmt::join(shape, ", "), axis));
+    }
+    if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(shape[axis]), &elements)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: shape [{}] has more elements than 64 bits count", call, fmt::join(shape, ", ")));
+    }
+  }
+  const auto bytes = dtype_storage_bytes(dtype, elements);
+  if (!bytes) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: shape [{}] of {} overflows 64-bit byte sizes", call,
+                                                         fmt::join(shape, ", "), dtype_name(dtype)));
+  }
+  return {elements, *bytes};
+}
+
+Array make_array(std::shared_ptr<const ArrayStorage> storage, DType dtype, std::vector<std::int64_t> shape,
+                 const Extent& extent) {
+  auto state = std::make_shared<ArrayState>();
+  state->storage = std::move(storage);
+  state->dtype = dtype;
+  state->shape = std::move(shape);
+  state->nbytes = extent.bytes;
+  state->elements = extent.elements;
+  return ArrayAccess::make(std::move(state));
+}
+
+void wait_for(const ArrayStorage& storage) {
+  if (storage.arrival) storage.arrival->wait();
+}
+
+}  // namespace detail
+
+using detail::ArrayAccess;
+using detail::ArrayState;
+using detail::ArrayStorage;
+
+const ArrayState& Array::state() const { return ArrayAccess::state(*this, "Array"); }
+
+DType Array::dtype() const { return state().dtype; }
+const std::vector<std::int64_t>& Array::shape() const { return state().shape; }
+std::uint64_t Array::element_count() const { return state().elements; }
+std::uint64_t Array::nbytes() const { return state().nbytes; }
+std::uint64_t Array::byte_offset() const { return state().offset; }
+const Device& Array::device() const { return state().storage->context->device; }
+
+const void* Array::host_data() const {
+  const ArrayState& array = state();
+  return array.storage->host == nullptr ? nullptr : array.storage->host + array.offset;
+}
+
+void* Array::native_address() const {
+  const ArrayState& array = state();
+  return array.storage->native == nullptr ? nullptr : static_cast<std::byte*>(array.storage->native) + array.offset;
+}
+
+bool Array::shares_buffer_with(const Array& other) const {
+  return state_ != nullptr && other.state_ != nullptr && state_->storage == other.state_->storage;
+}
+
+Array Array::slice(std::int64_t begin, std::int64_t end) const {
+  const ArrayState& array = state();
+  if (array.shape.empty()) throw Error(ErrorCode::kInvalidArgument, "Array::slice: a scalar (rank 0) has no axis 0");
+  const std::int64_t rows = array.shape[0];
+  if (begin < 0 || end < begin || end > rows) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("Array::slice({}, {}): rows must satisfy 0 <= begin <= end <= {}", begin, end, rows));
+  }
+  const std::uint64_t row_elements = rows == 0 ? 0 : array.elements / static_cast<std::uint64_t>(rows);
+  const auto bits = static_cast<std::uint64_t>(dtype_bits(array.dtype));
+  // Fits: begin * row_elements <= elements, whose bit count fit at creation.
+  const std::uint64_t begin_bits = static_cast<std::uint64_t>(begin) * row_elements * bits;
+  const std::uint64_t end_bits = static_cast<std::uint64_t>(end) * row_elements * bits;
+  if (begin_bits % 8 != 0 || (end != rows && end_bits % 8 != 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Array::slice({}, {}): rows of {} {} elements do not start or end on a whole byte",
+                            begin, end, row_elements, dtype_name(array.dtype)));
+  }
+  auto view = std::make_shared<ArrayState>(array);
+  view->shape[0] = end - begin;
+  view->offset = array.offset + begin_bits / 8;
+  view->elements = static_cast<std::uint64_t>(end - begin) * row_elements;
+  view->nbytes = *dtype_storage_bytes(array.dtype, view->elements);
+  return ArrayAccess::make(std::move(view));
+}
+
+void Array::check_element_size(std::size_t size) const {
+  const ArrayState& array = state();
+  if (static_cast<std::size_t>(dtype_bits(array.dtype)) != size * 8) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Array::to_vector: an element of {} is {} bits, the requested type has {} bytes",
+                            dtype_name(array.dtype), dtype_bits(array.dtype), size));
+  }
+}
+
+void Array::copy_to_host(void* destination, std::uint64_t size) const {
+  const ArrayState& array = state();
+  if (size < array.nbytes || (destination == nullptr && array.nbytes != 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Array::copy_to_host: the destination holds {} but the array on {} has {}",
+                            destination == nullptr ? "nothing (NULL)" : describe_bytes(size),
+                            array.storage->context->selector, describe_bytes(array.nbytes)));
+  }
+  const ArrayStorage& storage = *array.storage;
+  detail::wait_for(storage);
+  if (array.nbytes == 0) return;
+  if (storage.host != nullptr) {
+    std::memcpy(destination, storage.host + array.offset, array.nbytes);
+  } else {
+    storage.context->backend->copy_to_host(storage.context->ordinal, storage.block->buffer(), array.offset,
+                                           destination, array.nbytes);
+  }
+}
+
+void Array::block_until_ready() const { detail::wait_for(*state().storage); }
+
+bool Array::is_ready() const {
+  const ArrayStorage& storage = *state().storage;
+  return !storage.arrival || storage.arrival->ready();
+}
+
+Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std::vector<std::int64_t> shape,
+                       const void* data, std::uint64_t size) {
+  const detail::Extent extent = detail::extent_of(dtype, shape, "Array::from_host");
+  if (size != extent.bytes || (data == nullptr && size != 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Array::from_host: {} bytes{} given for shape [{}] of {}, which needs {} bytes", size,
+                            data == nullptr ? " at NULL" : "", fmt::join(shape, ", "), dtype_name(dtype),
+                            extent.bytes));
+  }
+  auto context = placement_of(runtime)->context(device);
+  auto storage = std::make_shared<ArrayStorage>();
+  storage->block = context->memory->allocate(extent.bytes);
+  storage->native = storage->block->address();
+  storage->size = extent.bytes;
+  if (context->host_addressable) {
+    storage->host = storage->block->address();
+    if (size != 0) std::memcpy(storage->block->address(), data, size);
+  } else if (size != 0) {
+    // Synchronous: the caller may reuse `data` as soon as this returns.
+    context->backend->copy_to_device(context->ordinal, storage->block->buffer(), 0, data, size);
+  }
+  storage->context = std::move(context);
+  return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
+}
+
+Array Array::wrap_host(Runtime& runtime, const Device& device, DType dtype, std::vector<std::int64_t> shape,
+                       const void* data, std::shared_ptr<const void> owner) {
+  const detail::Extent extent = detail::extent_of(dtype, shape, "Array::wrap_host");
+  if (data == nullptr && extent.bytes != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "Array::wrap_host: data is NULL for a non-empty array");
+  }
+  auto context = placement_of(runtime)->context(device);
+  if (!context->host_addressable) {
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("Array::wrap_host: {} is not host-addressable, so host memory cannot be used there "
+                            "without a copy (wrap it on a cpu device, then device_put it)",
+                            context->selector));
+  }
+  auto storage = std::make_shared<ArrayStorage>();
+  storage->host = static_cast<const std::byte*>(data);
+  // The export path (DLPack) hands this out as the tensor's data pointer.
+  storage->native = const_cast<void*>(data);
+  storage->owner = std::move(owner);
+  storage->size = extent.bytes;
+  storage->context = std::move(context);
+  return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
+}
+
+}  // namespace backplane

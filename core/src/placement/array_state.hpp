@@ -1,0 +1,60 @@
+// What an Array handle points to. Internal: the safetensors loader and the C
+// API use the public Array API (wrap_host, host_data, native_address) instead.
+#pragma once
+
+#include "placement/allocator.hpp"
+#include "placement/completion.hpp"
+#include "placement/context.hpp"
+
+#include <backplane/array.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace backplane::detail {
+
+// One buffer, shared by an array and all its views. Immutable once made; the
+// completion says when its bytes are valid.
+struct ArrayStorage {
+  std::shared_ptr<DeviceContext> context;
+  std::shared_ptr<Block> block;        // null for wrapped host memory
+  const std::byte* host = nullptr;     // set when the bytes are host-addressable
+  void* native = nullptr;              // the plugin's address (or the wrapped pointer)
+  std::shared_ptr<const void> owner;   // keeps wrapped memory alive
+  std::shared_ptr<Completion> arrival; // null: valid from the start
+  std::uint64_t size = 0;              // bytes usable from offset 0
+};
+
+struct ArrayState {
+  std::shared_ptr<const ArrayStorage> storage;
+  DType dtype = DType::kU8;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  // bytes into the storage
+  std::uint64_t nbytes = 0;
+  std::uint64_t elements = 0;
+};
+
+struct ArrayAccess {
+  static Array make(std::shared_ptr<const ArrayState> state) { return Array(std::move(state)); }
+  // Throws kInvalidArgument for an empty Array, naming `call`.
+  static const ArrayState& state(const Array& array, const char* call);
+};
+
+// Element count and byte size of `shape`; throws kInvalidArgument naming
+// `call` for a negative extent, a non-DType or overflow.
+struct Extent {
+  std::uint64_t elements;
+  std::uint64_t bytes;
+};
+Extent extent_of(DType dtype, const std::vector<std::int64_t>& shape, const char* call);
+
+// A fresh array over `storage` covering it from byte 0.
+Array make_array(std::shared_ptr<const ArrayStorage> storage, DType dtype, std::vector<std::int64_t> shape,
+                 const Extent& extent);
+
+// Waits for the storage's data; throws its transfer error.
+void wait_for(const ArrayStorage& storage);
+
+}  // namespace backplane::detail
