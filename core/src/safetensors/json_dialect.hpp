@@ -1,0 +1,50 @@
+// The header's JSON dialect: what serde_json, deserializing the reference's
+// `HashMetadata` struct, accepts. Internal; a pure function over bytes (the
+// fuzz target of a later issue).
+#pragma once
+
+#include <backplane/safetensors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane::safetensors::detail {
+
+// serde_json's recursion limit: a 128th nested array/object is refused
+// (the top-level object counts as the first).
+inline constexpr int kMaxDepth = 128;
+
+// A tensor entry as written, before the offsets are checked.
+struct RawTensor {
+  std::string name;
+  const DTypeInfo* dtype = nullptr;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+};
+
+struct RawHeader {
+  std::vector<RawTensor> tensors;  // one per distinct name (a repeated name: the last wins), unordered
+  std::optional<Metadata> metadata;
+};
+
+// Exactly one of `header` and `error` is set. `error` says what was wrong,
+// `error_offset` is the byte of the header where it was noticed.
+struct DialectResult {
+  std::optional<RawHeader> header;
+  std::string error;
+  std::size_t error_offset = 0;
+};
+
+// Offset of the first byte that is not part of well-formed UTF-8 (as Rust's
+// str::from_utf8 defines it: no overlongs, no surrogates, <= U+10FFFF).
+std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
+
+// Parses an already UTF-8-valid header. Throws nothing but std::bad_alloc.
+DialectResult parse_header_json(std::string_view text);
+
+}  // namespace backplane::safetensors::detail
