@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace backplane {
@@ -24,18 +26,28 @@ CachingAllocator::~CachingAllocator() { empty_cache(); }
 
 std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
   const std::uint64_t rounded = round_up(size);
+  std::optional<std::pair<std::uint64_t, Cached>> reused;
   {
     const std::lock_guard lock(mutex_);
     // A cached block fits when it wastes at most a quarter of itself.
-    const auto found = cache_.lower_bound(rounded);
-    if (found != cache_.end() && found->first - rounded <= found->first / 4) {
-      const std::uint64_t block_size = found->first;
-      const Cached cached = found->second;
-      cache_.erase(found);
-      counters_.cached -= block_size;
-      counters_.in_use += block_size;
+    for (auto found = cache_.lower_bound(rounded); found != cache_.end() && found->first - rounded <= found->first / 4;
+         ++found) {
+      if (found->second.empty()) continue;
+      reused.emplace(found->first, found->second.back());
+      found->second.pop_back();
+      counters_.cached -= found->first;
+      counters_.in_use += found->first;
       counters_.peak = std::max(counters_.peak, counters_.in_use);
+      break;
+    }
+  }
+  if (reused) {
+    const auto& [block_size, cached] = *reused;
+    try {
       return std::make_shared<Block>(shared_from_this(), cached.buffer, cached.address, block_size);
+    } catch (...) {
+      give_back(cached.buffer, cached.address, block_size);
+      throw;
     }
   }
   Backend::Allocation allocation;
@@ -85,7 +97,7 @@ void CachingAllocator::give_back(BP_Buffer* buffer, void* address, std::uint64_t
   const std::lock_guard lock(mutex_);
   counters_.in_use -= size;
   try {
-    cache_.emplace(size, Cached{buffer, address});
+    cache_[size].push_back(Cached{buffer, address});
     counters_.cached += size;
   } catch (...) {  // no memory for the cache entry: hand the block back instead
     ++counters_.backend_frees;
@@ -94,18 +106,23 @@ void CachingAllocator::give_back(BP_Buffer* buffer, void* address, std::uint64_t
 }
 
 std::uint64_t CachingAllocator::empty_cache() {
-  std::multimap<std::uint64_t, Cached> released;
+  std::map<std::uint64_t, std::vector<Cached>> released;
   {
     const std::lock_guard lock(mutex_);
     released.swap(cache_);
     counters_.cached = 0;
-    counters_.backend_frees += released.size();
   }
   std::uint64_t bytes = 0;
-  for (const auto& [size, cached] : released) {
-    backend_->free(cached.buffer);
-    bytes += size;
+  std::uint64_t frees = 0;
+  for (const auto& [size, blocks] : released) {
+    for (const Cached& cached : blocks) {
+      backend_->free(cached.buffer);
+      bytes += size;
+      ++frees;
+    }
   }
+  const std::lock_guard lock(mutex_);
+  counters_.backend_frees += frees;
   return bytes;
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace backplane {
 
@@ -89,7 +90,9 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   const std::string selector_;
 
   mutable std::mutex mutex_;
-  std::multimap<std::uint64_t, Cached> cache_;  // by block size
+  // Free blocks by size. Emptied lists stay in the map so that the steady
+  // state (same sizes over and over) allocates no map nodes either.
+  std::map<std::uint64_t, std::vector<Cached>> cache_;
   Counters counters_;
 };
 
