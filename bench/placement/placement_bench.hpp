@@ -1,0 +1,79 @@
+// Flags ("--name=value", so the benchmarks can run small) and paired timing
+// for the placement benchmarks.
+#pragma once
+
+#include "../bench_util.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane::bench {
+
+class Flags {
+ public:
+  Flags(int argc, char** argv) {
+    for (int index = 1; index < argc; ++index) arguments_.emplace_back(argv[index]);
+  }
+
+  // The arguments that are not --flags, in order.
+  std::vector<std::string> positional() const {
+    std::vector<std::string> values;
+    for (const auto& argument : arguments_) {
+      if (argument.rfind("--", 0) != 0) values.push_back(argument);
+    }
+    return values;
+  }
+
+  std::optional<std::string> text(std::string_view name) const {
+    const std::string prefix = "--" + std::string(name) + "=";
+    for (const auto& argument : arguments_) {
+      if (argument.rfind(prefix, 0) == 0) return argument.substr(prefix.size());
+    }
+    return std::nullopt;
+  }
+
+  std::int64_t integer(std::string_view name, std::int64_t fallback) const {
+    const auto value = text(name);
+    return value ? std::strtoll(value->c_str(), nullptr, 10) : fallback;
+  }
+
+  // "256,512,1024"
+  std::vector<std::int64_t> integers(std::string_view name, std::vector<std::int64_t> fallback) const {
+    const auto value = text(name);
+    if (!value) return fallback;
+    std::vector<std::int64_t> values;
+    std::size_t start = 0;
+    while (start <= value->size()) {
+      std::size_t end = value->find(',', start);
+      if (end == std::string::npos) end = value->size();
+      if (end > start) values.push_back(std::strtoll(value->substr(start, end - start).c_str(), nullptr, 10));
+      start = end + 1;
+    }
+    return values;
+  }
+
+ private:
+  std::vector<std::string> arguments_;
+};
+
+// Medians of `baseline` and `ours`, timed alternately so that load from
+// other processes drifting over the run hits both sides alike.
+template <class Baseline, class Ours>
+std::pair<double, double> paired_medians(int repeats, Baseline&& baseline, Ours&& ours) {
+  std::vector<double> baseline_samples;
+  std::vector<double> our_samples;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    baseline_samples.push_back(median_seconds(1, baseline));
+    our_samples.push_back(median_seconds(1, ours));
+  }
+  std::sort(baseline_samples.begin(), baseline_samples.end());
+  std::sort(our_samples.begin(), our_samples.end());
+  return {baseline_samples[baseline_samples.size() / 2], our_samples[our_samples.size() / 2]};
+}
+
+}  // namespace backplane::bench
