@@ -113,8 +113,14 @@ Issued try_issue_here(const Put& put, const std::string& description) {
       throw;
     }
   };
+  if (put.size == 0) return {true, nullptr};
+  // Allocated outside the try below: running out of pinned memory is thrown
+  // by device_put like any allocation failure, not deferred to the wait.
+  std::shared_ptr<Block> staging;
+  if (put.route == Route::kFromHost && to.pinned && put.size <= detail::kStagingChunk) {
+    staging = to.pinned->allocate(put.size);
+  }
   try {
-    if (put.size == 0) return {true, nullptr};
     switch (put.route) {
       case Route::kDeviceToDevice:
         if (to.asynchronous) {
@@ -132,7 +138,6 @@ Issued try_issue_here(const Put& put, const std::string& description) {
         if (to.pinned) {
           if (put.size > detail::kStagingChunk) return {};  // the chunked pipeline
           // Pinned staging makes the device copy truly asynchronous.
-          auto staging = to.pinned->allocate(put.size);
           std::memcpy(staging->address(), put.source_host(), put.size);
           if (!to.asynchronous) {
             to.backend->copy_to_device(to.ordinal, put.destination->buffer(), 0, staging->address(), put.size);
