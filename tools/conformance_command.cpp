@@ -1,15 +1,109 @@
-// Placeholder until the 'conformance' command lands (see its issue); never shipped as done.
+// `backplane conformance PLUGIN.so [--option KEY=VALUE ...] [--seed N] [--doctest-summary]`:
+// runs the backend conformance suite (backplane/conformance.hpp) against one
+// plugin file. One line per check, then a summary; exit status 0 when no check
+// failed, 1 when one did, 2 for a usage error. Lines are flushed as the checks
+// finish, so a plugin that crashes the process leaves the checks before it.
 #include "commands.hpp"
+
+#include <backplane/conformance.hpp>
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace backplane::tools {
+namespace {
 
-int run_conformance(const Arguments&) {
-  fmt::print(stderr, "backplane conformance: not built yet\n");
-  return 1;
+constexpr std::string_view kUsage =
+    "usage: backplane conformance PLUGIN.so [--option KEY=VALUE ...] [--seed N] [--doctest-summary]\n"
+    "  --option KEY=VALUE   plugin option passed to backend_create (repeatable), e.g. devices=2\n"
+    "  --seed N             seed of the random data, sizes and orders (default 24301)\n"
+    "  --doctest-summary    also print '[doctest] test cases: ...' so test scripts count the checks\n";
+
+struct Parsed {
+  std::string plugin;
+  conformance::Options options;
+  bool doctest_summary = false;
+};
+
+int usage_error(std::string_view message) {
+  fmt::print(stderr, "backplane conformance: {}\n{}", message, kUsage);
+  return 2;
+}
+
+void print_check(const conformance::CheckResult& check) {
+  const std::string_view outcome = conformance::to_string(check.outcome);
+  if (check.detail.empty()) {
+    fmt::print("{:<4}  {}\n", outcome, check.name);
+  } else {
+    fmt::print("{:<4}  {}  [{}]\n", outcome, check.name, check.detail);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_conformance(const Arguments& args) {
+  Parsed parsed;
+  for (std::size_t index = 0; index < args.size(); ++index) {
+    const std::string_view arg = args[index];
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (arg == "--option" || arg == "--seed") {
+      if (index + 1 == args.size()) return usage_error(fmt::format("{} needs a value", arg));
+      const std::string_view value = args[++index];
+      if (arg == "--seed") {
+        const auto [end, status] = std::from_chars(value.data(), value.data() + value.size(), parsed.options.seed);
+        if (status != std::errc{} || end != value.data() + value.size()) {
+          return usage_error(fmt::format("--seed {} is not an unsigned integer", value));
+        }
+        continue;
+      }
+      const auto equals = value.find('=');
+      if (equals == std::string_view::npos || equals == 0) {
+        return usage_error(fmt::format("--option {} is not KEY=VALUE", value));
+      }
+      parsed.options.plugin_options.emplace_back(std::string(value.substr(0, equals)),
+                                                 std::string(value.substr(equals + 1)));
+    } else if (arg == "--doctest-summary") {
+      parsed.doctest_summary = true;
+    } else if (arg.starts_with("-")) {
+      return usage_error(fmt::format("unknown option '{}'", arg));
+    } else if (parsed.plugin.empty()) {
+      parsed.plugin = std::string(arg);
+    } else {
+      return usage_error("give exactly one plugin file");
+    }
+  }
+  if (parsed.plugin.empty()) return usage_error("no plugin file given");
+
+  fmt::print("conformance: {} (seed {})\n", parsed.plugin, parsed.options.seed);
+  std::fflush(stdout);
+  parsed.options.on_check = print_check;
+  const conformance::Report report = conformance::run(parsed.plugin, parsed.options);
+
+  const std::size_t passed = report.count(conformance::Outcome::kPass);
+  const std::size_t failed = report.count(conformance::Outcome::kFail);
+  const std::size_t not_applicable = report.count(conformance::Outcome::kNotApplicable);
+  std::string backend = "not loaded";
+  if (report.loaded) {
+    backend = fmt::format("backend {} {} (ABI {}), {}, {} device(s)", report.backend_name, report.plugin_version,
+                          report.abi_version, report.available ? "available" : "unavailable",
+                          report.device_count);
+  }
+  fmt::print("summary: {} checks: {} passed, {} failed, {} n/a; {}: {}\n", report.checks.size(), passed, failed,
+             not_applicable, backend, report.passed() ? "CONFORMS" : "DOES NOT CONFORM");
+  if (parsed.doctest_summary) {
+    fmt::print("[doctest] test cases: {} | {} passed | {} failed | {} skipped\n", report.checks.size(), passed,
+               failed, not_applicable);
+  }
+  return report.passed() ? 0 : 1;
 }
 
 }  // namespace backplane::tools

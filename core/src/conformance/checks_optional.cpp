@@ -1,0 +1,160 @@
+// Optional capabilities, checked when the table advertises them and "n/a"
+// otherwise: host-addressable device memory, pinned host memory for staging,
+// and convert_integers.
+#include "conformance/checks.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace backplane::conformance {
+namespace {
+
+struct Widening {
+  BP_IntegerType source;
+  std::size_t source_bytes;
+  BP_IntegerType destination;
+  std::size_t destination_bytes;
+  const char* name;
+};
+
+constexpr Widening kWidenings[] = {
+    {BP_INTEGER_U8, 1, BP_INTEGER_U32, 4, "U8->U32"},
+    {BP_INTEGER_U16, 2, BP_INTEGER_I64, 8, "U16->I64"},
+    {BP_INTEGER_U32, 4, BP_INTEGER_I64, 8, "U32->I64"},
+};
+
+// Little-endian host assumed (as the whole project does).
+std::uint64_t load_unsigned(const std::uint8_t* data, std::size_t bytes) {
+  std::uint64_t value = 0;
+  std::memcpy(&value, data, bytes);
+  return value;
+}
+
+void convert(Context& context, const Widening& widening) {
+  constexpr std::uint64_t kCount = 1003;
+  constexpr std::uint64_t kElementOffset = 3;  // offsets that are element multiples, not zero
+  const std::uint64_t source_offset = kElementOffset * widening.source_bytes;
+  const std::uint64_t destination_offset = kElementOffset * widening.destination_bytes;
+  Buffer source = context.allocate(0, source_offset + kCount * widening.source_bytes);
+  Buffer destination = context.allocate(0, destination_offset + kCount * widening.destination_bytes);
+  const auto data = context.random_bytes(static_cast<std::size_t>(kCount * widening.source_bytes));
+  context.write(source, source_offset, data.data(), data.size());
+
+  BP_ConvertIntegersArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = context.backend;
+  args.source = source.get();
+  args.source_offset = source_offset;
+  args.source_type = widening.source;
+  args.destination = destination.get();
+  args.destination_offset = destination_offset;
+  args.destination_type = widening.destination;
+  args.count = kCount;
+  const std::string what = fmt::format("convert_integers {} of {} elements", widening.name, kCount);
+  context.require_ok(context.api.convert_integers(&args), what);
+  context.finish(args.event, what);
+
+  const auto widened = context.read(destination, destination_offset, kCount * widening.destination_bytes);
+  for (std::uint64_t index = 0; index < kCount; ++index) {
+    const std::uint64_t expected = load_unsigned(data.data() + index * widening.source_bytes, widening.source_bytes);
+    const std::uint64_t actual =
+        load_unsigned(widened.data() + index * widening.destination_bytes, widening.destination_bytes);
+    if (actual != expected) {
+      throw CheckFailure(fmt::format("{}: element {} is {}, expected {}", what, index, actual, expected));
+    }
+  }
+}
+
+}  // namespace
+
+void check_optional(Context& context) {
+  context.check("optional: host-addressable memory is reachable through its address", [&] {
+    if (!context.has_capability(BP_CAPABILITY_HOST_ADDRESSABLE)) {
+      throw NotApplicable("BP_CAPABILITY_HOST_ADDRESSABLE not advertised");
+    }
+    context.require_devices();
+    Buffer buffer = context.allocate(0, 4097);
+    if (buffer.address() == nullptr) throw CheckFailure("memory_allocate returned no address");
+    const auto written = context.random_bytes(4097);
+    std::memcpy(buffer.address(), written.data(), written.size());
+    require_equal_bytes(context.read(buffer, 0, 4097), written, "copy_to_host after writing through the address");
+    const auto copied = context.random_bytes(4097);
+    context.write(buffer, 0, copied.data(), copied.size());
+    const auto* address = static_cast<const std::uint8_t*>(buffer.address());
+    require_equal_bytes(std::vector<std::uint8_t>(address, address + 4097), copied,
+                        "the address after copy_to_device");
+    return std::string();
+  });
+  context.check("optional: pinned host memory stages copies both ways", [&] {
+    if (!context.has_capability(BP_CAPABILITY_PINNED_HOST)) {
+      throw NotApplicable("BP_CAPABILITY_PINNED_HOST not advertised");
+    }
+    context.require_devices();
+    constexpr std::uint64_t kSize = (std::uint64_t{1} << 20) + 5;
+    Buffer pinned = context.allocate(0, kSize, BP_MEMORY_PINNED_HOST);
+    if (pinned.address() == nullptr) throw CheckFailure("memory_allocate of pinned host memory returned no address");
+    auto* host = static_cast<std::uint8_t*>(pinned.address());
+    const auto data = context.random_bytes(kSize);
+    std::memcpy(host, data.data(), kSize);
+    Buffer device = context.allocate(0, kSize);
+
+    BP_CopyToDeviceArgs upload{};
+    upload.struct_size = sizeof(upload);
+    upload.backend = context.backend;
+    upload.destination = device.get();
+    upload.source = host;
+    upload.size = kSize;
+    context.require_ok(context.api.copy_to_device_async(&upload), "copy_to_device_async from pinned memory");
+    context.finish(upload.event, "copy_to_device_async from pinned memory");
+    std::memset(host, 0, kSize);
+
+    BP_CopyToHostArgs download{};
+    download.struct_size = sizeof(download);
+    download.backend = context.backend;
+    download.source = device.get();
+    download.destination = host;
+    download.size = kSize;
+    context.require_ok(context.api.copy_to_host_async(&download), "copy_to_host_async into pinned memory");
+    context.finish(download.event, "copy_to_host_async into pinned memory");
+    require_equal_bytes(std::vector<std::uint8_t>(host, host + kSize), data, "pinned memory after the round trip");
+    pinned.free_checked();
+    return std::string();
+  });
+  context.check("optional: convert_integers widens U8->U32, U16->I64, U32->I64", [&] {
+    if (!context.has_capability(BP_CAPABILITY_CONVERT_INTEGERS)) {
+      throw NotApplicable("BP_CAPABILITY_CONVERT_INTEGERS not advertised");
+    }
+    context.require_devices();
+    for (const Widening& widening : kWidenings) convert(context, widening);
+    return std::string();
+  });
+  context.check("optional: convert_integers refuses narrowing (I64->U8)", [&] {
+    if (!context.has_capability(BP_CAPABILITY_CONVERT_INTEGERS)) {
+      throw NotApplicable("BP_CAPABILITY_CONVERT_INTEGERS not advertised");
+    }
+    context.require_devices();
+    Buffer source = context.allocate(0, 64);
+    Buffer destination = context.allocate(0, 64);
+    BP_ConvertIntegersArgs args{};
+    args.struct_size = sizeof(args);
+    args.backend = context.backend;
+    args.source = source.get();
+    args.source_type = BP_INTEGER_I64;
+    args.destination = destination.get();
+    args.destination_type = BP_INTEGER_U8;
+    args.count = 8;
+    BP_Error* error = context.api.convert_integers(&args);
+    if (error == nullptr) {
+      context.finish(args.event, "convert_integers I64->U8");
+      throw CheckFailure("convert_integers I64->U8 returned success; narrowing must be refused");
+    }
+    context.require_error(error, "convert_integers I64->U8",
+                          {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_UNSUPPORTED});
+    return std::string();
+  });
+}
+
+}  // namespace backplane::conformance

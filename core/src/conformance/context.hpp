@@ -1,0 +1,144 @@
+// What every conformance check shares: the plugin's table and backend, the
+// recorder, and helpers that call the plugin and turn what it returned into
+// pass/fail.
+//
+// Error model inside the suite: a check body throws CheckFailure (the plugin
+// misbehaved) or NotApplicable; Context::check catches both and records the
+// verdict. No exception ever reaches the plugin: they are thrown only after a
+// plugin call has returned.
+#pragma once
+
+#include <backplane/conformance.hpp>
+#include <backplane/plugin.h>
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane::conformance {
+
+class CheckFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class NotApplicable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A BP_Error's content, copied before the error was destroyed.
+struct PluginError {
+  BP_ErrorCode code = 0;
+  std::string message;
+};
+
+// "BP_ERROR_OUT_OF_RANGE", or "code 42" for a code the ABI does not define.
+std::string error_code_name(BP_ErrorCode code);
+
+struct DeviceFacts {
+  std::string name;
+  std::uint64_t memory_total = 0;
+  std::uint64_t memory_free = 0;
+};
+
+class Context;
+
+// A plugin buffer freed when the owner goes out of scope (errors ignored, so a
+// failing check is not masked by a second failure while unwinding).
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Context* context, BP_Buffer* handle, void* address, std::uint64_t size, int ordinal)
+      : context_(context), handle_(handle), address_(address), size_(size), ordinal_(ordinal) {}
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  BP_Buffer* get() const noexcept { return handle_; }
+  void* address() const noexcept { return address_; }
+  std::uint64_t size() const noexcept { return size_; }
+  int ordinal() const noexcept { return ordinal_; }
+  // Frees now and requires success.
+  void free_checked();
+  void reset() noexcept;
+
+ private:
+  Context* context_ = nullptr;
+  BP_Buffer* handle_ = nullptr;
+  void* address_ = nullptr;
+  std::uint64_t size_ = 0;
+  int ordinal_ = 0;
+};
+
+class Context {
+ public:
+  Context(const BP_PluginApi& api, const Options& options, Report& report);
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const BP_PluginApi& api;
+  const Options& options;
+  Report& report;
+  BP_Backend* backend = nullptr;  // set once backend_create succeeded
+  std::vector<DeviceFacts> devices;
+  std::mt19937_64 random;
+
+  // Runs `body` and records its verdict under `name`: pass (with the detail
+  // body returns), FAIL (CheckFailure or any other exception) or n/a.
+  void check(const std::string& name, const std::function<std::string()>& body);
+  void not_applicable(const std::string& name, const std::string& reason);
+  void record(CheckResult result);
+
+  // Copies and destroys the error, noting any shape problem for the final
+  // "errors are well-formed" check. Safe from several threads.
+  std::optional<PluginError> take(BP_Error* error);
+  // Throws CheckFailure("<what> failed: CODE: message") when the call failed.
+  void require_ok(BP_Error* error, std::string_view what);
+  // Throws CheckFailure when the call succeeded, or failed with a code not in
+  // `allowed` (empty: any code).
+  PluginError require_error(BP_Error* error, std::string_view what,
+                            std::initializer_list<BP_ErrorCode> allowed = {});
+  // The shape problems found so far, and how many errors were inspected.
+  std::vector<std::string> malformed_errors() const;
+  std::size_t errors_seen() const;
+
+  bool has_capability(BP_Capabilities bit) const noexcept { return (api.capabilities & bit) != 0; }
+  int device_count() const noexcept { return static_cast<int>(devices.size()); }
+  // Throws NotApplicable unless the backend is available with a device.
+  void require_devices() const;
+  // "cpu:0"
+  std::string label(int ordinal) const;
+
+  // Plugin calls that must succeed (CheckFailure otherwise).
+  Buffer allocate(int ordinal, std::uint64_t size, BP_MemoryKind kind = BP_MEMORY_DEVICE);
+  void write(const Buffer& buffer, std::uint64_t offset, const void* data, std::uint64_t size);
+  std::vector<std::uint8_t> read(const Buffer& buffer, std::uint64_t offset, std::uint64_t size);
+  void copy(const Buffer& source, std::uint64_t source_offset, const Buffer& destination,
+            std::uint64_t destination_offset, std::uint64_t size);
+  // Waits (requiring success) and destroys the event.
+  void finish(BP_Event* event, std::string_view what);
+
+  std::vector<std::uint8_t> random_bytes(std::size_t size);
+  std::vector<std::uint8_t> random_bytes(std::size_t size, std::mt19937_64& generator);
+
+ private:
+  mutable std::mutex errors_mutex_;
+  std::vector<std::string> malformed_;
+  std::size_t errors_seen_ = 0;
+};
+
+// Throws CheckFailure naming the first differing byte when the two differ.
+void require_equal_bytes(const std::vector<std::uint8_t>& actual,
+                         const std::vector<std::uint8_t>& expected, std::string_view what);
+
+}  // namespace backplane::conformance

@@ -1,0 +1,285 @@
+// The conformance run: loading and negotiation, the backend's life cycle and
+// probe here; the device, copy, optional and error checks in checks_*.cpp.
+#include "conformance/checks.hpp"
+#include "conformance/context.hpp"
+
+#include "loader/plugin_library.hpp"
+
+#include <backplane/conformance.hpp>
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace backplane::conformance {
+namespace {
+
+// A backend answering with more devices than this is treated as broken (as the core does).
+constexpr int kMaxDevices = 4096;
+constexpr char kUnknownOption[] = "conformance_no_such_option";
+
+// <name> of a file called backplane-<name>.so, else empty.
+std::string name_from_file(const std::filesystem::path& file) {
+  const std::string base = file.filename().string();
+  constexpr std::string_view kPrefix = "backplane-";
+  constexpr std::string_view kSuffix = ".so";
+  if (base.size() <= kPrefix.size() + kSuffix.size() || !base.starts_with(kPrefix) || !base.ends_with(kSuffix)) {
+    return {};
+  }
+  return base.substr(kPrefix.size(), base.size() - kPrefix.size() - kSuffix.size());
+}
+
+// The entry function of the already loaded file (RTLD_NOLOAD: no second load).
+BP_PluginEntryFn find_entry(const std::filesystem::path& file) {
+  void* handle = ::dlopen(std::filesystem::absolute(file).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* symbol = ::dlsym(handle, BP_PLUGIN_ENTRY_SYMBOL);
+  ::dlclose(handle);  // drops only the reference taken above
+  return reinterpret_cast<BP_PluginEntryFn>(symbol);
+}
+
+std::string table_summary(const BP_PluginApi& table) {
+  return fmt::format("struct_size {}, ABI {}.{}", table.struct_size, table.abi_major, table.abi_minor);
+}
+
+void check_negotiation(Context& context, const std::filesystem::path& file) {
+  const BP_PluginApi& api = context.api;
+  context.check("negotiation: table size and ABI version", [&] {
+    if (api.abi_major != BP_ABI_MAJOR || api.struct_size < sizeof(BP_PluginApi)) {
+      throw CheckFailure(fmt::format("{}; this core needs ABI {}.x with struct_size >= {}", table_summary(api),
+                                     BP_ABI_MAJOR, sizeof(BP_PluginApi)));
+    }
+    return table_summary(api);
+  });
+  context.check("negotiation: capability bits are defined ones", [&] {
+    constexpr BP_Capabilities kKnown = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
+                                       BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
+    const BP_Capabilities unknown = api.capabilities & ~kKnown;
+    if (unknown != 0 && api.abi_minor <= BP_ABI_MINOR) {
+      throw CheckFailure(fmt::format("capabilities 0x{:x} include bits 0x{:x} that ABI {}.{} does not define",
+                                     api.capabilities, unknown, api.abi_major, api.abi_minor));
+    }
+    return fmt::format("capabilities 0x{:x}", api.capabilities);
+  });
+  context.check("negotiation: backend name matches the file name", [&] {
+    const std::string expected = name_from_file(file);
+    if (expected.empty()) {
+      throw NotApplicable(fmt::format("the file is not named backplane-<name>.so; in a plugin directory it "
+                                      "must be backplane-{}.so",
+                                      context.report.backend_name));
+    }
+    if (expected != context.report.backend_name) {
+      throw CheckFailure(fmt::format("the file is backplane-{}.so but declares backend '{}': a plugin "
+                                     "directory would refuse it",
+                                     expected, context.report.backend_name));
+    }
+    return std::string();
+  });
+
+  const BP_PluginEntryFn entry = find_entry(file);
+  context.check("negotiation: entry answers the same table when asked again", [&] {
+    if (entry == nullptr) throw CheckFailure("the entry symbol could not be found again with dlsym");
+    static constexpr std::array<uint32_t, 1> kMajors = {BP_ABI_MAJOR};
+    const BP_PluginEntryArgs offer{sizeof(BP_PluginEntryArgs), kMajors.data(), kMajors.size(), BP_ABI_MINOR};
+    const BP_PluginApi* again = entry(&offer);
+    if (again == nullptr) throw CheckFailure("the second call returned NULL");
+    if (again->abi_major != api.abi_major || again->struct_size != api.struct_size ||
+        std::string_view(again->name, again->name_size) != context.report.backend_name) {
+      throw CheckFailure(fmt::format("the second call returned a different table ({})", table_summary(*again)));
+    }
+    return std::string();
+  });
+  context.check("negotiation: an offer without the plugin's major still gets its table", [&] {
+    if (entry == nullptr) throw CheckFailure("the entry symbol could not be found again with dlsym");
+    // A future core speaking only a major the plugin does not know: the plugin
+    // must still answer, so the core can name both versions.
+    static constexpr std::array<uint32_t, 1> kFutureMajors = {BP_ABI_MAJOR + 100};
+    const BP_PluginEntryArgs offer{sizeof(BP_PluginEntryArgs), kFutureMajors.data(), kFutureMajors.size(), 0};
+    const BP_PluginApi* table = entry(&offer);
+    if (table == nullptr) {
+      throw CheckFailure(fmt::format("offered only ABI {}.x, the entry returned NULL; it must return its "
+                                     "own table so the core can report both versions",
+                                     BP_ABI_MAJOR + 100));
+    }
+    return fmt::format("answered ABI {}.{}", table->abi_major, table->abi_minor);
+  });
+}
+
+// backend_create with the user's options; records the check and fills context.backend.
+void create_backend(Context& context) {
+  context.check("backend: backend_create with the given options", [&] {
+    std::vector<BP_KeyValue> pairs;
+    for (const auto& [key, value] : context.options.plugin_options) {
+      pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
+    }
+    BP_BackendCreateArgs args{};
+    args.struct_size = sizeof(args);
+    args.options = pairs.data();
+    args.option_count = pairs.size();
+    context.require_ok(context.api.backend_create(&args), "backend_create");
+    if (args.backend == nullptr) throw CheckFailure("backend_create returned success but no backend");
+    context.backend = args.backend;
+    std::vector<std::string> shown;
+    for (const auto& [key, value] : context.options.plugin_options) shown.push_back(key + "=" + value);
+    return shown.empty() ? std::string("no options") : fmt::format("options {}", fmt::join(shown, " "));
+  });
+}
+
+void check_backend_lifecycle(Context& context) {
+  const BP_PluginApi& api = context.api;
+  context.check("backend: an unknown option is refused, naming the key", [&] {
+    std::vector<BP_KeyValue> pairs;
+    for (const auto& [key, value] : context.options.plugin_options) {
+      pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
+    }
+    pairs.push_back({sizeof(BP_KeyValue), kUnknownOption, sizeof(kUnknownOption) - 1, "1", 1});
+    BP_BackendCreateArgs args{};
+    args.struct_size = sizeof(args);
+    args.options = pairs.data();
+    args.option_count = pairs.size();
+    BP_Error* error = api.backend_create(&args);
+    if (error == nullptr) {
+      if (args.backend != nullptr) api.backend_destroy(args.backend);
+      throw CheckFailure(fmt::format("backend_create accepted the option {}=1", kUnknownOption));
+    }
+    const PluginError failure = context.require_error(error, "backend_create with an unknown option",
+                                                      {BP_ERROR_INVALID_ARGUMENT});
+    if (failure.message.find(kUnknownOption) == std::string::npos) {
+      throw CheckFailure(fmt::format("the message does not name the key {}: \"{}\"", kUnknownOption,
+                                     failure.message));
+    }
+    return std::string();
+  });
+  context.check("backend: a second instance lives alongside the first", [&] {
+    BP_BackendCreateArgs args{};
+    args.struct_size = sizeof(args);
+    context.require_ok(api.backend_create(&args), "a second backend_create (no options)");
+    if (args.backend == nullptr) throw CheckFailure("backend_create returned success but no backend");
+    if (args.backend == context.backend) {
+      api.backend_destroy(args.backend);
+      throw CheckFailure("the second instance has the same handle as the first");
+    }
+    BP_ProbeArgs probe{};
+    probe.struct_size = sizeof(probe);
+    probe.backend = args.backend;
+    auto failure = context.take(api.probe(&probe));
+    api.backend_destroy(args.backend);
+    if (failure) {
+      throw CheckFailure(fmt::format("probe of the second instance failed: {}: {}",
+                                     error_code_name(failure->code), failure->message));
+    }
+    return std::string();
+  });
+}
+
+void check_probe(Context& context) {
+  const BP_PluginApi& api = context.api;
+  Report& report = context.report;
+  bool answered = false;
+  context.check("probe: answers available or unavailable, with a reason when unavailable", [&] {
+    BP_ProbeArgs args{};
+    args.struct_size = sizeof(args);
+    args.backend = context.backend;
+    args.available = -1;
+    context.require_ok(api.probe(&args), "probe");
+    if (args.available != 0 && args.available != 1) {
+      throw CheckFailure(fmt::format("available is {}; it must be 0 or 1", args.available));
+    }
+    if (args.reason == nullptr && args.reason_size != 0) {
+      throw CheckFailure(fmt::format("reason is NULL with reason_size {}", args.reason_size));
+    }
+    report.available = args.available == 1;
+    report.probe_reason = args.reason == nullptr ? std::string() : std::string(args.reason, args.reason_size);
+    answered = true;
+    if (!report.available && report.probe_reason.empty()) {
+      throw CheckFailure("unavailable without a reason: say what is missing (\"no NVIDIA driver: ...\")");
+    }
+    return fmt::format("{}: {}", report.available ? "available" : "unavailable", report.probe_reason);
+  });
+  context.check("probe: a second probe gives the same answer", [&] {
+    if (!answered) throw NotApplicable("the first probe failed");
+    BP_ProbeArgs args{};
+    args.struct_size = sizeof(args);
+    args.backend = context.backend;
+    context.require_ok(api.probe(&args), "the second probe");
+    if ((args.available == 1) != report.available) {
+      throw CheckFailure(fmt::format("the first probe said {}, the second {}",
+                                     report.available ? "available" : "unavailable",
+                                     args.available == 1 ? "available" : "unavailable"));
+    }
+    return std::string();
+  });
+  context.check("probe: device_count agrees with probe", [&] {
+    BP_DeviceCountArgs args{};
+    args.struct_size = sizeof(args);
+    args.backend = context.backend;
+    args.count = -1;
+    context.require_ok(api.device_count(&args), "device_count");
+    if (args.count < 0 || args.count > kMaxDevices) {
+      throw CheckFailure(fmt::format("device_count answered {}, outside 0..{}", args.count, kMaxDevices));
+    }
+    if (!report.available && args.count != 0) {
+      throw CheckFailure(fmt::format("probe said unavailable but device_count answered {}; it must be 0",
+                                     args.count));
+    }
+    report.device_count = report.available ? args.count : 0;
+    return fmt::format("{} device(s)", args.count);
+  });
+}
+
+void run_checks(Context& context, const std::filesystem::path& file) {
+  check_negotiation(context, file);
+  create_backend(context);
+  if (context.backend != nullptr) {
+    check_backend_lifecycle(context);
+    check_probe(context);
+    check_devices(context);  // fills context.devices
+    check_memory(context);
+    check_copies(context);
+    check_async(context);
+    check_threads(context);
+    check_optional(context);
+    check_device_errors(context);
+  }
+  check_argument_errors(context);
+  check_error_objects(context);
+  if (context.backend != nullptr) context.api.backend_destroy(context.backend);
+  context.backend = nullptr;
+}
+
+}  // namespace
+
+Report run(const std::filesystem::path& plugin_file, const Options& options) {
+  Report report;
+  report.plugin_file = plugin_file;
+  // Loaded like the core's loader (permission checks, negotiation, table
+  // validation), but any file name is accepted: the name rule is a check.
+  OpenedPlugin opened = open_plugin(plugin_file, "");
+  const std::string load_check = "negotiation: loads and answers the core's offer with a valid table";
+  if (opened.status != BackendStatus::kAvailable || !opened.library) {
+    report.abi_version = opened.abi_version;
+    report.checks.push_back({load_check, Outcome::kFail,
+                             fmt::format("{}: {}", to_string(opened.status), opened.reason)});
+    if (options.on_check) options.on_check(report.checks.back());
+    return report;
+  }
+  // A device the suite used may have driver threads or atexit handlers that
+  // reference the plugin's code: never unload it before exit.
+  opened.library->keep_loaded();
+  const BP_PluginApi& api = opened.library->api();
+  report.loaded = true;
+  report.backend_name = std::string(opened.library->name());
+  report.plugin_version = opened.library->version();
+  report.abi_version = opened.abi_version;
+
+  Context context(api, options, report);
+  context.record({load_check, Outcome::kPass, fmt::format("backend '{}'", report.backend_name)});
+  run_checks(context, plugin_file);
+  return report;
+}
+
+}  // namespace backplane::conformance

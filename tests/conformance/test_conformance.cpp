@@ -1,0 +1,175 @@
+// The conformance suite judged by plugins whose behaviour is known: the CPU
+// plugin and the flawed fixture (flawed_plugin.cpp), one flaw at a time, plus
+// the load-time refusals and the `backplane conformance` command itself.
+#include "../core/temp_dir.hpp"
+#include "../tools/run_command.hpp"
+
+#include <backplane/conformance.hpp>
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+namespace conformance = backplane::conformance;
+using conformance::Outcome;
+
+conformance::Report run_flawed(const std::string& flaw) {
+  conformance::Options options;
+  options.plugin_options = {{"flaw", flaw}};
+  return conformance::run(BP_TEST_FLAWED_PLUGIN, options);
+}
+
+const conformance::CheckResult& find_check(const conformance::Report& report, const std::string& name) {
+  const auto found = std::find_if(report.checks.begin(), report.checks.end(),
+                                  [&](const conformance::CheckResult& check) { return check.name == name; });
+  if (found == report.checks.end()) FAIL("no check named '" << name << "'");
+  return *found;
+}
+
+std::vector<std::string> failed_checks(const conformance::Report& report) {
+  std::vector<std::string> names;
+  for (const auto& check : report.checks) {
+    if (check.outcome == Outcome::kFail) names.push_back(check.name + ": " + check.detail);
+  }
+  return names;
+}
+
+std::string tool(const std::string& arguments) { return std::string(BP_TEST_TOOL) + " conformance " + arguments + " 2>&1"; }
+
+}  // namespace
+
+TEST_CASE("[conformance] the cpu plugin conforms, with one and with three devices") {
+  const auto one = conformance::run(BP_TEST_CPU_PLUGIN);
+  CHECK_MESSAGE(one.passed(), doctest::toString(failed_checks(one)));
+  CHECK(one.backend_name == "cpu");
+  CHECK(find_check(one, "copies: device->device between devices").outcome == Outcome::kNotApplicable);
+
+  conformance::Options options;
+  options.plugin_options = {{"devices", "3"}};
+  const auto three = conformance::run(BP_TEST_CPU_PLUGIN, options);
+  CHECK_MESSAGE(three.passed(), doctest::toString(failed_checks(three)));
+  CHECK(three.device_count == 3);
+  CHECK(find_check(three, "copies: device->device between devices").outcome == Outcome::kPass);
+}
+
+TEST_CASE("[conformance] the flawed fixture without a flaw conforms") {
+  const auto report = run_flawed("none");
+  CHECK_MESSAGE(report.passed(), doctest::toString(failed_checks(report)));
+}
+
+TEST_CASE("[conformance] an honestly unavailable backend conforms, device checks n/a with its reason") {
+  const auto report = run_flawed("unavailable");
+  CHECK_MESSAGE(report.passed(), doctest::toString(failed_checks(report)));
+  CHECK_FALSE(report.available);
+  const auto& copies = find_check(report, "copies: host->device->host, odd sizes at odd offsets");
+  CHECK(copies.outcome == Outcome::kNotApplicable);
+  CHECK(copies.detail.find("no such hardware (unavailable on purpose)") != std::string::npos);
+  CHECK(find_check(report, "errors: out-of-range ordinals are refused").outcome == Outcome::kPass);
+}
+
+TEST_CASE("[conformance] unavailable without a reason fails the probe check") {
+  const auto report = run_flawed("no_reason");
+  CHECK_FALSE(report.passed());
+  const auto& probe = find_check(report, "probe: answers available or unavailable, with a reason when unavailable");
+  CHECK(probe.outcome == Outcome::kFail);
+  CHECK(probe.detail.find("without a reason") != std::string::npos);
+}
+
+TEST_CASE("[conformance] a copy that ignores its destination offset is caught") {
+  const auto report = run_flawed("ignore_offset");
+  CHECK_FALSE(report.passed());
+  const auto& copies = find_check(report, "copies: host->device->host, odd sizes at odd offsets");
+  CHECK(copies.outcome == Outcome::kFail);
+  CHECK(copies.detail.find("differ") != std::string::npos);
+  CHECK(find_check(report, "async: copy_to_device_async with event query/wait/destroy").outcome == Outcome::kFail);
+  // Device-to-device copies fill their buffers at offset 0 only: unaffected.
+  CHECK(find_check(report, "copies: device->device on one device, odd sizes at odd offsets").outcome ==
+        Outcome::kPass);
+}
+
+TEST_CASE("[conformance] a plugin accepting out-of-range copies is caught") {
+  const auto report = run_flawed("accept_out_of_range");
+  CHECK_FALSE(report.passed());
+  const auto& sync = find_check(report, "errors: out-of-range copies are refused and move no data");
+  CHECK(sync.outcome == Outcome::kFail);
+  CHECK(sync.detail.find("copy_to_host of") != std::string::npos);
+  CHECK(sync.detail.find("returned success") != std::string::npos);
+  CHECK(find_check(report, "errors: out-of-range async copies fail at submission or in event_wait").outcome ==
+        Outcome::kFail);
+  CHECK(find_check(report, "copies: host->device->host, odd sizes at odd offsets").outcome == Outcome::kPass);
+}
+
+TEST_CASE("[conformance] files the loader refuses fail the load check") {
+  backplane::testing::TempDir directory;
+  std::filesystem::permissions(directory.path(), std::filesystem::perms::owner_all);
+
+  SUBCASE("not a plugin") {
+    const auto report = conformance::run(std::string(BP_TEST_FIXTURE_DIR) + "/backplane-no_entry.so");
+    REQUIRE(report.checks.size() == 1);
+    CHECK(report.checks[0].outcome == Outcome::kFail);
+    CHECK(report.checks[0].detail.find("no entry symbol") != std::string::npos);
+    CHECK_FALSE(report.passed());
+  }
+  SUBCASE("a world-writable file") {
+    const auto copy = directory / "backplane-cpu.so";
+    std::filesystem::copy_file(BP_TEST_CPU_PLUGIN, copy);
+    ::chmod(copy.c_str(), 0777);
+    const auto report = conformance::run(copy);
+    REQUIRE(report.checks.size() == 1);
+    CHECK(report.checks[0].detail.find("world-writable") != std::string::npos);
+    CHECK_FALSE(report.passed());
+  }
+  SUBCASE("a missing file") {
+    const auto report = conformance::run(directory / "backplane-nothing.so");
+    CHECK_FALSE(report.passed());
+  }
+}
+
+TEST_CASE("[conformance] the backend name must match a backplane-<name>.so file name") {
+  backplane::testing::TempDir directory;
+  std::filesystem::permissions(directory.path(), std::filesystem::perms::owner_all);
+  const auto wrong = directory / "backplane-other.so";
+  std::filesystem::copy_file(BP_TEST_CPU_PLUGIN, wrong);
+  const auto report = conformance::run(wrong);
+  const auto& name = find_check(report, "negotiation: backend name matches the file name");
+  CHECK(name.outcome == Outcome::kFail);
+  CHECK(name.detail.find("declares backend 'cpu'") != std::string::npos);
+
+  const auto free_name = directory / "my_cpu_build.so";
+  std::filesystem::copy_file(BP_TEST_CPU_PLUGIN, free_name);
+  const auto named_freely = conformance::run(free_name);
+  CHECK(find_check(named_freely, "negotiation: backend name matches the file name").outcome ==
+        Outcome::kNotApplicable);
+  CHECK(named_freely.passed());
+}
+
+TEST_CASE("[conformance] backplane conformance prints one line per check and exits non-zero on a failure") {
+  const auto good = backplane::testing::run_command(tool(std::string(BP_TEST_CPU_PLUGIN) + " --option devices=2"));
+  CHECK(good.exit_status == 0);
+  CHECK(good.output.find("pass  copies: device->device between devices") != std::string::npos);
+  CHECK(good.output.find("0 failed") != std::string::npos);
+  CHECK(good.output.find("[doctest]") == std::string::npos);
+
+  const auto bad = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=ignore_offset"));
+  CHECK(bad.exit_status == 1);
+  CHECK(bad.output.find("FAIL  copies: host->device->host, odd sizes at odd offsets  [") != std::string::npos);
+  CHECK(bad.output.find("DOES NOT CONFORM") != std::string::npos);
+
+  const auto counted = backplane::testing::run_command(tool(std::string(BP_TEST_CPU_PLUGIN) + " --doctest-summary"));
+  CHECK(counted.output.find("[doctest] test cases: ") != std::string::npos);
+  CHECK(counted.output.find(" | 0 failed | 3 skipped") != std::string::npos);
+
+  CHECK(backplane::testing::run_command(tool("")).exit_status == 2);
+  CHECK(backplane::testing::run_command(tool("a.so b.so")).exit_status == 2);
+  CHECK(backplane::testing::run_command(tool("a.so --option novalue")).exit_status == 2);
+  const auto unknown_option =
+      backplane::testing::run_command(tool(std::string(BP_TEST_CPU_PLUGIN) + " --option bogus=1"));
+  CHECK(unknown_option.exit_status == 1);
+  CHECK(unknown_option.output.find("FAIL  backend: backend_create with the given options") != std::string::npos);
+}
