@@ -234,3 +234,14 @@ TEST_CASE("[safetensors] plan_file gives the layout without data") {
   CHECK(header.tensors[0].name == "big");
   CHECK(header.data_offset == plan.header.data_offset);
 }
+
+TEST_CASE("[safetensors] the format's dtype table agrees with the placement layer's DType") {
+  CHECK(st::dtypes().size() == backplane::kAllDTypes.size());
+  for (const st::DTypeInfo& dtype : st::dtypes()) {
+    CAPTURE(dtype.name);
+    st::TensorEntry entry{"t", std::string(dtype.name), dtype.bits, {}, 0, 0};
+    DType placed = st::dtype_of(entry);
+    CHECK(backplane::dtype_name(placed) == dtype.name);
+    CHECK(backplane::dtype_bits(placed) == static_cast<int>(dtype.bits));
+  }
+}

@@ -16,6 +16,7 @@
 #ifndef BACKPLANE_SAFETENSORS_HPP
 #define BACKPLANE_SAFETENSORS_HPP
 
+#include <backplane/dtype.hpp>
 #include <backplane/error.hpp>
 
 #include <cstddef>
@@ -85,6 +86,11 @@ std::span<const DTypeInfo> dtypes() noexcept;
 const DTypeInfo* find_dtype(std::string_view name) noexcept;
 
 // One tensor of a validated header.
+struct TensorEntry;
+// The placement layer's DType of a validated entry (whose name is always
+// known). The file order uses dtypes() rank, not DType's numeric values.
+DType dtype_of(const TensorEntry& tensor);
+
 struct TensorEntry {
   std::string name;
   std::string dtype;  // one of dtypes()

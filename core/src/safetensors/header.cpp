@@ -216,6 +216,12 @@ const DTypeInfo* find_dtype(std::string_view name) noexcept {
   return nullptr;
 }
 
+DType dtype_of(const TensorEntry& tensor) {
+  std::optional<DType> dtype = dtype_from_name(tensor.dtype);
+  if (!dtype) throw Error(ErrorCode::kInternal, "safetensors dtype " + detail::quote(tensor.dtype) + " has no DType");
+  return *dtype;
+}
+
 std::uint64_t TensorEntry::element_count() const noexcept {
   std::uint64_t count = 1;
   for (std::uint64_t dimension : shape) count *= dimension;
