@@ -1,0 +1,74 @@
+// `backplane inspect`: output, JSON shape and exit statuses, run as a user would.
+#include "file_builder.hpp"
+
+#include "../core/temp_dir.hpp"
+#include "../tools/run_command.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+using namespace backplane::testing;
+
+namespace {
+
+std::string inspect(const std::string& arguments) { return std::string(BP_TEST_TOOL) + " inspect " + arguments; }
+
+std::string write_file(const TempDir& dir, const std::string& name, const std::vector<std::byte>& bytes) {
+  return dir.write(name, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())).string();
+}
+
+}  // namespace
+
+TEST_CASE("[safetensors] inspect lists tensors, offsets and metadata; exit 0") {
+  TempDir dir;
+  auto path = write_file(dir, "ok.safetensors",
+                         st_file(R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[],"data_offsets":[8,9]}})",
+                                 "123456789"));
+  auto text = run_command(inspect(path));
+  CHECK(text.exit_status == 0);
+  CHECK(text.output.find("format = pt") != std::string::npos);
+  CHECK(text.output.find("[2, 1]") != std::string::npos);
+  CHECK(text.output.find("verdict    valid") != std::string::npos);
+
+  auto result = run_command(inspect("--json " + path));
+  CHECK(result.exit_status == 0);
+  auto json = nlohmann::json::parse(result.output);
+  CHECK(json["valid"] == true);
+  CHECK(json["metadata"]["format"] == "pt");
+  CHECK(json["file_size"] == 8 + json["header_size"].get<int>() + 9);
+  REQUIRE(json["tensors"].size() == 2);
+  CHECK(json["tensors"][0]["name"] == "w");
+  CHECK(json["tensors"][1]["name"] == "b");
+  CHECK(json["tensors"][1]["shape"] == nlohmann::json::array());
+  CHECK(json["tensors"][1]["data_offsets"] == nlohmann::json({8, 9}));
+  CHECK(json["tensors"][1]["file_offsets"][0] == json["data_offset"].get<int>() + 8);
+}
+
+TEST_CASE("[safetensors] inspect on an invalid file: exit 1, rule and tensor") {
+  TempDir dir;
+  auto path = write_file(dir, "bad.safetensors", one_tensor(R"({"dtype":"U8","shape":[2],"data_offsets":[1,3]})", "abc"));
+  auto text = run_command(inspect(path) + " 2>&1");
+  CHECK(text.exit_status == 1);
+  CHECK(text.output.find("InvalidOffset") != std::string::npos);
+  CHECK(text.output.find(path) != std::string::npos);
+
+  auto result = run_command(inspect(path + " --json 2>/dev/null"));
+  CHECK(result.exit_status == 1);
+  auto json = nlohmann::json::parse(result.output);
+  CHECK(json["valid"] == false);
+  CHECK(json["error"]["rule"] == "InvalidOffset");
+  CHECK(json["error"]["tensor"] == "t");
+
+  auto missing = run_command(inspect("--json " + (dir / "missing.safetensors").string() + " 2>/dev/null"));
+  CHECK(missing.exit_status == 1);
+  CHECK(nlohmann::json::parse(missing.output)["error"]["code"] == "not found");
+}
+
+TEST_CASE("[safetensors] inspect usage errors exit 2") {
+  CHECK(run_command(inspect("2>/dev/null")).exit_status == 2);
+  CHECK(run_command(inspect("a b 2>/dev/null")).exit_status == 2);
+  CHECK(run_command(inspect("--bogus f 2>/dev/null")).exit_status == 2);
+  CHECK(run_command(inspect("--help")).exit_status == 0);
+}
