@@ -52,6 +52,7 @@ typedef int32_t bp_status;
 #define BP_STATUS_CONFIG ((bp_status)9)       /* malformed configuration file */
 #define BP_STATUS_INVALID_FILE ((bp_status)10)
 #define BP_STATUS_PLUGIN ((bp_status)11) /* a plugin broke the ABI contract */
+#define BP_STATUS_IO ((bp_status)12)     /* the file system refused a read or write */
 
 /* The message of the last failing call on this thread ("" if none). Valid
  * until the next failing call on this thread. */

@@ -28,6 +28,7 @@ enum class ErrorCode : std::int32_t {
   kConfig = 9,           // the configuration file is malformed
   kInvalidFile = 10,     // a data file is malformed
   kPlugin = 11,          // a plugin broke the ABI contract
+  kIo = 12,              // the file system refused a read or write
 };
 
 std::string_view to_string(ErrorCode code) noexcept;

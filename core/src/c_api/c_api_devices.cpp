@@ -19,7 +19,7 @@ namespace {
 static_assert(static_cast<int>(BackendStatus::kShadowed) == BP_BACKEND_SHADOWED);
 static_assert(static_cast<int>(DeviceSource::kAutomatic) == BP_SOURCE_AUTOMATIC);
 static_assert(static_cast<int>(DeviceKind::kAccelerator) == BP_DEVICE_ACCELERATOR);
-static_assert(static_cast<int>(ErrorCode::kPlugin) == BP_STATUS_PLUGIN);
+static_assert(static_cast<int>(ErrorCode::kIo) == BP_STATUS_IO);
 
 // Scopes pushed through the C API on this thread, innermost last.
 struct PushedScope {

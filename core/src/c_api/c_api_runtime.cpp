@@ -84,7 +84,7 @@ const char* bp_last_error(void) { return last_error.c_str(); }
 
 const char* bp_status_name(bp_status status) {
   if (status == BP_OK) return "ok";
-  if (status < 0 || status > BP_STATUS_PLUGIN) return "unknown status";
+  if (status < 0 || status > BP_STATUS_IO) return "unknown status";
   return to_string(static_cast<ErrorCode>(status)).data();  // static, NUL-terminated literals
 }
 

@@ -15,7 +15,7 @@ namespace backplane::safetensors::detail {
 namespace {
 
 [[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& path) {
-  throw Error(ErrorCode::kUnavailable, what + " " + path.string() + " failed: " + std::strerror(errno));
+  throw Error(ErrorCode::kIo, what + " " + path.string() + " failed: " + std::strerror(errno));
 }
 
 }  // namespace

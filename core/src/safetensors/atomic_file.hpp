@@ -19,7 +19,7 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  // Throws Error(kUnavailable) when the file system refuses (full disk, I/O error).
+  // Throws Error(kIo) when the file system refuses (full disk, I/O error).
   void write(std::span<const std::byte> bytes);
   // Flushes to disk and renames over the target; throws as write() does.
   void commit();

@@ -16,6 +16,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::kConfig: return "configuration error";
     case ErrorCode::kInvalidFile: return "invalid file";
     case ErrorCode::kPlugin: return "plugin error";
+    case ErrorCode::kIo: return "I/O error";
   }
   return "unknown error";
 }
