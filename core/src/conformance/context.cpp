@@ -154,7 +154,7 @@ void Context::require_ok(BP_Error* error, std::string_view what) {
 }
 
 PluginError Context::require_error(BP_Error* error, std::string_view what,
-                                   std::initializer_list<BP_ErrorCode> allowed) {
+                                   std::span<const BP_ErrorCode> allowed) {
   auto failure = take(error);
   if (!failure) throw CheckFailure(fmt::format("{} returned success; it must return an error", what));
   if (allowed.size() != 0 && std::find(allowed.begin(), allowed.end(), failure->code) == allowed.end()) {

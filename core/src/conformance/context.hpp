@@ -18,6 +18,7 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,8 +107,10 @@ class Context {
   void require_ok(BP_Error* error, std::string_view what);
   // Throws CheckFailure when the call succeeded, or failed with a code not in
   // `allowed` (empty: any code).
-  PluginError require_error(BP_Error* error, std::string_view what,
-                            std::initializer_list<BP_ErrorCode> allowed = {});
+  PluginError require_error(BP_Error* error, std::string_view what, std::span<const BP_ErrorCode> allowed = {});
+  PluginError require_error(BP_Error* error, std::string_view what, std::initializer_list<BP_ErrorCode> allowed) {
+    return require_error(error, what, std::span<const BP_ErrorCode>(allowed.begin(), allowed.size()));
+  }
   // The shape problems found so far, and how many errors were inspected.
   std::vector<std::string> malformed_errors() const;
   std::size_t errors_seen() const;
