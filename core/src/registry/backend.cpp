@@ -33,10 +33,10 @@ std::optional<PluginFailure> consume_error(BP_Error* error) {
   return failure;
 }
 
-void throw_if_error(BP_Error* error, std::string_view context) {
-  if (auto failure = consume_error(error)) {
-    throw Error(failure->code, fmt::format("{}: {}", context, failure->message));
-  }
+void throw_plugin_error(BP_Error* error, std::string_view context) {
+  auto failure = consume_error(error);
+  if (!failure) throw Error(ErrorCode::kInternal, fmt::format("{}: no error to report", context));
+  throw Error(failure->code, fmt::format("{}: {}", context, failure->message));
 }
 
 Backend::Created Backend::create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options) {
@@ -75,7 +75,7 @@ int Backend::device_count() {
   BP_DeviceCountArgs args{};
   args.struct_size = sizeof(args);
   args.backend = handle_;
-  throw_if_error(api().device_count(&args), fmt::format("{}: device_count", name()));
+  throw_if_error(api().device_count(&args), [&] { return fmt::format("{}: device_count", name()); });
   if (args.count < 0 || args.count > kMaxDevices) {
     throw Error(ErrorCode::kPlugin,
                 fmt::format("{}: device_count answered {}, outside 0..{}", name(), args.count, kMaxDevices));
@@ -88,7 +88,7 @@ DeviceInfo Backend::device_info(int ordinal) {
   args.struct_size = sizeof(args);
   args.backend = handle_;
   args.ordinal = ordinal;
-  throw_if_error(api().device_info(&args), fmt::format("{}:{}: device_info", name(), ordinal));
+  throw_if_error(api().device_info(&args), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
   if ((args.name == nullptr && args.name_size != 0) ||
       (args.attributes == nullptr && args.attribute_count != 0)) {
     throw Error(ErrorCode::kPlugin,
@@ -146,7 +146,7 @@ Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint
   args.kind = kind;
   args.size = size;
   const char* what = kind == BP_MEMORY_PINNED_HOST ? "pinned host memory_allocate" : "memory_allocate";
-  throw_if_error(api().memory_allocate(&args), fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size));
+  throw_if_error(api().memory_allocate(&args), [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
   if (args.buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
   }
@@ -173,7 +173,7 @@ void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t 
   args.destination_offset = offset;
   args.source = source;
   args.size = size;
-  throw_if_error(api().copy_to_device(&args), fmt::format("{}:{}: copy_to_device of {} bytes", name(), ordinal, size));
+  throw_if_error(api().copy_to_device(&args), [&] { return fmt::format("{}:{}: copy_to_device of {} bytes", name(), ordinal, size); });
 }
 
 void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
@@ -184,7 +184,7 @@ void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset,
   args.source_offset = offset;
   args.destination = destination;
   args.size = size;
-  throw_if_error(api().copy_to_host(&args), fmt::format("{}:{}: copy_to_host of {} bytes", name(), ordinal, size));
+  throw_if_error(api().copy_to_host(&args), [&] { return fmt::format("{}:{}: copy_to_host of {} bytes", name(), ordinal, size); });
 }
 
 void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
@@ -196,8 +196,7 @@ void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_
   args.destination = destination;
   args.destination_offset = destination_offset;
   args.size = size;
-  throw_if_error(api().copy_device_to_device(&args),
-                 fmt::format("{}:{}: copy_device_to_device of {} bytes", name(), ordinal, size));
+  throw_if_error(api().copy_device_to_device(&args), [&] { return fmt::format("{}:{}: copy_device_to_device of {} bytes", name(), ordinal, size); });
 }
 
 BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset,
@@ -208,8 +207,7 @@ BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std
   args.destination_offset = offset;
   args.source = source;
   args.size = size;
-  throw_if_error(api().copy_to_device_async(&args),
-                 fmt::format("{}:{}: copy_to_device_async of {} bytes", name(), ordinal, size));
+  throw_if_error(api().copy_to_device_async(&args), [&] { return fmt::format("{}:{}: copy_to_device_async of {} bytes", name(), ordinal, size); });
   return require_event(args.event, name(), ordinal, "copy_to_device_async");
 }
 
@@ -221,8 +219,7 @@ BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint6
   args.source_offset = offset;
   args.destination = destination;
   args.size = size;
-  throw_if_error(api().copy_to_host_async(&args),
-                 fmt::format("{}:{}: copy_to_host_async of {} bytes", name(), ordinal, size));
+  throw_if_error(api().copy_to_host_async(&args), [&] { return fmt::format("{}:{}: copy_to_host_async of {} bytes", name(), ordinal, size); });
   return require_event(args.event, name(), ordinal, "copy_to_host_async");
 }
 
@@ -236,8 +233,7 @@ BP_Event* Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, s
   args.destination = destination;
   args.destination_offset = destination_offset;
   args.size = size;
-  throw_if_error(api().copy_device_to_device_async(&args),
-                 fmt::format("{}:{}: copy_device_to_device_async of {} bytes", name(), ordinal, size));
+  throw_if_error(api().copy_device_to_device_async(&args), [&] { return fmt::format("{}:{}: copy_device_to_device_async of {} bytes", name(), ordinal, size); });
   return require_event(args.event, name(), ordinal, "copy_device_to_device_async");
 }
 
@@ -257,8 +253,7 @@ BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_
   args.destination_offset = destination_offset;
   args.destination_type = destination_type;
   args.count = count;
-  throw_if_error(api().convert_integers(&args),
-                 fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count));
+  throw_if_error(api().convert_integers(&args), [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
   return require_event(args.event, name(), ordinal, "convert_integers");
 }
 

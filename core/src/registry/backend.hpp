@@ -27,8 +27,16 @@ struct PluginFailure {
 // Copies the error's code and message, then destroys it. NULL -> nullopt.
 std::optional<PluginFailure> consume_error(BP_Error* error);
 
-// Throws Error(code, "<context>: <plugin message>") when `error` is set.
-void throw_if_error(BP_Error* error, std::string_view context);
+// Throws Error(code, "<context>: <plugin message>"), consuming `error`.
+[[noreturn]] void throw_plugin_error(BP_Error* error, std::string_view context);
+
+// Throws as above when `error` is set. `context` is a callable returning the
+// text; it runs only on failure, so a successful call formats nothing (an
+// eagerly formatted context cost ~80 ns per call, 25x the call itself).
+template <class Context>
+void throw_if_error(BP_Error* error, Context&& context) {
+  if (error != nullptr) [[unlikely]] throw_plugin_error(error, context());
+}
 
 using PluginOptions = std::vector<std::pair<std::string, std::string>>;
 
