@@ -195,6 +195,187 @@ bp_status bp_default_device_set(bp_runtime* runtime, const char* selector);
 bp_status bp_default_device_push(bp_runtime* runtime, const char* selector);
 bp_status bp_default_device_pop(bp_runtime* runtime);
 
+/* ----------------------------------------------------------- dtypes -- */
+
+/* Element types: the numbers of the C++ backplane::DType, stable, never
+ * renumbered. 0 is never a dtype. */
+typedef int32_t bp_dtype;
+#define BP_DTYPE_U8 ((bp_dtype)1)
+#define BP_DTYPE_U16 ((bp_dtype)2)
+#define BP_DTYPE_U32 ((bp_dtype)3)
+#define BP_DTYPE_I32 ((bp_dtype)4)
+#define BP_DTYPE_I64 ((bp_dtype)5)
+#define BP_DTYPE_BOOL ((bp_dtype)6)
+#define BP_DTYPE_I8 ((bp_dtype)7)
+#define BP_DTYPE_I16 ((bp_dtype)8)
+#define BP_DTYPE_U64 ((bp_dtype)9)
+#define BP_DTYPE_F16 ((bp_dtype)10)
+#define BP_DTYPE_BF16 ((bp_dtype)11)
+#define BP_DTYPE_F32 ((bp_dtype)12)
+#define BP_DTYPE_F64 ((bp_dtype)13)
+#define BP_DTYPE_C64 ((bp_dtype)14) /* complex of two F32 */
+#define BP_DTYPE_F8_E5M2 ((bp_dtype)15)
+#define BP_DTYPE_F8_E4M3 ((bp_dtype)16)
+#define BP_DTYPE_F8_E8M0 ((bp_dtype)17)
+#define BP_DTYPE_F8_E4M3FNUZ ((bp_dtype)18)
+#define BP_DTYPE_F8_E5M2FNUZ ((bp_dtype)19)
+#define BP_DTYPE_F4 ((bp_dtype)20)      /* 4 bits, storage only */
+#define BP_DTYPE_F6_E2M3 ((bp_dtype)21) /* 6 bits, storage only */
+#define BP_DTYPE_F6_E3M2 ((bp_dtype)22) /* 6 bits, storage only */
+
+/* The safetensors name ("U16", "BF16"); "" for a value that is not a dtype.
+ * Static string. */
+const char* bp_dtype_name(bp_dtype dtype);
+
+/* Inverse of bp_dtype_name, case-sensitive. INVALID_ARGUMENT naming the text
+ * for an unknown name. */
+bp_status bp_dtype_from_name(const char* name, bp_dtype* out);
+
+/* Bits per element (4, 6, 8, 16, 32, 64); 0 for a value that is not a dtype. */
+int32_t bp_dtype_bits(bp_dtype dtype);
+
+/* ----------------------------------------------------------- arrays -- */
+
+/* A dense, row-major array on one device (the C++ backplane::Array). A handle
+ * owns one reference: the data lives while any handle, view, DLPack export or
+ * transfer uses it, even after the runtime that made it is destroyed (reading
+ * and destroying still work; placing new arrays needs the runtime). Each
+ * function returning a new bp_array* hands the caller one handle to destroy
+ * with bp_array_destroy. Arrays are immutable: any thread may use a handle,
+ * but destroying it while another thread uses it is a caller bug. */
+typedef struct bp_array bp_array;
+
+/* Wherever a `const bp_device* device` parameter below may be NULL, NULL
+ * means the runtime's default device as bp_default_device reports it on the
+ * calling thread (scoped overrides included). */
+
+/* Copies `size` bytes from `data` into a new array of `dtype` and `shape`
+ * (`rank` extents; rank 0 is a scalar and `shape` may be NULL) on `device`.
+ * Returns when the data has arrived: `data` may be reused at once. Errors:
+ * INVALID_ARGUMENT (unknown dtype, negative extent, `size` not the byte size
+ * of shape and dtype), OUT_OF_MEMORY, and what bp_device_resolve reports. */
+bp_status bp_array_create(bp_runtime* runtime, const bp_device* device, bp_dtype dtype, const int64_t* shape,
+                          size_t rank, const void* data, uint64_t size, bp_array** out);
+
+/* Releases the handle. NULL and already destroyed handles are ignored. */
+void bp_array_destroy(bp_array* array);
+
+bp_status bp_array_dtype(const bp_array* array, bp_dtype* out);
+bp_status bp_array_rank(const bp_array* array, size_t* out);
+/* Writes the rank extents into `shape`; OUT_OF_RANGE when `capacity` (in
+ * elements) is smaller than the rank. `shape` may be NULL for rank 0. */
+bp_status bp_array_shape(const bp_array* array, int64_t* shape, size_t capacity);
+bp_status bp_array_nbytes(const bp_array* array, uint64_t* out);
+bp_status bp_array_device(const bp_array* array, bp_device* out);
+
+/* The backend's address of the first byte (a host pointer on CPU, a device
+ * pointer on CUDA; NULL where the backend has none). Does not wait for the
+ * data. Valid while the array (any handle or view of its buffer) lives. */
+bp_status bp_array_native_address(const bp_array* array, void** out);
+
+/* *out = 1 when both are views of the same buffer (device_put to the device
+ * an array already lives on returns a handle to the same data). */
+bp_status bp_array_shares_buffer(const bp_array* first, const bp_array* second, int32_t* out);
+
+/* Waits for the data, then copies nbytes into `destination`, which holds
+ * `capacity` bytes. INVALID_ARGUMENT when capacity < nbytes; a failed
+ * transfer's code and message. */
+bp_status bp_array_copy_to_host(const bp_array* array, void* destination, uint64_t capacity);
+
+/* Rows [begin, end) along axis 0 as a new handle sharing the buffer.
+ * OUT_OF_RANGE for bounds outside [0, shape[0]] or begin > end;
+ * INVALID_ARGUMENT for a scalar or a sub-byte slice not on whole bytes. */
+bp_status bp_array_slice(const bp_array* array, int64_t begin, int64_t end, bp_array** out);
+
+/* Progress of a transfer or load: bytes done of total. Called on a transfer
+ * thread, possibly concurrently with the caller; must not block for long.
+ * `user_data` is the pointer given alongside the callback. */
+typedef void (*bp_progress_callback)(uint64_t done, uint64_t total, void* user_data);
+
+/* `array` on `device` (NULL: the default device). Asynchronous: returns at
+ * once a new handle whose data may still be arriving (bp_array_wait). When
+ * the array already lives there, the new handle shares its data (no copy).
+ * `progress` may be NULL; when set, `user_data` must stay valid until the
+ * transfer ends (bp_array_wait / bp_array_is_ready say so). Out of memory is
+ * reported here; copy failures by bp_array_wait. */
+bp_status bp_array_device_put(bp_runtime* runtime, const bp_array* array, const bp_device* device,
+                              bp_progress_callback progress, void* user_data, bp_array** out);
+
+/* Blocks until the data has arrived (block_until_ready). Returns the
+ * transfer's error, every time, for a failed transfer. */
+bp_status bp_array_wait(const bp_array* array);
+
+/* *out = 1 once the data has arrived or its transfer failed; 0 while it is
+ * still moving. Never reports the transfer's error (bp_array_wait does). */
+bp_status bp_array_is_ready(const bp_array* array, int32_t* out);
+
+/* The batch sampler: `count` windows tokens[offsets[i], offsets[i] + length)
+ * of the 1-D host array `tokens`, gathered into one new [count, length] array
+ * on `device` (NULL: the default device) with one host->device transfer;
+ * asynchronous like bp_array_device_put. `output` 0 keeps the dtype, else the
+ * integers are converted (e.g. BP_DTYPE_I64). OUT_OF_RANGE names the first
+ * offset whose window does not fit; UNSUPPORTED for a source that is not on a
+ * host-addressable device or not 1-D, or a conversion between non-integers. */
+bp_status bp_take_windows(bp_runtime* runtime, const bp_array* tokens, const int64_t* offsets, size_t count,
+                          int64_t length, const bp_device* device, bp_dtype output, bp_array** out);
+
+/* ----------------------------------------------------------- memory -- */
+
+/* The caching allocator of one device (bytes; counts since the runtime
+ * started). Set struct_size to sizeof before the call. */
+typedef struct bp_memory_stats {
+  size_t struct_size;
+  uint64_t in_use;              /* device blocks held by arrays or transfers */
+  uint64_t cached;              /* device blocks kept for reuse */
+  uint64_t peak;                /* highest in_use so far */
+  uint64_t backend_allocations; /* memory_allocate calls of the backend */
+  uint64_t backend_frees;
+  uint64_t pinned_in_use; /* pinned host staging (backends that offer it) */
+  uint64_t pinned_cached;
+  uint64_t pinned_backend_allocations;
+} bp_memory_stats;
+
+/* `device` NULL: the default device. */
+bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_memory_stats* out);
+
+/* Returns the device's cached (unused) blocks to the backend. */
+bp_status bp_empty_cache(bp_runtime* runtime, const bp_device* device);
+
+/* ----------------------------------------------------------- DLPack -- */
+
+/* Zero-copy exchange with NumPy, PyTorch and other DLPack users. Include
+ * <dlpack/dlpack.h> to look inside the tensor; this header only needs the
+ * name. The library is built against DLPack 0.6 (Debian's libdlpack-dev),
+ * which has no DLManagedTensorVersioned: only the unversioned form is
+ * offered. */
+struct DLManagedTensor;
+
+/* Exports the array as a DLManagedTensor sharing its buffer (no copy). Waits
+ * for the data first. The tensor holds one reference to the data; the
+ * consumer calls tensor->deleter(tensor) exactly once when done (or
+ * bp_dlpack_tensor_delete), from any thread. kDLCPU for host-addressable
+ * devices, kDLCUDA with the ordinal for the cuda backend. Errors: UNSUPPORTED
+ * for other devices and for dtypes DLPack cannot describe (F8, F6, F4);
+ * the transfer's error when the data never arrived. */
+bp_status bp_array_to_dlpack(const bp_array* array, struct DLManagedTensor** out);
+
+/* Imports a DLPack tensor without a copy as an array on cpu:0. Host memory
+ * only (kDLCPU, kDLCUDAHost). On success the array owns `tensor`: its
+ * deleter runs (on whichever thread drops the last reference) when the last
+ * handle, view or transfer using the data is gone; the caller must not touch
+ * `tensor` again. On failure the caller still owns it. The memory must not
+ * change while transfers read it. Errors: UNSUPPORTED for device memory
+ * (importing CUDA memory needs a backend ABI call that does not exist yet),
+ * other device types, non-contiguous strides, lanes != 1, and dtypes with no
+ * backplane equivalent; INVALID_ARGUMENT for NULL data with a non-empty shape
+ * or negative extents; NOT_FOUND / UNAVAILABLE when the runtime has no usable
+ * cpu backend. */
+bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tensor, bp_array** out);
+
+/* Calls tensor->deleter(tensor) when both are non-NULL: for callers (such as
+ * ctypes) that cannot call a function pointer from a struct easily. */
+void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <backplane/backplane.h>
+#include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 
 #include <string>
@@ -42,5 +43,17 @@ Runtime& runtime_of(bp_runtime* handle, const char* function);
 
 Device to_device(const bp_device& device);
 bp_device from_device(const Device& device);
+
+// `device` resolved against the runtime (full error messages), or the default
+// device on the calling thread when it is NULL.
+Device device_or_default(Runtime& runtime, const bp_device* device);
+
+// Arrays (c_api_arrays.cpp): a new registered handle owning one reference,
+// and the Array behind a handle (throws for NULL or destroyed handles).
+bp_array* new_array_handle(Array array);
+const Array& array_of(const bp_array* handle, const char* function);
+
+// The DType behind a bp_dtype; throws kInvalidArgument naming `function`.
+DType dtype_of(bp_dtype dtype, const char* function);
 
 }  // namespace backplane::c_api

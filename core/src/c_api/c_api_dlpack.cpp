@@ -1,0 +1,230 @@
+// bp_array_to_dlpack, bp_array_from_dlpack: zero-copy exchange with DLPack
+// (NumPy, PyTorch, JAX). Built against Debian's dlpack.h 0.6, which has only
+// the unversioned DLManagedTensor.
+#include "c_api/c_api_support.hpp"
+
+#include <dlpack/dlpack.h>
+#include <fmt/format.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace backplane::c_api {
+namespace {
+
+// kDLBool arrived in DLPack 0.8; producers newer than our header use it.
+constexpr std::uint8_t kDLBoolCode = 6;
+
+// What an exported tensor owns: the DLManagedTensor itself, the shape it
+// points at, and a reference to the array keeping the buffer alive.
+struct ExportedTensor {
+  DLManagedTensor tensor{};
+  std::vector<std::int64_t> shape;
+  Array array;
+};
+
+void delete_exported(DLManagedTensor* tensor) noexcept {
+  delete static_cast<ExportedTensor*>(tensor->manager_ctx);  // destroying an Array never throws
+}
+
+std::optional<DLDataType> dlpack_dtype(DType dtype) {
+  const auto bits = static_cast<std::uint8_t>(dtype_bits(dtype));
+  switch (dtype) {
+    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64:
+      return DLDataType{kDLUInt, bits, 1};
+    case DType::kI8: case DType::kI16: case DType::kI32: case DType::kI64:
+      return DLDataType{kDLInt, bits, 1};
+    case DType::kF16: case DType::kF32: case DType::kF64:
+      return DLDataType{kDLFloat, bits, 1};
+    case DType::kBF16:
+      return DLDataType{kDLBfloat, 16, 1};
+    case DType::kC64:
+      return DLDataType{kDLComplex, 64, 1};
+    case DType::kBool:
+      return DLDataType{kDLBoolCode, 8, 1};
+    default:
+      return std::nullopt;  // F8, F6, F4: DLPack 0.6 has no codes for them
+  }
+}
+
+std::optional<DType> backplane_dtype(const DLDataType& type) {
+  switch (type.code) {
+    case kDLUInt:
+      switch (type.bits) {
+        case 8: return DType::kU8;
+        case 16: return DType::kU16;
+        case 32: return DType::kU32;
+        case 64: return DType::kU64;
+        default: return std::nullopt;
+      }
+    case kDLInt:
+      switch (type.bits) {
+        case 8: return DType::kI8;
+        case 16: return DType::kI16;
+        case 32: return DType::kI32;
+        case 64: return DType::kI64;
+        default: return std::nullopt;
+      }
+    case kDLFloat:
+      switch (type.bits) {
+        case 16: return DType::kF16;
+        case 32: return DType::kF32;
+        case 64: return DType::kF64;
+        default: return std::nullopt;
+      }
+    case kDLBfloat:
+      return type.bits == 16 ? std::optional(DType::kBF16) : std::nullopt;
+    case kDLComplex:
+      return type.bits == 64 ? std::optional(DType::kC64) : std::nullopt;
+    case kDLBoolCode:
+      return type.bits == 8 ? std::optional(DType::kBool) : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The DLPack device of an array, or nullopt when DLPack cannot name it.
+std::optional<DLDevice> dlpack_device(const Array& array) {
+  if (array.host_data() != nullptr) return DLDevice{kDLCPU, 0};
+  if (array.device().backend == "cuda") return DLDevice{kDLCUDA, array.device().ordinal};
+  return std::nullopt;
+}
+
+// Row-major contiguity; extents of 1 may carry any stride (NumPy and PyTorch
+// both produce such strides for views).
+bool is_compact(const DLTensor& tensor) {
+  if (tensor.strides == nullptr) return true;
+  std::int64_t expected = 1;
+  for (int axis = tensor.ndim - 1; axis >= 0; --axis) {
+    if (tensor.shape[axis] != 1 && tensor.strides[axis] != expected) return false;
+    expected *= tensor.shape[axis];
+  }
+  return true;
+}
+
+// Owner of an imported tensor: runs the producer's deleter when the last
+// array, view or transfer using the memory is gone, on whichever thread that is.
+struct ForeignTensor {
+  explicit ForeignTensor(DLManagedTensor* tensor) : tensor(tensor) {}
+  ForeignTensor(const ForeignTensor&) = delete;
+  ForeignTensor& operator=(const ForeignTensor&) = delete;
+  ~ForeignTensor() {
+    if (armed && tensor->deleter != nullptr) tensor->deleter(tensor);
+  }
+  DLManagedTensor* tensor;
+  bool armed = false;
+};
+
+std::string describe_type(const DLDataType& type) {
+  return fmt::format("code {} with {} bits and {} lanes", type.code, type.bits, type.lanes);
+}
+
+}  // namespace
+}  // namespace backplane::c_api
+
+using namespace backplane;
+using namespace backplane::c_api;
+
+extern "C" {
+
+bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
+  return guarded([&] {
+    const Array& cxx = array_of(array, "bp_array_to_dlpack");
+    require_non_null(out, "bp_array_to_dlpack", "out");
+    const auto type = dlpack_dtype(cxx.dtype());
+    if (!type) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_to_dlpack: DLPack has no type code for {}", dtype_name(cxx.dtype())));
+    }
+    const auto device = dlpack_device(cxx);
+    if (!device) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_to_dlpack: DLPack has no device type for {} (only host-addressable devices "
+                              "and cuda can be exported)",
+                              cxx.device().selector()));
+    }
+    // Consumers read at once and DLPack has no readiness signal for host memory.
+    cxx.block_until_ready();
+    auto exported = std::make_unique<ExportedTensor>();
+    exported->array = cxx;
+    exported->shape = cxx.shape();
+    DLTensor& tensor = exported->tensor.dl_tensor;
+    // Wrapped host memory may have no plugin address; host data is what kDLCPU means.
+    tensor.data = cxx.host_data() != nullptr ? const_cast<void*>(cxx.host_data()) : cxx.native_address();
+    tensor.device = *device;
+    tensor.ndim = static_cast<int>(exported->shape.size());
+    tensor.dtype = *type;
+    tensor.shape = exported->shape.data();
+    tensor.strides = nullptr;  // row-major and contiguous
+    tensor.byte_offset = 0;    // native_address() already points at the first byte
+    exported->tensor.manager_ctx = exported.get();
+    exported->tensor.deleter = delete_exported;
+    *out = &exported.release()->tensor;
+  });
+}
+
+bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp_array** out) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_array_from_dlpack");
+    require_non_null(managed, "bp_array_from_dlpack", "tensor");
+    require_non_null(out, "bp_array_from_dlpack", "out");
+    const DLTensor& tensor = managed->dl_tensor;
+    if (tensor.device.device_type == kDLCUDA || tensor.device.device_type == kDLCUDAManaged) {
+      throw Error(ErrorCode::kUnsupported,
+                  "bp_array_from_dlpack: importing CUDA device memory is not supported yet (the backend ABI has no "
+                  "call to wrap foreign device memory); copy it to the host first");
+    }
+    if (tensor.device.device_type != kDLCPU && tensor.device.device_type != kDLCUDAHost) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_from_dlpack: DLPack device type {} is not host memory (only kDLCPU and "
+                              "kDLCUDAHost can be imported)",
+                              static_cast<int>(tensor.device.device_type)));
+    }
+    if (tensor.dtype.lanes != 1) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_from_dlpack: vector types are not supported ({})", describe_type(tensor.dtype)));
+    }
+    const auto dtype = backplane_dtype(tensor.dtype);
+    if (!dtype) {
+      throw Error(ErrorCode::kUnsupported, fmt::format("bp_array_from_dlpack: DLPack dtype {} has no backplane dtype",
+                                                       describe_type(tensor.dtype)));
+    }
+    if (tensor.ndim < 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("bp_array_from_dlpack: ndim is {}", tensor.ndim));
+    }
+    if (tensor.ndim > 0) require_non_null(tensor.shape, "bp_array_from_dlpack", "tensor->dl_tensor.shape");
+    std::vector<std::int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
+    bool empty = false;
+    for (std::size_t axis = 0; axis < shape.size(); ++axis) {
+      if (shape[axis] < 0) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("bp_array_from_dlpack: shape [{}] has a negative extent on axis {}",
+                                fmt::join(shape, ", "), axis));
+      }
+      empty = empty || shape[axis] == 0;
+    }
+    if (!is_compact(tensor)) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_from_dlpack: strides [{}] of shape [{}] are not row-major contiguous "
+                              "(make a contiguous copy first)",
+                              fmt::join(std::vector<std::int64_t>(tensor.strides, tensor.strides + tensor.ndim), ", "),
+                              fmt::join(shape, ", ")));
+    }
+    if (tensor.data == nullptr && !empty) {
+      throw Error(ErrorCode::kInvalidArgument, "bp_array_from_dlpack: data is NULL for a non-empty tensor");
+    }
+    const auto* data = static_cast<const std::byte*>(tensor.data) + (tensor.data ? tensor.byte_offset : 0);
+    auto owner = std::make_shared<ForeignTensor>(managed);
+    Array array = Array::wrap_host(cxx, Device{"cpu", 0}, *dtype, std::move(shape), data, owner);
+    bp_array* handle = new_array_handle(std::move(array));
+    owner->armed = true;  // only now: on any failure above the caller keeps the tensor
+    *out = handle;
+  });
+}
+
+void bp_dlpack_tensor_delete(DLManagedTensor* tensor) {
+  if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+}
+
+}  // extern "C"

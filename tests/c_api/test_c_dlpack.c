@@ -1,0 +1,231 @@
+/* DLPack export and import through the C API: shared buffers, lifetimes,
+ * and every refusal with its code and message. C11, -pedantic; this program
+ * includes dlpack.h (test_c_api.c shows backplane.h does not need it). */
+#include <backplane/backplane.h>
+#include <dlpack/dlpack.h>
+
+#include "c_runtime.h"
+#include "c_test.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* A producer of our own: a static buffer whose deleter counts its calls. */
+static int foreign_deletes;
+static float foreign_data[6] = {1, 2, 3, 4, 5, 6};
+static int64_t foreign_shape[2] = {2, 3};
+static int64_t foreign_strides[2] = {3, 1};
+
+static void count_delete(DLManagedTensor* self) {
+  (void)self;
+  ++foreign_deletes;
+}
+
+static DLManagedTensor foreign_tensor(void) {
+  DLManagedTensor tensor;
+  memset(&tensor, 0, sizeof(tensor));
+  tensor.dl_tensor.data = foreign_data;
+  tensor.dl_tensor.device.device_type = kDLCPU;
+  tensor.dl_tensor.ndim = 2;
+  tensor.dl_tensor.dtype.code = kDLFloat;
+  tensor.dl_tensor.dtype.bits = 32;
+  tensor.dl_tensor.dtype.lanes = 1;
+  tensor.dl_tensor.shape = foreign_shape;
+  tensor.dl_tensor.strides = foreign_strides;
+  tensor.deleter = count_delete;
+  return tensor;
+}
+
+static void export_shares_the_buffer_and_keeps_it_alive(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_device cpu = c_test_device(runtime, "cpu");
+  const uint16_t values[4] = {10, 20, 30, 40};
+  int64_t shape[2] = {2, 2};
+  bp_array* array = NULL;
+  bp_array* row = NULL;
+  DLManagedTensor* tensor = NULL;
+  void* address = NULL;
+  CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U16, shape, 2, values, sizeof(values), &array) == BP_OK);
+  CHECK(bp_array_slice(array, 1, 2, &row) == BP_OK);
+  CHECK(bp_array_to_dlpack(row, &tensor) == BP_OK);
+  CHECK(bp_array_native_address(row, &address) == BP_OK);
+  CHECK(tensor->dl_tensor.data == address);
+  CHECK(tensor->dl_tensor.device.device_type == kDLCPU && tensor->dl_tensor.device.device_id == 0);
+  CHECK(tensor->dl_tensor.ndim == 2 && tensor->dl_tensor.shape[0] == 1 && tensor->dl_tensor.shape[1] == 2);
+  CHECK(tensor->dl_tensor.dtype.code == kDLUInt && tensor->dl_tensor.dtype.bits == 16);
+  CHECK(tensor->dl_tensor.dtype.lanes == 1);
+  CHECK(tensor->dl_tensor.strides == NULL && tensor->dl_tensor.byte_offset == 0);
+  /* The handles go first: the tensor keeps the data. */
+  bp_array_destroy(array);
+  bp_array_destroy(row);
+  bp_runtime_destroy(runtime);
+  {
+    const uint16_t* data = (const uint16_t*)tensor->dl_tensor.data;
+    CHECK(data[0] == 30 && data[1] == 40);
+  }
+  bp_dlpack_tensor_delete(tensor);
+  bp_dlpack_tensor_delete(NULL);
+}
+
+static void export_refuses_what_dlpack_cannot_describe(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_device cpu = c_test_device(runtime, "cpu");
+  const uint8_t bytes[4] = {0};
+  int64_t shape[1] = {4};
+  bp_array* array = NULL;
+  bp_array* on_sim = NULL;
+  DLManagedTensor* tensor = NULL;
+  CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_F8_E4M3, shape, 1, bytes, 4, &array) == BP_OK);
+  CHECK(bp_array_to_dlpack(array, &tensor) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "bp_array_to_dlpack: DLPack has no type code for F8_E4M3");
+  bp_array_destroy(array);
+  CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U8, shape, 1, bytes, 4, &array) == BP_OK);
+  CHECK(bp_array_device_put(runtime, array, NULL, NULL, NULL, &on_sim) == BP_OK);
+  CHECK(bp_array_to_dlpack(on_sim, &tensor) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "DLPack has no device type for sim:0");
+  CHECK(bp_array_to_dlpack(array, NULL) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_array_to_dlpack: out is NULL");
+  CHECK(bp_array_to_dlpack(NULL, &tensor) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK(tensor == NULL);
+  bp_array_destroy(on_sim);
+  bp_array_destroy(array);
+  bp_runtime_destroy(runtime);
+}
+
+static void import_is_zero_copy_and_calls_the_deleter_once(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  DLManagedTensor tensor = foreign_tensor();
+  bp_array* array = NULL;
+  bp_array* row = NULL;
+  bp_array* moved = NULL;
+  bp_device device;
+  void* address = NULL;
+  float back[6];
+  bp_dtype dtype = 0;
+  foreign_deletes = 0;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_OK);
+  CHECK(bp_array_native_address(array, &address) == BP_OK && address == (void*)foreign_data);
+  CHECK(bp_array_device(array, &device) == BP_OK && strcmp(device.backend, "cpu") == 0);
+  CHECK(bp_array_dtype(array, &dtype) == BP_OK && dtype == BP_DTYPE_F32);
+  foreign_data[0] = 100; /* the array sees the producer's memory */
+  CHECK(bp_array_copy_to_host(array, back, sizeof(back)) == BP_OK && back[0] == 100 && back[5] == 6);
+  CHECK(bp_array_slice(array, 1, 2, &row) == BP_OK);
+  CHECK(bp_array_device_put(runtime, array, NULL, NULL, NULL, &moved) == BP_OK);
+  bp_array_destroy(array);
+  CHECK(foreign_deletes == 0); /* the view and the transfer still use it */
+  CHECK(bp_array_wait(moved) == BP_OK);
+  CHECK(bp_array_copy_to_host(row, back, 12) == BP_OK && back[0] == 4);
+  bp_array_destroy(row);
+  bp_array_destroy(moved);
+  CHECK(foreign_deletes == 1);
+  foreign_data[0] = 1;
+
+  /* A tensor with a byte offset and no strides; a NULL deleter is allowed. */
+  tensor = foreign_tensor();
+  tensor.dl_tensor.strides = NULL;
+  tensor.dl_tensor.byte_offset = 12;
+  tensor.dl_tensor.shape = &foreign_shape[1];
+  tensor.dl_tensor.ndim = 1;
+  tensor.deleter = NULL;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_OK);
+  CHECK(bp_array_copy_to_host(array, back, 12) == BP_OK && back[0] == 4 && back[2] == 6);
+  bp_array_destroy(array);
+
+  /* Round trip: our export imported again shares our buffer. */
+  {
+    DLManagedTensor* exported = NULL;
+    bp_array* again = NULL;
+    tensor = foreign_tensor();
+    CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_OK);
+    CHECK(bp_array_to_dlpack(array, &exported) == BP_OK);
+    CHECK(bp_array_from_dlpack(runtime, exported, &again) == BP_OK);
+    CHECK(bp_array_native_address(again, &address) == BP_OK && address == (void*)foreign_data);
+    bp_array_destroy(array);
+    CHECK(foreign_deletes == 1);
+    bp_array_destroy(again);
+    CHECK(foreign_deletes == 2);
+  }
+  bp_runtime_destroy(runtime);
+}
+
+/* Each refusal leaves the tensor to the caller: the deleter is not called. */
+static void import_refusals_name_the_problem(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  DLManagedTensor tensor;
+  bp_array* array = NULL;
+  int64_t strides[2] = {1, 2};
+  int64_t negative[1] = {-2};
+  foreign_deletes = 0;
+
+  tensor = foreign_tensor();
+  tensor.dl_tensor.device.device_type = kDLCUDA;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "importing CUDA device memory is not supported yet");
+  tensor.dl_tensor.device.device_type = kDLOpenCL;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "DLPack device type 4 is not host memory");
+
+  tensor = foreign_tensor();
+  tensor.dl_tensor.strides = strides;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "strides [1, 2] of shape [2, 3] are not row-major contiguous");
+
+  tensor = foreign_tensor();
+  tensor.dl_tensor.dtype.lanes = 4;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "vector types are not supported (code 2 with 32 bits and 4 lanes)");
+  tensor = foreign_tensor();
+  tensor.dl_tensor.dtype.code = kDLOpaqueHandle;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "DLPack dtype code 3 with 32 bits and 1 lanes has no backplane dtype");
+  tensor.dl_tensor.dtype.code = kDLFloat;
+  tensor.dl_tensor.dtype.bits = 8;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+
+  tensor = foreign_tensor();
+  tensor.dl_tensor.shape = negative;
+  tensor.dl_tensor.ndim = 1;
+  tensor.dl_tensor.strides = NULL;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "shape [-2] has a negative extent on axis 0");
+  tensor = foreign_tensor();
+  tensor.dl_tensor.data = NULL;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "data is NULL for a non-empty tensor");
+  tensor = foreign_tensor();
+  tensor.dl_tensor.ndim = -1;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "ndim is -1");
+
+  tensor = foreign_tensor();
+  CHECK(bp_array_from_dlpack(runtime, NULL, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: tensor is NULL");
+  CHECK(bp_array_from_dlpack(runtime, &tensor, NULL) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK(bp_array_from_dlpack(NULL, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK(array == NULL && foreign_deletes == 0);
+  bp_runtime_destroy(runtime);
+
+  /* Without an available cpu backend there is nowhere to put host memory. */
+  {
+    bp_runtime_options options;
+    bp_runtime* empty = NULL;
+    memset(&options, 0, sizeof(options));
+    options.struct_size = sizeof(options);
+    options.ignore_environment = 1;
+    options.skip_default_paths = 1;
+    CHECK(bp_runtime_create(&options, &empty) == BP_OK);
+    CHECK(bp_array_from_dlpack(empty, &tensor, &array) == BP_STATUS_NOT_FOUND);
+    CHECK_CONTAINS(bp_last_error(), "cpu");
+    CHECK(foreign_deletes == 0);
+    bp_runtime_destroy(empty);
+  }
+}
+
+int main(void) {
+  c_test_program = "test_c_dlpack";
+  RUN(export_shares_the_buffer_and_keeps_it_alive);
+  RUN(export_refuses_what_dlpack_cannot_describe);
+  RUN(import_is_zero_copy_and_calls_the_deleter_once);
+  RUN(import_refusals_name_the_problem);
+  return c_test_summary();
+}
