@@ -1,0 +1,110 @@
+"""Devices, backends and the default device as Python values."""
+import ctypes
+from dataclasses import dataclass, field
+
+from . import _lib
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device: backend name and ordinal. str() is its selector, "cpu:0"."""
+
+    backend: str
+    ordinal: int = 0
+
+    def __str__(self):
+        return f"{self.backend}:{self.ordinal}"
+
+    def _to_c(self):
+        name = self.backend.encode()
+        if len(name) >= _lib.BACKEND_NAME_CAPACITY:
+            raise ValueError(f"backend name {self.backend!r} is too long")
+        return _lib.bp_device(name, self.ordinal)
+
+    @staticmethod
+    def _from_c(device):
+        return Device(_lib.text(device.backend), device.ordinal)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One plugin found by discovery, whatever its status."""
+
+    name: str
+    status: str  # "available", "unavailable", "incompatible", "failed", "disabled", "shadowed"
+    reason: str
+    plugin_path: str
+    abi_version: str
+    priority: int
+    capabilities: int
+
+    @property
+    def available(self):
+        return self.status == "available"
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    device: Device
+    name: str
+    kind: str  # "cpu", "gpu", "accelerator"
+    memory_total: int
+    memory_free: int
+    attributes: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DefaultDevice:
+    """The default device and the precedence level that decided it."""
+
+    device: Device
+    source: str  # "scoped override", "BACKPLANE_DEFAULT_DEVICE", ...
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    in_use: int
+    cached: int
+    peak: int
+    backend_allocations: int
+    backend_frees: int
+    pinned_in_use: int
+    pinned_cached: int
+    pinned_backend_allocations: int
+
+
+_KINDS = {0: "cpu", 1: "gpu", 2: "accelerator"}
+
+
+def backend_from_c(info):
+    return Backend(
+        name=_lib.text(info.name),
+        status=_lib.text(info.status_name),
+        reason=_lib.text(info.reason),
+        plugin_path=_lib.text(info.plugin_path),
+        abi_version=_lib.text(info.abi_version),
+        priority=info.priority,
+        capabilities=info.capabilities,
+    )
+
+
+def device_info_from_c(handle, device):
+    lib = _lib.lib
+    attributes = {}
+    for index in range(lib.bp_device_info_attribute_count(handle)):
+        key = ctypes.c_char_p()
+        value = ctypes.c_char_p()
+        _lib.call("bp_device_info_attribute", handle, index, ctypes.byref(key), ctypes.byref(value))
+        attributes[_lib.text(key.value)] = _lib.text(value.value)
+    return DeviceInfo(
+        device=device,
+        name=_lib.text(lib.bp_device_info_name(handle)),
+        kind=_KINDS.get(lib.bp_device_info_kind(handle), "unknown"),
+        memory_total=lib.bp_device_info_memory_total(handle),
+        memory_free=lib.bp_device_info_memory_free(handle),
+        attributes=attributes,
+    )
+
+
+def memory_stats_from_c(stats):
+    return MemoryStats(**{name: getattr(stats, name) for name, _ in _lib.bp_memory_stats._fields_[1:]})

@@ -1,0 +1,87 @@
+"""backplane.Error and one subclass per status code of backplane.h."""
+
+
+class Error(Exception):
+    """A failed C API call: `status` is the BP_STATUS_* code, `message` the
+    library's explanation (bp_last_error), `status_name` its short name."""
+
+    status = None
+
+    def __init__(self, status, message, status_name=""):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.status_name = status_name
+
+    def __str__(self):
+        return f"{self.message} [{self.status_name or self.status}]"
+
+
+class InvalidArgumentError(Error, ValueError):
+    pass
+
+
+class OutOfMemoryError(Error, MemoryError):
+    pass
+
+
+class UnavailableError(Error):
+    pass
+
+
+class UnsupportedError(Error, BufferError):  # BufferError: what DLPack consumers catch
+    pass
+
+
+class DeviceError(Error):
+    pass
+
+
+class InternalError(Error):
+    pass
+
+
+class OutOfRangeError(Error, IndexError):
+    pass
+
+
+class NotFoundError(Error, LookupError):
+    pass
+
+
+class ConfigError(Error):
+    pass
+
+
+class InvalidFileError(Error):
+    pass
+
+
+class PluginError(Error):
+    pass
+
+
+class FileSystemError(Error, OSError):
+    pass
+
+
+# BP_STATUS_* values, never renumbered.
+STATUS_CLASSES = {
+    1: InvalidArgumentError,
+    2: OutOfMemoryError,
+    3: UnavailableError,
+    4: UnsupportedError,
+    5: DeviceError,
+    6: InternalError,
+    7: OutOfRangeError,
+    8: NotFoundError,
+    9: ConfigError,
+    10: InvalidFileError,
+    11: PluginError,
+    12: FileSystemError,
+}
+
+
+def error_for(status, message, status_name=""):
+    error = STATUS_CLASSES.get(status, Error)(status, message, status_name)
+    return error

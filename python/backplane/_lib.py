@@ -1,0 +1,225 @@
+"""Loading libbackplane and declaring the C API's prototypes (backplane.h).
+
+The library is found, first hit wins, at: $BACKPLANE_LIBRARY; next to the
+package (a copy or link placed beside it, or a build tree laid out as
+<build>/python/backplane + <build>/core/libbackplane.so); then the system's
+search path (ctypes.util.find_library). Python objects never outlive what
+the C API says a pointer is valid for: strings are copied out at once.
+"""
+import ctypes
+import ctypes.util
+import os
+import pathlib
+
+from ._errors import error_for
+
+c_int32 = ctypes.c_int32
+c_int64 = ctypes.c_int64
+c_uint64 = ctypes.c_uint64
+c_size_t = ctypes.c_size_t
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+POINTER = ctypes.POINTER
+
+BACKEND_NAME_CAPACITY = 65
+
+
+class bp_device(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_char * BACKEND_NAME_CAPACITY), ("ordinal", c_int32)]
+
+
+class bp_runtime_options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("plugin_paths", POINTER(c_char_p)),
+        ("plugin_path_count", c_size_t),
+        ("config_file", c_char_p),
+        ("ignore_environment", c_int32),
+        ("skip_default_paths", c_int32),
+    ]
+
+
+class bp_backend_info(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("name", c_char_p),
+        ("status", c_int32),
+        ("status_name", c_char_p),
+        ("reason", c_char_p),
+        ("plugin_path", c_char_p),
+        ("abi_version", c_char_p),
+        ("priority", c_int32),
+        ("capabilities", c_uint64),
+    ]
+
+
+class bp_memory_stats(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t)] + [
+        (name, c_uint64)
+        for name in ("in_use", "cached", "peak", "backend_allocations", "backend_frees", "pinned_in_use",
+                     "pinned_cached", "pinned_backend_allocations")
+    ]
+
+
+class bp_safetensors_tensor_info(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("name", c_char_p),
+        ("dtype_name", c_char_p),
+        ("dtype", c_int32),
+        ("rank", c_size_t),
+        ("shape", POINTER(c_uint64)),
+        ("begin", c_uint64),
+        ("end", c_uint64),
+    ]
+
+
+class bp_safetensors_load_options(ctypes.Structure):
+    pass  # fields set below, once the callback type exists
+
+
+PROGRESS_CALLBACK = ctypes.CFUNCTYPE(None, c_uint64, c_uint64, c_void_p)
+bp_safetensors_load_options._fields_ = [
+    ("struct_size", c_size_t),
+    ("names", POINTER(c_char_p)),
+    ("name_count", c_size_t),
+    ("progress", PROGRESS_CALLBACK),
+    ("user_data", c_void_p),
+]
+
+_status = c_int32
+# name: (argument types, result type); a bp_status result is checked.
+_PROTOTYPES = {
+    "bp_version": ([], c_char_p),
+    "bp_last_error": ([], c_char_p),
+    "bp_status_name": ([c_int32], c_char_p),
+    "bp_runtime_create": ([POINTER(bp_runtime_options), POINTER(c_void_p)], _status),
+    "bp_runtime_default": ([POINTER(c_void_p)], _status),
+    "bp_runtime_destroy": ([c_void_p], None),
+    "bp_runtime_config_path": ([c_void_p, POINTER(c_char_p)], _status),
+    "bp_backend_count": ([c_void_p, POINTER(c_size_t)], _status),
+    "bp_backend_get": ([c_void_p, c_size_t, POINTER(bp_backend_info)], _status),
+    "bp_backend_is_available": ([c_void_p, c_char_p, POINTER(c_int32)], _status),
+    "bp_device_resolve": ([c_void_p, c_char_p, POINTER(bp_device)], _status),
+    "bp_device_count": ([c_void_p, c_char_p, POINTER(c_int32)], _status),
+    "bp_device_info_create": ([c_void_p, POINTER(bp_device), POINTER(c_void_p)], _status),
+    "bp_device_info_destroy": ([c_void_p], None),
+    "bp_device_info_name": ([c_void_p], c_char_p),
+    "bp_device_info_kind": ([c_void_p], c_int32),
+    "bp_device_info_memory_total": ([c_void_p], c_uint64),
+    "bp_device_info_memory_free": ([c_void_p], c_uint64),
+    "bp_device_info_attribute_count": ([c_void_p], c_size_t),
+    "bp_device_info_attribute": ([c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)], _status),
+    "bp_default_device": ([c_void_p, POINTER(bp_device), POINTER(c_int32)], _status),
+    "bp_device_source_name": ([c_int32], c_char_p),
+    "bp_default_device_set": ([c_void_p, c_char_p], _status),
+    "bp_default_device_push": ([c_void_p, c_char_p], _status),
+    "bp_default_device_pop": ([c_void_p], _status),
+    "bp_dtype_name": ([c_int32], c_char_p),
+    "bp_dtype_from_name": ([c_char_p, POINTER(c_int32)], _status),
+    "bp_dtype_bits": ([c_int32], c_int32),
+    "bp_array_create": ([c_void_p, POINTER(bp_device), c_int32, POINTER(c_int64), c_size_t, c_void_p, c_uint64,
+                         POINTER(c_void_p)], _status),
+    "bp_array_destroy": ([c_void_p], None),
+    "bp_array_dtype": ([c_void_p, POINTER(c_int32)], _status),
+    "bp_array_rank": ([c_void_p, POINTER(c_size_t)], _status),
+    "bp_array_shape": ([c_void_p, POINTER(c_int64), c_size_t], _status),
+    "bp_array_nbytes": ([c_void_p, POINTER(c_uint64)], _status),
+    "bp_array_device": ([c_void_p, POINTER(bp_device)], _status),
+    "bp_array_native_address": ([c_void_p, POINTER(c_void_p)], _status),
+    "bp_array_shares_buffer": ([c_void_p, c_void_p, POINTER(c_int32)], _status),
+    "bp_array_copy_to_host": ([c_void_p, c_void_p, c_uint64], _status),
+    "bp_array_slice": ([c_void_p, c_int64, c_int64, POINTER(c_void_p)], _status),
+    "bp_array_device_put": ([c_void_p, c_void_p, POINTER(bp_device), PROGRESS_CALLBACK, c_void_p,
+                             POINTER(c_void_p)], _status),
+    "bp_array_wait": ([c_void_p], _status),
+    "bp_array_is_ready": ([c_void_p, POINTER(c_int32)], _status),
+    "bp_take_windows": ([c_void_p, c_void_p, POINTER(c_int64), c_size_t, c_int64, POINTER(bp_device), c_int32,
+                         POINTER(c_void_p)], _status),
+    "bp_memory_stats_get": ([c_void_p, POINTER(bp_device), POINTER(bp_memory_stats)], _status),
+    "bp_empty_cache": ([c_void_p, POINTER(bp_device)], _status),
+    "bp_array_to_dlpack": ([c_void_p, POINTER(c_void_p)], _status),
+    "bp_array_from_dlpack": ([c_void_p, c_void_p, POINTER(c_void_p)], _status),
+    "bp_dlpack_tensor_delete": ([c_void_p], None),
+}
+
+# Declared only when the loaded library has them (a library older than this
+# package lacks the safetensors section).
+_OPTIONAL_PROTOTYPES = {
+    "bp_safetensors_inspect": ([c_char_p, POINTER(c_void_p)], _status),
+    "bp_safetensors_header_destroy": ([c_void_p], None),
+    "bp_safetensors_header_sizes": ([c_void_p, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64)], _status),
+    "bp_safetensors_header_tensor_count": ([c_void_p, POINTER(c_size_t)], _status),
+    "bp_safetensors_header_tensor": ([c_void_p, c_size_t, POINTER(bp_safetensors_tensor_info)], _status),
+    "bp_safetensors_header_metadata_count": ([c_void_p, POINTER(c_int64)], _status),
+    "bp_safetensors_header_metadata": ([c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)], _status),
+    "bp_safetensors_load": ([c_void_p, c_char_p, POINTER(bp_device), POINTER(bp_safetensors_load_options),
+                             POINTER(c_void_p)], _status),
+    "bp_tensor_map_destroy": ([c_void_p], None),
+    "bp_tensor_map_count": ([c_void_p, POINTER(c_size_t)], _status),
+    "bp_tensor_map_name": ([c_void_p, c_size_t, POINTER(c_char_p)], _status),
+    "bp_tensor_map_get": ([c_void_p, c_char_p, POINTER(c_void_p)], _status),
+    "bp_tensor_map_metadata_count": ([c_void_p, POINTER(c_int64)], _status),
+    "bp_tensor_map_metadata": ([c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)], _status),
+    "bp_safetensors_save": ([c_char_p, POINTER(c_char_p), POINTER(c_void_p), c_size_t, POINTER(c_char_p),
+                             POINTER(c_char_p), c_int64], _status),
+}
+
+
+def _candidates():
+    explicit = os.environ.get("BACKPLANE_LIBRARY")
+    if explicit:
+        yield explicit
+        return  # an explicit choice that fails must not silently load another library
+    package = pathlib.Path(__file__).resolve().parent
+    for directory in (package, package.parent, package.parent.parent / "core"):
+        for name in ("libbackplane.so", "libbackplane.so.0", "libbackplane.dylib"):
+            if (directory / name).exists():
+                yield str(directory / name)
+    found = ctypes.util.find_library("backplane")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for candidate in _candidates():
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError as error:
+            tried.append(f"{candidate}: {error}")
+    detail = "; ".join(tried) if tried else "not found next to the package nor by ctypes.util.find_library"
+    raise ImportError(f"backplane: cannot load libbackplane ({detail}); set BACKPLANE_LIBRARY to its path")
+
+
+lib = _load()
+for _name, (_arguments, _result) in _PROTOTYPES.items():
+    _function = getattr(lib, _name)
+    _function.argtypes = _arguments
+    _function.restype = _result
+for _name, (_arguments, _result) in _OPTIONAL_PROTOTYPES.items():
+    _function = getattr(lib, _name, None)
+    if _function is not None:
+        _function.argtypes = _arguments
+        _function.restype = _result
+
+
+def has(name):
+    """True when the loaded library exports `name`."""
+    return getattr(lib, name, None) is not None
+
+
+def text(value):
+    """A library-owned C string copied into a Python str ('' for NULL)."""
+    return value.decode("utf-8", errors="replace") if value else ""
+
+
+def check(status):
+    """Raises the Error subclass of a failed status, with bp_last_error()."""
+    if status != 0:
+        raise error_for(status, text(lib.bp_last_error()), text(lib.bp_status_name(status)))
+
+
+def call(name, *arguments):
+    """lib.name(*arguments), raising on a failed status."""
+    check(getattr(lib, name)(*arguments))

@@ -1,0 +1,196 @@
+"""DLPack: NumPy and PyTorch see our CPU arrays without a copy, and we see
+theirs; lifetimes hold in both directions and nothing leaks."""
+import gc
+import struct
+import unittest
+import weakref
+
+import backplane
+from support import isolated_runtime, optional_module
+
+numpy = optional_module("numpy")
+torch = optional_module("torch")
+if torch is not None:
+    import torch.utils.dlpack  # noqa: F401  (the submodule is not imported by `import torch` everywhere)
+
+
+def rss_kib():
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class ExportTest(unittest.TestCase):
+    def setUp(self):
+        self.runtime = isolated_runtime()
+
+    def tearDown(self):
+        self.runtime.close()
+
+    def f32(self, values, shape):
+        return self.runtime.array(struct.pack(f"<{len(values)}f", *values), "F32", shape, device="cpu")
+
+    def test_dlpack_device(self):
+        self.assertEqual(self.f32([1], (1,)).__dlpack_device__(), (1, 0))
+        on_sim = self.runtime.array(b"\0", "U8", (1,), device="sim")
+        with self.assertRaises(BufferError):
+            on_sim.__dlpack_device__()
+        with self.assertRaises(backplane.UnsupportedError) as caught:
+            on_sim.__dlpack__()
+        self.assertEqual(caught.exception.status, 4)
+        self.assertIn("DLPack has no device type for sim:0", caught.exception.message)
+        with self.assertRaises(BufferError):
+            self.runtime.array(b"\0", "F8_E4M3", (1,), device="cpu").__dlpack__()
+
+    @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+    def test_numpy_sees_our_buffer(self):
+        a = self.f32([1, 2, 3, 4, 5, 6], (2, 3))
+        view = numpy.from_dlpack(a)
+        self.assertEqual(view.ctypes.data, a.data_ptr)
+        self.assertEqual(view.shape, (2, 3))
+        self.assertEqual(view.dtype, numpy.float32)
+        self.assertEqual(view.tolist(), [[1, 2, 3], [4, 5, 6]])
+        row = numpy.from_dlpack(a[1:2])
+        self.assertEqual(row.ctypes.data, a.data_ptr + 12)
+
+    @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+    def test_numpy_keeps_our_array_alive(self):
+        a = self.f32([7, 8, 9], (3,))
+        view = numpy.from_dlpack(a)
+        del a
+        gc.collect()
+        self.runtime.close()  # the data outlives the runtime too
+        self.assertEqual(view.tolist(), [7, 8, 9])
+
+    @unittest.skipIf(torch is None, "torch is not installed for this interpreter")
+    def test_torch_sees_our_buffer(self):
+        a = self.f32([1, 2, 3, 4, 5, 6], (2, 3))
+        tensor = torch.utils.dlpack.from_dlpack(a)
+        self.assertEqual(tensor.data_ptr(), a.data_ptr)
+        self.assertEqual(tuple(tensor.shape), (2, 3))
+        self.assertEqual(tensor.dtype, torch.float32)
+        self.assertEqual(tensor.tolist(), [[1, 2, 3], [4, 5, 6]])
+        del a
+        gc.collect()
+        self.assertEqual(tensor.sum().item(), 21)
+
+    def test_an_unconsumed_capsule_releases_the_tensor(self):
+        a = self.f32([1], (1,))
+        stats_before = rss_kib()
+        for _ in range(1000):
+            capsule = a.__dlpack__()
+            del capsule  # never consumed: our destructor runs the deleter
+        self.assertLess(rss_kib() - stats_before, 8 * 1024)
+        self.assertEqual(a.to_bytes(), struct.pack("<f", 1))
+
+    @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+    def test_round_trips_do_not_leak(self):
+        payload = b"\1" * (64 << 10)
+        payload_elements = len(payload)
+        for _ in range(200):  # warm up allocator caches before measuring
+            numpy.from_dlpack(self.runtime.array(payload, "U8", device="cpu"))
+        gc.collect()
+        before = rss_kib()
+        for _ in range(10_000):
+            ours = self.runtime.array(payload, "U8", device="cpu")
+            theirs = numpy.from_dlpack(ours)  # read-only: NumPy does not re-export it
+            imported = self.runtime.from_dlpack(numpy.ones(payload_elements, dtype=numpy.uint8))
+            del ours, theirs, imported
+        gc.collect()
+        grown = rss_kib() - before
+        # 10k leaked 64 KiB buffers would be 640 MiB.
+        self.assertLess(grown, 32 * 1024, f"RSS grew by {grown} KiB over 10k round trips")
+
+
+@unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+class ImportTest(unittest.TestCase):
+    def setUp(self):
+        self.runtime = isolated_runtime()
+
+    def tearDown(self):
+        self.runtime.close()
+
+    def test_a_numpy_array_is_shared_not_copied(self):
+        values = numpy.arange(10, dtype=numpy.int64)
+        a = self.runtime.from_dlpack(values)
+        self.assertEqual(a.data_ptr, values.ctypes.data)
+        self.assertEqual((a.dtype, a.shape, a.device), ("I64", (10,), backplane.Device("cpu", 0)))
+        values[3] = 333  # modified through numpy, seen through backplane
+        self.assertEqual(struct.unpack("<10q", a.to_bytes())[3], 333)
+
+    def test_the_array_keeps_the_producer_alive_then_releases_it(self):
+        released = []
+        values = numpy.arange(6, dtype=numpy.float32).reshape(2, 3)
+        weakref.finalize(values, released.append, True)
+        a = self.runtime.from_dlpack(values)
+        row = a[1:2]
+        moved = a.device_put("sim")
+        del values, a
+        gc.collect()
+        self.assertEqual(released, [])  # the view and the transfer hold it
+        self.assertEqual(struct.unpack("<3f", row.to_bytes()), (3, 4, 5))
+        self.assertEqual(struct.unpack("<6f", moved.wait().to_bytes()), (0, 1, 2, 3, 4, 5))
+        del row, moved
+        gc.collect()
+        self.assertEqual(released, [True])
+
+    def test_dlpack_import_via_the_module_function(self):
+        values = numpy.array([True, False, True])
+        try:
+            a = backplane.from_dlpack(values, self.runtime)
+        except BufferError:
+            self.skipTest("this numpy cannot export bool through DLPack")
+        self.assertEqual((a.dtype, a.to_bytes()), ("BOOL", b"\1\0\1"))
+
+    def test_refusals_carry_codes_and_leave_the_capsule_usable(self):
+        strided = numpy.arange(12, dtype=numpy.float32).reshape(3, 4)[:, ::2]
+        capsule = strided.__dlpack__()
+        with self.assertRaises(backplane.UnsupportedError) as caught:
+            self.runtime.from_dlpack(capsule)
+        self.assertEqual(caught.exception.status, 4)
+        self.assertIn("not row-major contiguous", caught.exception.message)
+        # Not consumed: it can still be imported elsewhere (and is released by its own destructor).
+        self.assertEqual(numpy.from_dlpack(_CapsuleHolder(capsule)).shape, (3, 2))
+        with self.assertRaises(backplane.UnsupportedError) as caught:
+            self.runtime.from_dlpack(numpy.zeros(2, dtype=numpy.complex128))
+        self.assertIn("has no backplane dtype", caught.exception.message)
+
+    def test_a_consumed_capsule_cannot_be_imported_twice(self):
+        capsule = numpy.arange(3, dtype=numpy.uint8).__dlpack__()
+        a = self.runtime.from_dlpack(capsule)
+        with self.assertRaises(ValueError):
+            self.runtime.from_dlpack(capsule)
+        self.assertEqual(a.to_bytes(), b"\0\1\2")
+
+
+class _CapsuleHolder:
+    """Hands an existing capsule to a consumer that calls __dlpack__."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@unittest.skipIf(torch is None, "torch is not installed for this interpreter")
+class TorchImportTest(unittest.TestCase):
+    def test_a_torch_tensor_is_shared(self):
+        with isolated_runtime() as runtime:
+            tensor = torch.arange(8, dtype=torch.int32)
+            a = runtime.from_dlpack(tensor)
+            self.assertEqual(a.data_ptr, tensor.data_ptr())
+            tensor[0] = 42
+            self.assertEqual(struct.unpack("<8i", a.to_bytes())[0], 42)
+            del tensor
+            gc.collect()
+            self.assertEqual(struct.unpack("<8i", a.to_bytes())[7], 7)
+
+
+if __name__ == "__main__":
+    unittest.main()
