@@ -1,10 +1,11 @@
 // The safetensors file format: header parsing, validation and writing.
 //
-// This is the device-independent half of backplane's safetensors support: it
-// reads and checks the 8-byte length + JSON header exactly as the reference
-// implementation (huggingface/safetensors, `tensor.rs`) does, and writes the
-// bytes the reference writer writes. Loading tensor data onto devices builds
-// on it (see docs/safetensors.md).
+// The format half reads and checks the 8-byte length + JSON header exactly as
+// the reference implementation (huggingface/safetensors, `tensor.rs`) does,
+// and writes the bytes the reference writer writes, without any device. At
+// the end, load() and save() of Arrays build on it: zero-copy views of a
+// mapped file on the CPU, streamed loads onto other devices (see
+// docs/safetensors.md).
 //
 // Error model: every function here throws backplane::Error. A file that breaks
 // a format rule throws FormatError (code kInvalidFile), whose message names the
@@ -16,6 +17,8 @@
 #ifndef BACKPLANE_SAFETENSORS_HPP
 #define BACKPLANE_SAFETENSORS_HPP
 
+#include <backplane/array.hpp>
+#include <backplane/backplane.hpp>
 #include <backplane/dtype.hpp>
 #include <backplane/error.hpp>
 
@@ -175,6 +178,58 @@ std::vector<std::byte> serialize(std::span<const HostTensor> tensors,
 // Error(kNotFound) / Error(kInvalidArgument) when the directory is missing or
 // not writable.
 void save(const std::filesystem::path& path, std::span<const HostTensor> tensors,
+          const std::optional<Metadata>& metadata = std::nullopt);
+
+// --- Loading and saving Arrays -------------------------------------------
+
+struct LoadOptions {
+  // The tensors to load; empty loads every tensor. A name the file does not
+  // have is Error(kNotFound) naming it and listing a few that exist.
+  std::vector<std::string> names;
+  // (bytes done, total) of the selected tensors' data, called on the thread
+  // that called load(): after each staging chunk of a streamed load (monotone,
+  // the last call is (total, total)); once with (total, total) on a
+  // host-addressable device, where nothing is read. Must not throw.
+  ProgressCallback progress;
+};
+
+struct Loaded {
+  std::map<std::string, Array> tensors;
+  std::optional<Metadata> metadata;  // the file's __metadata__, absent when none or null
+  Header header;                     // the whole header, also of tensors not loaded
+};
+
+// Loads a safetensors file onto `device` (nullopt: runtime.default_device()).
+//
+// On a host-addressable device (cpu) nothing is read but the header: the file
+// is mapped read-only once and every array is a zero-copy view of its bytes
+// (Array::wrap_host), whatever their alignment; the mapping lives until the
+// last array (or view, or transfer reading it) is gone. The file must not be
+// truncated or rewritten in place while mapped (save() replaces files by
+// rename, which is safe): reading a truncated mapping raises SIGBUS.
+//
+// On any other device the tensors stream from the file into device memory
+// through a ring of pinned staging buffers (plain host buffers where the
+// backend has no pinned memory): the next chunk is read (pread) while the
+// previous ones are copied to the device. Every device buffer is allocated
+// before the first read, so running out of device memory is thrown before
+// any data moves. Returns when all data has arrived: the arrays are ready.
+//
+// Throws FormatError for a file that breaks a rule, Error(kNotFound) for a
+// missing file or an unknown tensor name, Error(kInvalidArgument) for a file
+// that cannot be opened or is not a regular file, Error(kIo) when a read
+// fails or the file shrinks meanwhile, Error(kUnsupported) naming the tensor
+// for a dimension above INT64_MAX (valid when another dimension is 0, but not
+// representable as an Array shape), Error(kOutOfMemory) and the device's
+// errors, and what Runtime::resolve / default_device throw.
+Loaded load(Runtime& runtime, const std::filesystem::path& path, std::optional<Device> device = std::nullopt,
+            const LoadOptions& options = {});
+
+// Writes `arrays` (on any devices; device data is copied to host memory one
+// tensor at a time, waiting for arrays still arriving) as save() of
+// HostTensors does: the same layout, atomically, refusing the same input
+// (Error(kInvalidArgument) naming the tensor), plus an empty Array.
+void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
           const std::optional<Metadata>& metadata = std::nullopt);
 
 }  // namespace backplane::safetensors
