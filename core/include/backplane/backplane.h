@@ -376,6 +376,97 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tens
  * ctypes) that cannot call a function pointer from a struct easily. */
 void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
 
+/* ------------------------------------------------------ safetensors -- */
+
+/* A validated safetensors header (the file's tensor table, never its data).
+ * Opaque; destroy when done. Strings and arrays it returns are valid until
+ * it is destroyed. */
+typedef struct bp_safetensors_header bp_safetensors_header;
+
+/* Reads and validates the 8-byte length and JSON header of `path`. Errors:
+ * NOT_FOUND (no such file), INVALID_ARGUMENT (not a regular file, cannot be
+ * opened), INVALID_FILE (a format rule is broken: the message names the file,
+ * the rule and the tensor, as the reference implementation reports it). */
+bp_status bp_safetensors_inspect(const char* path, bp_safetensors_header** out);
+void bp_safetensors_header_destroy(bp_safetensors_header* header);
+
+/* N (the JSON's length), 8 + N (where data starts) and the file's size. Any
+ * output pointer may be NULL. */
+bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size,
+                                      uint64_t* data_offset, uint64_t* file_size);
+bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out);
+
+/* One tensor of a header, in data order. Set struct_size to sizeof first. */
+typedef struct bp_safetensors_tensor_info {
+  size_t struct_size;
+  const char* name;
+  const char* dtype_name; /* "U16" */
+  bp_dtype dtype;
+  size_t rank;
+  const uint64_t* shape; /* rank extents; may be NULL when rank is 0 */
+  uint64_t begin;        /* data_offsets, relative to the data section */
+  uint64_t end;
+} bp_safetensors_tensor_info;
+
+/* OUT_OF_RANGE past the end. */
+bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size_t index,
+                                       bp_safetensors_tensor_info* out);
+
+/* Number of __metadata__ entries, or -1 when the file has none (absent or
+ * null); then key/value of entry `index` in key order (OUT_OF_RANGE past the
+ * end). */
+bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* header, int64_t* out);
+bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, size_t index, const char** key,
+                                         const char** value);
+
+/* Tensors loaded from a file: name -> array, plus the file's metadata.
+ * Opaque; destroy when done (the arrays handed out live on). Strings are
+ * valid until the map is destroyed. */
+typedef struct bp_tensor_map bp_tensor_map;
+
+typedef struct bp_safetensors_load_options {
+  size_t struct_size;
+  /* The tensors to load (copied); name_count 0 loads every tensor. */
+  const char* const* names;
+  size_t name_count;
+  /* Bytes done of the selected tensors' data; called on the calling thread
+   * before bp_safetensors_load returns. May be NULL. */
+  bp_progress_callback progress;
+  void* user_data;
+} bp_safetensors_load_options;
+
+/* Loads `path` onto `device` (NULL: the default device); `options` may be
+ * NULL. On a host-addressable device (cpu) the arrays are zero-copy views of
+ * a read-only memory map (do not write through a DLPack export of them); on
+ * others the data streams through pinned staging and is ready on return.
+ * Errors: as bp_safetensors_inspect, NOT_FOUND naming an unknown tensor name,
+ * IO when a read fails, OUT_OF_MEMORY and the device's errors. */
+bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_device* device,
+                              const bp_safetensors_load_options* options, bp_tensor_map** out);
+void bp_tensor_map_destroy(bp_tensor_map* map);
+
+bp_status bp_tensor_map_count(const bp_tensor_map* map, size_t* out);
+/* Names in bytewise order; OUT_OF_RANGE past the end. */
+bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char** out);
+/* A new handle to the tensor (destroy it with bp_array_destroy); NOT_FOUND
+ * naming the tensor when the map has none of that name. */
+bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array** out);
+/* As the header's metadata functions: -1 when the file has no __metadata__. */
+bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out);
+bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key, const char** value);
+
+/* Writes `count` arrays (on any devices; waits for arrays still arriving)
+ * named names[i] to `path`, atomically, in the reference layout.
+ * `metadata_count` -1 writes no __metadata__; otherwise that many key/value
+ * pairs (0: an empty __metadata__ object). All inputs are read during the
+ * call only. Errors: INVALID_ARGUMENT naming the tensor (duplicate name,
+ * __metadata__, sub-byte tensor not filling whole bytes, text that is not
+ * UTF-8), NOT_FOUND / INVALID_ARGUMENT for a directory that is missing or not
+ * writable, an array's transfer error. */
+bp_status bp_safetensors_save(const char* path, const char* const* names, const bp_array* const* arrays, size_t count,
+                              const char* const* metadata_keys, const char* const* metadata_values,
+                              int64_t metadata_count);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

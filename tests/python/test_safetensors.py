@@ -1,0 +1,99 @@
+"""safetensors from Python: save, inspect, load (zero-copy on cpu, streamed
+elsewhere), with errors carrying codes and messages."""
+import os
+import pathlib
+import struct
+import tempfile
+import unittest
+
+import backplane
+from support import isolated_runtime, optional_module
+
+numpy = optional_module("numpy")
+
+
+class SafetensorsTest(unittest.TestCase):
+    def setUp(self):
+        self.runtime = isolated_runtime()
+        self.directory = tempfile.TemporaryDirectory()
+        self.path = pathlib.Path(self.directory.name) / "model.safetensors"
+        self.weights = self.runtime.array(struct.pack("<6f", *range(6)), "F32", (2, 3), device="sim")
+        self.tokens = self.runtime.array(struct.pack("<5H", 9, 8, 7, 6, 5), "U16", (5,), device="cpu")
+        backplane.safetensors.save(self.path, {"weights": self.weights, "tokens": self.tokens},
+                                   metadata={"format": "pt"})
+
+    def tearDown(self):
+        self.runtime.close()
+        self.directory.cleanup()
+
+    def test_inspect_reads_the_header(self):
+        header = backplane.safetensors.inspect(self.path)
+        self.assertEqual(header.metadata, {"format": "pt"})
+        by_name = {tensor.name: tensor for tensor in header.tensors}
+        self.assertEqual((by_name["weights"].dtype, by_name["weights"].shape), ("F32", (2, 3)))
+        self.assertEqual(by_name["tokens"].end - by_name["tokens"].begin, 10)
+        self.assertEqual(header.file_size, os.path.getsize(self.path))
+        self.assertEqual(header.data_offset, 8 + header.header_size)
+
+    def test_load_on_cpu_and_on_the_default_device(self):
+        with self.runtime.default_device_scope("cpu"):
+            loaded = backplane.safetensors.load(self.runtime, self.path)
+        self.assertEqual(loaded.metadata, {"format": "pt"})
+        self.assertEqual(sorted(loaded.tensors), ["tokens", "weights"])
+        self.assertEqual(loaded["tokens"].device, backplane.Device("cpu", 0))
+        self.assertEqual(loaded["tokens"].to_bytes(), self.tokens.to_bytes())
+        reports = []
+        streamed = backplane.safetensors.load(self.runtime, self.path, names=["weights"],
+                                              progress=lambda done, total: reports.append((done, total)))
+        self.assertEqual(list(streamed.tensors), ["weights"])
+        self.assertEqual(streamed["weights"].device.backend, "sim")
+        self.assertEqual(streamed["weights"].to_bytes(), self.weights.to_bytes())
+        self.assertEqual(reports[-1], (24, 24))
+
+    @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+    def test_a_loaded_cpu_tensor_reaches_numpy_without_a_copy(self):
+        tokens = backplane.safetensors.load(self.runtime, self.path, device="cpu")["tokens"]
+        view = numpy.from_dlpack(tokens)
+        self.assertEqual(view.ctypes.data, tokens.data_ptr)
+        self.assertEqual(view.tolist(), [9, 8, 7, 6, 5])
+
+    def test_save_without_metadata(self):
+        backplane.safetensors.save(self.path, {"tokens": self.tokens})
+        self.assertIsNone(backplane.safetensors.inspect(self.path).metadata)
+        backplane.safetensors.save(self.path, {"tokens": self.tokens}, metadata={})
+        self.assertEqual(backplane.safetensors.inspect(self.path).metadata, {})
+
+    def test_errors_carry_codes_and_messages(self):
+        with self.assertRaises(backplane.NotFoundError) as caught:
+            backplane.safetensors.inspect(self.path.with_name("missing.safetensors"))
+        self.assertEqual(caught.exception.status, 8)
+        self.assertIn("missing.safetensors", caught.exception.message)
+        broken = self.path.with_name("broken.safetensors")
+        broken.write_bytes(b"\x02\0\0\0\0\0\0\0{}" + b"x")
+        with self.assertRaises(backplane.InvalidFileError) as caught:
+            backplane.safetensors.load(self.runtime, broken)
+        self.assertEqual(caught.exception.status, 10)
+        self.assertIn("broken.safetensors", caught.exception.message)
+        with self.assertRaises(backplane.NotFoundError) as caught:
+            backplane.safetensors.load(self.runtime, self.path, names=["nope"])
+        self.assertIn("nope", caught.exception.message)
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            backplane.safetensors.save(self.path, {"__metadata__": self.tokens})
+        self.assertIn("__metadata__", caught.exception.message)
+
+
+class StoryTest(unittest.TestCase):
+    def test_the_story_script_runs(self):
+        import subprocess
+        import sys
+        source = pathlib.Path(os.environ.get("BACKPLANE_TEST_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
+        result = subprocess.run([sys.executable, str(source / "examples" / "story.py"), "--steps", "20"],
+                                capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("backends:", result.stdout)
+        self.assertIn("tokens: 1,000,000 on cpu:0", result.stdout)
+        self.assertIn("batches/s", result.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
