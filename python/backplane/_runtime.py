@@ -44,8 +44,11 @@ class Runtime:
         return cls._default
 
     def close(self):
+        """Destroys an owned runtime; the process-wide one is never closed."""
+        if not getattr(self, "_owned", False):
+            return
         handle, self._handle = getattr(self, "_handle", None), None
-        if handle is not None and self._owned and _lib.lib is not None:
+        if handle is not None and _lib.lib is not None:
             _lib.lib.bp_runtime_destroy(handle)
 
     __del__ = close

@@ -75,6 +75,9 @@ class RuntimeTest(unittest.TestCase):
     def test_version_and_default_runtime(self):
         self.assertEqual(backplane.version(), "0.1.0")
         self.assertIs(backplane.default_runtime(), backplane.Runtime.default())
+        with backplane.Runtime.default() as runtime:  # leaving the block does not close it
+            pass
+        self.assertTrue(runtime.backends())
 
 
 if __name__ == "__main__":
