@@ -1,0 +1,236 @@
+#include "targets.hpp"
+
+#include "config/config.hpp"
+#include "config/selector.hpp"
+#include "loader/table_validation.hpp"
+
+#include <backplane/error.hpp>
+#include <backplane/safetensors.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace backplane::fuzz {
+namespace {
+
+void require(bool condition, const char* invariant) {
+  if (!condition) throw std::logic_error(std::string("fuzz invariant broken: ") + invariant);
+}
+
+std::string_view as_text(Bytes data) { return {reinterpret_cast<const char*>(data.data()), data.size()}; }
+
+// Reads fields off the front of the input; zeros once it runs out.
+class Reader {
+ public:
+  explicit Reader(Bytes data) : data_(data) {}
+  template <class T>
+  T take() {
+    T value{};
+    const std::size_t count = std::min(sizeof(T), data_.size());
+    if (count == 0) return value;
+    std::memcpy(&value, data_.data(), count);
+    data_ = data_.subspan(count);
+    return value;
+  }
+  Bytes rest() const { return data_; }
+
+ private:
+  Bytes data_;
+};
+
+void check_header(const safetensors::Header& header) {
+  require(header.data_offset == 8 + header.header_size, "data_offset is 8 + N");
+  require(header.data_offset <= header.file_size, "the header fits in the file");
+  std::uint64_t previous_end = 0;
+  std::uint64_t data_bytes = 0;
+  for (const auto& tensor : header.tensors) {
+    require(tensor.begin <= tensor.end, "begin <= end");
+    require(tensor.begin >= previous_end || tensor.begin == tensor.end, "tensors in data order, not overlapping");
+    require(header.data_offset + tensor.end <= header.file_size, "tensor data inside the file");
+    require(safetensors::find_dtype(tensor.dtype) != nullptr, "known dtype");
+    // element_count() fits (validation checked it); bytes follow from it.
+    const std::uint64_t bits = tensor.element_count() * tensor.dtype_bits;
+    require(bits % 8 == 0 && bits / 8 == tensor.byte_size(), "byte size matches shape and dtype");
+    require(header.find(tensor.name) == &tensor, "find() locates every tensor");
+    previous_end = std::max(previous_end, tensor.end);
+    data_bytes += tensor.byte_size();
+  }
+  require(data_bytes <= header.file_size - header.data_offset, "no more data than the file holds");
+}
+
+// What our writer makes of an accepted header must read back the same.
+void round_trip(const safetensors::Header& header) {
+  std::vector<safetensors::TensorSpec> specs;
+  std::uint64_t data_bytes = 0;
+  for (const auto& tensor : header.tensors) {
+    specs.push_back({tensor.name, tensor.dtype, tensor.shape});
+    data_bytes += tensor.byte_size();
+  }
+  safetensors::FilePlan plan;
+  try {
+    plan = safetensors::plan_file(specs, header.metadata);
+  } catch (const Error&) {
+    return;  // e.g. re-escaped metadata grew past kMaxHeaderSize
+  }
+  const auto* prefix = reinterpret_cast<const std::byte*>(plan.prefix.data());
+  const auto again = safetensors::parse_header({prefix, plan.prefix.size()}, plan.prefix.size() + data_bytes,
+                                               "round-trip");
+  require(again.tensors.size() == header.tensors.size(), "round-trip keeps every tensor");
+  for (const auto& tensor : header.tensors) {
+    const auto* copy = again.find(tensor.name);
+    require(copy != nullptr, "round-trip keeps the names");
+    require(copy->dtype == tensor.dtype && copy->shape == tensor.shape, "round-trip keeps dtype and shape");
+  }
+  require(again.metadata == header.metadata, "round-trip keeps the metadata");
+}
+
+// ---- plugin_table: pointers only ever aimed at real memory ----
+
+BP_Error* trap_call(void*) {
+  std::abort();  // validate_table must never call into the plugin
+}
+
+template <class Field>
+void set_function(Field& field, bool present) {
+  using Trap = BP_Error* (*)(void*);
+  Trap trap = present ? &trap_call : nullptr;
+  static_assert(sizeof(field) == sizeof(trap));
+  std::memcpy(&field, &trap, sizeof(trap));
+}
+
+}  // namespace
+
+void safetensors_header(Bytes data) {
+  const auto* bytes = reinterpret_cast<const std::byte*>(data.data());
+  safetensors::Header header;
+  try {
+    header = safetensors::parse_header({bytes, data.size()}, data.size(), "fuzz.safetensors");
+  } catch (const Error&) {
+    return;
+  }
+  check_header(header);
+  round_trip(header);
+}
+
+void config(Bytes data) {
+  try {
+    const Config parsed = parse_config(as_text(data), "/fuzz/config.toml");
+    require(data.size() <= kMaxConfigFileBytes, "oversized text is refused");
+    if (parsed.default_device) parse_selector(*parsed.default_device);  // already checked: must not throw
+    for (const auto& [name, backend] : parsed.backend) require(is_valid_backend_name(name), "backend names valid");
+  } catch (const Error&) {
+  }
+}
+
+void selector(Bytes data) {
+  const std::string_view text = as_text(data);
+  DeviceSelector parsed;
+  try {
+    parsed = parse_selector(text);
+  } catch (const Error&) {
+    return;
+  }
+  require(is_valid_backend_name(parsed.backend), "backend name valid");
+  require(!parsed.ordinal || *parsed.ordinal >= 0, "ordinal >= 0");
+  require(parsed.to_string() == text, "only canonical text is accepted");
+  require(parse_selector(parsed.to_string()) == parsed, "round-trip");
+}
+
+void plugin_table(Bytes data) {
+  Reader reader(data);
+  // The table sits at the start of a larger buffer so that a struct_size past
+  // today's table (a newer minor) still describes readable memory.
+  struct alignas(BP_PluginApi) Storage {
+    BP_PluginApi table;
+    std::array<unsigned char, 64> newer_fields;
+  } storage{};
+  BP_PluginApi& table = storage.table;
+
+  const auto size_choice = reader.take<std::uint16_t>();
+  table.struct_size = size_choice % (sizeof(Storage) + 1);
+  const auto version_choice = reader.take<std::uint8_t>();
+  table.abi_major = (version_choice & 1) != 0 ? reader.take<std::uint32_t>() : BP_ABI_MAJOR;
+  table.abi_minor = reader.take<std::uint32_t>();
+  table.priority = reader.take<std::int32_t>();
+  table.capabilities = reader.take<BP_Capabilities>();
+
+  // Names point into these buffers (or are NULL) with sizes up to the buffer.
+  static const std::string kNames[] = {"sim", "cpu", "Bad Name", std::string(80, 'a'), "x-y", ""};
+  const auto name_choice = reader.take<std::uint8_t>();
+  const auto name_size = reader.take<std::uint8_t>();
+  const auto version_size = reader.take<std::uint8_t>();
+  const auto present_mask = reader.take<std::uint32_t>();
+  const auto expected_choice = reader.take<std::uint8_t>();
+  const Bytes tail = reader.rest();
+  const std::string free_text(as_text(tail.subspan(0, std::min<std::size_t>(tail.size(), 100))));
+  const std::string* name_buffer = nullptr;
+  const std::size_t names = std::size(kNames);
+  if (name_choice % (names + 2) < names) name_buffer = &kNames[name_choice % (names + 2)];
+  if (name_choice % (names + 2) == names) name_buffer = &free_text;
+  // A heap copy of exactly the chosen size, so ASan catches a read past it.
+  std::vector<char> name_storage;
+  if (name_buffer != nullptr) {
+    name_storage.assign(name_buffer->begin(), name_buffer->end());
+    table.name_size = name_storage.empty() ? 0 : name_size % (name_storage.size() + 1);
+    name_storage.resize(table.name_size);
+    table.name = name_storage.empty() ? "" : name_storage.data();
+  } else {
+    table.name = nullptr;
+    table.name_size = name_size;
+  }
+  std::vector<char> version_storage(version_size % 16, 'v');
+  if ((present_mask >> 31) != 0) {
+    table.version = nullptr;
+    table.version_size = version_size;
+  } else {
+    table.version = version_storage.data();
+    table.version_size = version_storage.size();
+  }
+  int bit = 0;
+  auto next = [&] { return ((present_mask >> (bit++ % 24)) & 1) != 0 || ((present_mask >> 30) & 1) != 0; };
+  set_function(table.backend_create, next());
+  set_function(table.backend_destroy, next());
+  set_function(table.probe, next());
+  set_function(table.device_count, next());
+  set_function(table.device_info, next());
+  set_function(table.memory_allocate, next());
+  set_function(table.memory_free, next());
+  set_function(table.copy_to_device, next());
+  set_function(table.copy_to_host, next());
+  set_function(table.copy_device_to_device, next());
+  set_function(table.copy_to_device_async, next());
+  set_function(table.copy_to_host_async, next());
+  set_function(table.copy_device_to_device_async, next());
+  set_function(table.event_wait, next());
+  set_function(table.event_query, next());
+  set_function(table.event_destroy, next());
+  set_function(table.convert_integers, next());
+  if (!tail.empty()) {
+    std::memcpy(storage.newer_fields.data(), tail.data(), std::min(tail.size(), storage.newer_fields.size()));
+  }
+
+  const std::string_view expected_names[] = {"", "sim", "cpu"};
+  const std::string_view expected = expected_names[expected_choice % 3];
+  const auto problem = validate_table(&table, expected);
+  if (problem) {
+    require(problem->status == BackendStatus::kFailed || problem->status == BackendStatus::kIncompatible,
+            "a problem is failed or incompatible");
+    require(!problem->reason.empty(), "a problem has a reason");
+    return;
+  }
+  require(table.struct_size >= sizeof(BP_PluginApi), "accepted tables hold the 1.0 fields");
+  require(table.abi_major == BP_ABI_MAJOR, "accepted tables speak our major");
+  const std::string_view name(table.name, table.name_size);
+  require(is_valid_backend_name(name), "accepted names are valid");
+  require(expected.empty() || name == expected, "accepted names match the file");
+  require(table.probe != nullptr && table.backend_create != nullptr && table.event_destroy != nullptr,
+          "required calls present");
+}
+
+}  // namespace backplane::fuzz

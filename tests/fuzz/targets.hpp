@@ -1,0 +1,44 @@
+// The bodies of the fuzz targets, shared by the libFuzzer executables
+// (fuzz_<target>.cpp) and the regression replay in the normal test suite
+// (tests/reliability/test_fuzz_regressions.cpp), so that a crash file found by
+// a campaign reproduces under gcc without libFuzzer.
+//
+// Contract of every target: it returns normally for any input. Rejections the
+// API documents (backplane::Error and subclasses) are caught inside and count
+// as a normal return. Anything else escaping (std::logic_error for a broken
+// invariant, bad_alloc from an allocation based on a claimed size), and any
+// sanitizer report, is a bug.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace backplane::fuzz {
+
+using Bytes = std::span<const std::uint8_t>;
+
+// parse_header over the bytes as a whole file; an accepted header is checked
+// against its own invariants and round-tripped through plan_file.
+void safetensors_header(Bytes data);
+// parse_config over the bytes as the text of a config file.
+void config(Bytes data);
+// parse_selector; an accepted selector is canonical and round-trips.
+void selector(Bytes data);
+// validate_table on a table built from the bytes, with every pointer aimed at
+// a real buffer (or NULL) and every function pointer NULL or a trap.
+void plugin_table(Bytes data);
+
+struct Target {
+  std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
+  void (*run)(Bytes data);
+};
+inline constexpr Target kTargets[] = {
+    {"safetensors_header", safetensors_header},
+    {"config", config},
+    {"selector", selector},
+    {"plugin_table", plugin_table},
+};
+
+}  // namespace backplane::fuzz
