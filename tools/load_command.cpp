@@ -67,7 +67,8 @@ class ProgressPrinter {
     const int tenth = static_cast<int>(fraction * 10);
     if (tenth <= last_tenth_) return;
     last_tenth_ = tenth;
-    fmt::print(stderr, "progress: {:3d}% ({} of {})\n", tenth * 10, format_bytes(done), format_bytes(total));
+    fmt::print(stderr, "progress: {:3d}% ({} of {})\n", static_cast<int>(fraction * 100), format_bytes(done),
+               format_bytes(total));
   }
 
   // Ends a partly drawn bar so that an error message starts on its own line.
