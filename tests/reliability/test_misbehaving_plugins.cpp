@@ -1,0 +1,135 @@
+// Plugins that hang or answer nonsense (tests/plugins/fixtures/hang_probe.cpp
+// and malformed.cpp): the loader and the registry turn each into a clear
+// status or error, and the other backends keep working.
+#include "placement_fixture.hpp"
+
+#include <backplane/array.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+using namespace backplane;
+using namespace backplane::testing;
+
+namespace {
+
+const std::filesystem::path kMisbehavingDir = BP_TEST_MISBEHAVING_DIR;
+
+// Sets a process environment variable for one test case. Only used while the
+// test's own thread is the only one reading the environment.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedVariable() { ::unsetenv(name_); }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  const char* name_;
+};
+
+Runtime::Options with_plugin(const std::string& file, Pairs options = {}) {
+  Runtime::Options runtime_options = placement_options();
+  runtime_options.plugin_paths.insert(runtime_options.plugin_paths.begin(), kMisbehavingDir / file);
+  if (!options.empty()) runtime_options.backend_options["malformed"] = std::move(options);
+  return runtime_options;
+}
+
+// The good backends are untouched: devices listed and a round trip works.
+void check_others_work(Runtime& runtime) {
+  CHECK(runtime.is_available("cpu"));
+  CHECK(runtime.is_available("sim"));
+  const auto bytes = random_bytes(100000, 4);
+  Array moved = device_put(runtime, device_put(runtime, u8_array(runtime, kCpu0, bytes), kSim0), kCpu1);
+  CHECK(moved.to_vector<std::uint8_t>() == bytes);
+}
+
+}  // namespace
+
+TEST_CASE("[reliability] a probe that hangs past BACKPLANE_PROBE_TIMEOUT_MS fails with a clear reason") {
+  ScopedVariable timeout("BACKPLANE_PROBE_TIMEOUT_MS", "300");
+  for (int runtime_number = 0; runtime_number < 2; ++runtime_number) {  // a second runtime gives up the same way
+    CAPTURE(runtime_number);
+    Runtime runtime(with_plugin("backplane-hang_probe.so"));
+    const BackendInfo* hung = runtime.find_backend("hang_probe");
+    REQUIRE(hung != nullptr);
+    CHECK(hung->status == BackendStatus::kFailed);
+    CHECK(hung->reason == "probe did not answer within 300 ms (BACKPLANE_PROBE_TIMEOUT_MS); "
+                          "the plugin stays loaded but unused");
+    CHECK(contains(error_from([&] { runtime.devices("hang_probe"); }).what(), "probe did not answer"));
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] BACKPLANE_PROBE_TIMEOUT_MS=0 probes without a deadline; a bad value keeps the default") {
+  for (const char* value : {"0", "soon", "-5", "99999999999"}) {
+    CAPTURE(value);
+    ScopedVariable timeout("BACKPLANE_PROBE_TIMEOUT_MS", value);
+    Runtime runtime(placement_options());
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] device counts that lie are errors naming the backend; the runtime stays usable") {
+  for (const char* mode : {"negative_count", "huge_count"}) {
+    CAPTURE(mode);
+    Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", mode}}));
+    CHECK(runtime.find_backend("malformed")->status == BackendStatus::kAvailable);
+    const Error error = error_from([&] { runtime.devices("malformed"); });
+    CHECK(error.code() == ErrorCode::kPlugin);
+    CHECK(contains(error.what(), "malformed: device_count answered"));
+    CHECK(contains(error.what(), "outside 0..4096"));
+    CHECK(error_from([&] { runtime.resolve("malformed:0"); }).code() == ErrorCode::kPlugin);
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] device_info with NULL name or attributes and a non-zero size is an error") {
+  for (const char* mode : {"null_name", "null_attributes"}) {
+    CAPTURE(mode);
+    Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", mode}}));
+    const Error error = error_from([&] { runtime.devices("malformed"); });
+    CHECK(error.code() == ErrorCode::kPlugin);
+    CHECK(contains(error.what(), "malformed:0: device_info returned NULL with a non-zero size"));
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] probe answers with NULL text or broken error objects end in a status with a reason") {
+  struct Case {
+    const char* mode;
+    BackendStatus status;
+    const char* reason_part;
+  };
+  const Case cases[] = {
+      {"null_reason", BackendStatus::kUnavailable, "the plugin gave no reason"},
+      {"null_message", BackendStatus::kFailed, "(the plugin gave no message)"},
+      {"null_destroy", BackendStatus::kFailed, "malformed: error without destroy"},
+      {"no_backend", BackendStatus::kFailed, "backend_create returned no backend"},
+  };
+  for (const Case& expected : cases) {
+    CAPTURE(expected.mode);
+    Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", expected.mode}}));
+    const BackendInfo* info = runtime.find_backend("malformed");
+    REQUIRE(info != nullptr);
+    CHECK(info->status == expected.status);
+    CHECK(contains(info->reason, expected.reason_part));
+    CHECK_FALSE(runtime.is_available("malformed"));
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] an allocation that succeeds without a buffer is an error, not a crash") {
+  Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", "no_buffer"}}));
+  REQUIRE(runtime.devices("malformed").size() == 1);
+  const Device device{"malformed", 0};
+  const auto bytes = random_bytes(1000, 2);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Error error = error_from([&] { device_put(runtime, u8_array(runtime, kCpu0, bytes), device).block_until_ready(); });
+    CHECK(error.code() == ErrorCode::kPlugin);
+    CHECK(contains(error.what(), "malformed:0: memory_allocate succeeded but returned no buffer"));
+  }
+  CHECK(memory_stats(runtime, device).in_use == 0);
+  check_others_work(runtime);
+}
