@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Prints 'tests: N passed, M failed[, K skipped]' from meson's testlog.json.
+"""Prints 'tests: N passed, M failed[, K skipped]' from meson testlog.json files.
 
 meson counts executables; each doctest executable reports its own test cases
 ('[doctest] test cases: 12 | 11 passed | 1 failed | 0 skipped'), so those
 counts are summed. A test without doctest output counts as one case.
-Exit status: 0 when nothing failed.
+Usage: test_summary.py TESTLOG.json...   Exit status 0 when nothing failed.
 """
 import json
 import re
@@ -13,25 +13,30 @@ import sys
 DOCTEST = re.compile(r"\[doctest\] test cases:\s*(\d+) \|\s*(\d+) passed \|\s*(\d+) failed \|\s*(\d+) skipped")
 
 
-def main(log_path):
+def counts_of(entry):
+    """(passed, failed, skipped) for one meson test entry."""
+    result = entry.get("result", "")
+    summaries = DOCTEST.findall(entry.get("stdout", "") or "")
+    if summaries and result not in ("TIMEOUT", "ERROR"):
+        _, ok, bad, skip = map(int, summaries[-1])
+        # A crash after doctest's summary still fails the binary.
+        if result == "FAIL" and bad == 0:
+            bad = 1
+        return ok, bad, skip
+    if result == "SKIP":
+        return 0, 0, 1
+    if result in ("OK", "EXPECTEDFAIL"):
+        return 1, 0, 0
+    return 0, 1, 0
+
+
+def main(log_paths):
     passed = failed = skipped = 0
-    with open(log_path, encoding="utf-8") as log:
-        for line in log:
-            entry = json.loads(line)
-            result = entry.get("result", "")
-            counts = DOCTEST.findall(entry.get("stdout", "") or "")
-            if counts and result not in ("TIMEOUT", "ERROR"):
-                _, ok, bad, skip = map(int, counts[-1])
+    for path in log_paths:
+        with open(path, encoding="utf-8") as log:
+            for line in log:
+                ok, bad, skip = counts_of(json.loads(line))
                 passed, failed, skipped = passed + ok, failed + bad, skipped + skip
-                # A crash after doctest's summary still fails the binary.
-                if result == "FAIL" and bad == 0:
-                    failed += 1
-            elif result == "SKIP":
-                skipped += 1
-            elif result in ("OK", "EXPECTEDFAIL"):
-                passed += 1
-            else:
-                failed += 1
     line = f"tests: {passed} passed, {failed} failed"
     if skipped:
         line += f", {skipped} skipped"
@@ -40,4 +45,4 @@ def main(log_path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <mutex>
+#include <vector>
 #include <exception>
 
 namespace backplane {
@@ -19,10 +21,20 @@ bool world_writable(const std::filesystem::path& path) {
 
 }  // namespace
 
+namespace {
+
+// Libraries that must stay mapped until exit (see keep_loaded). Never
+// destroyed, so no dlclose runs even during static destruction; reachable,
+// so LeakSanitizer does not report them.
+std::mutex kept_libraries_mutex;
+std::vector<boost::dll::shared_library>* kept_libraries = new std::vector<boost::dll::shared_library>();
+
+}  // namespace
+
 PluginLibrary::~PluginLibrary() {
   if (keep_loaded_) {
-    // Leak the handle on purpose: dlclose would unmap code still referenced.
-    new boost::dll::shared_library(std::move(library_));
+    std::lock_guard lock(kept_libraries_mutex);
+    kept_libraries->push_back(std::move(library_));
   }
 }
 

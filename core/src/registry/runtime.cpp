@@ -108,10 +108,10 @@ void Runtime::Impl::ensure_discovered() {
     // Options given in code win over the config's keys of the same name.
     for (const auto& [name, code_options] : options.backend_options) {
       PluginOptions& merged = policy.options[name];
-      for (const auto& [key, value] : code_options) {
-        auto same_key = [&](const auto& pair) { return pair.first == key; };
+      for (const auto& option : code_options) {
+        auto same_key = [&](const auto& pair) { return pair.first == option.first; };
         merged.erase(std::remove_if(merged.begin(), merged.end(), same_key), merged.end());
-        merged.emplace_back(key, value);
+        merged.push_back(option);
       }
     }
 
