@@ -128,11 +128,11 @@ int main() {
 EOF
 libdir_flag=-Wl,-rpath,$("${pkg_config[@]}" --variable=libdir backplane)
 # shellcheck disable=SC2046 # word splitting of pkg-config output is intended
-cc -std=c11 -Wall -Wextra -pedantic -Werror $("${pkg_config[@]}" --cflags backplane) "$work/list.c" -o "$work/list-c" \
-  $("${pkg_config[@]}" --libs backplane) "$libdir_flag"
+cc -std=c11 -Wall -Wextra -pedantic -Werror ${SANITIZER_FLAGS:-} $("${pkg_config[@]}" --cflags backplane) \
+  "$work/list.c" -o "$work/list-c" $("${pkg_config[@]}" --libs backplane) "$libdir_flag"
 # shellcheck disable=SC2046
-c++ -std=c++20 -Wall -Wextra -pedantic -Werror $("${pkg_config[@]}" --cflags backplane) "$work/list.cpp" \
-  -o "$work/list-cpp" $("${pkg_config[@]}" --libs backplane) "$libdir_flag"
+c++ -std=c++20 -Wall -Wextra -pedantic -Werror ${SANITIZER_FLAGS:-} $("${pkg_config[@]}" --cflags backplane) \
+  "$work/list.cpp" -o "$work/list-cpp" $("${pkg_config[@]}" --libs backplane) "$libdir_flag"
 for program in list-c list-cpp; do
   "$work/$program" >"$work/$program.out"
   grep -qx 'cpu available' "$work/$program.out" || fail "$program: $(cat "$work/$program.out")"

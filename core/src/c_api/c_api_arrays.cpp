@@ -39,10 +39,7 @@ static_assert(static_cast<int>(DType::kF6_E2M3) == BP_DTYPE_F6_E2M3);
 static_assert(static_cast<int>(DType::kF6_E3M2) == BP_DTYPE_F6_E3M2);
 static_assert(kAllDTypes.size() == BP_DTYPE_F6_E3M2, "a new DType needs its BP_DTYPE_ constant");
 
-// Live handles, so that a destroyed one is reported instead of dereferenced
-// (until its address is reused by a new handle: detection is best effort).
-std::mutex live_mutex;
-std::unordered_set<const bp_array*> live_arrays;
+LiveHandles<bp_array> live_arrays;
 
 void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
   if (given < expected) {
@@ -54,16 +51,12 @@ void check_struct_size(std::size_t given, std::size_t expected, const char* func
 }  // namespace
 
 bp_array* new_array_handle(Array array) {
-  auto handle = std::make_unique<bp_array>(bp_array{std::move(array)});
-  std::lock_guard lock(live_mutex);
-  live_arrays.insert(handle.get());
-  return handle.release();
+  return live_arrays.add(new bp_array{std::move(array)});
 }
 
 const Array& array_of(const bp_array* handle, const char* function) {
   require_non_null(handle, function, "array");
-  std::lock_guard lock(live_mutex);
-  if (live_arrays.count(handle) == 0) {
+  if (!live_arrays.contains(handle)) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: array is not a live handle (destroyed?)", function));
   }
   return handle->array;
@@ -125,11 +118,7 @@ bp_status bp_array_create(bp_runtime* runtime, const bp_device* device, bp_dtype
 }
 
 void bp_array_destroy(bp_array* array) {
-  if (array == nullptr) return;
-  {
-    std::lock_guard lock(live_mutex);
-    if (live_arrays.erase(array) == 0) return;  // destroyed twice: ignore, do not free again
-  }
+  if (!live_arrays.remove(array)) return;  // NULL, or destroyed twice: do not free again
   // The last reference may end a foreign owner (a DLPack deleter): outside the lock.
   delete array;
 }

@@ -8,8 +8,6 @@
 #include <vector>
 
 struct bp_device_info {
-  static constexpr std::uint32_t kAlive = 0x62706469;  // detects use after destroy, most of the time
-  std::uint32_t alive = kAlive;
   backplane::DeviceInfo info;
 };
 
@@ -28,7 +26,9 @@ struct PushedScope {
 };
 thread_local std::vector<PushedScope> pushed_scopes;
 
-bool is_live(const bp_device_info* info) { return info != nullptr && info->alive == bp_device_info::kAlive; }
+LiveHandles<bp_device_info> live_infos;
+
+bool is_live(const bp_device_info* info) { return live_infos.contains(info); }
 
 }  // namespace
 }  // namespace backplane::c_api
@@ -77,13 +77,12 @@ bp_status bp_device_info_create(bp_runtime* runtime, const bp_device* device, bp
     Device wanted = to_device(*device);
     Device resolved = cxx.resolve(wanted.selector());  // checks backend and ordinal with full messages
     auto devices = cxx.devices(resolved.backend);
-    *out = new bp_device_info{bp_device_info::kAlive, devices.at(static_cast<std::size_t>(resolved.ordinal))};
+    *out = live_infos.add(new bp_device_info{devices.at(static_cast<std::size_t>(resolved.ordinal))});
   });
 }
 
 void bp_device_info_destroy(bp_device_info* info) {
-  if (!is_live(info)) return;
-  info->alive = 0;
+  if (!live_infos.remove(info)) return;  // NULL, or destroyed twice
   delete info;
 }
 

@@ -6,7 +6,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_set>
 
 struct bp_runtime {
   backplane::Runtime* runtime;
@@ -20,15 +19,10 @@ namespace {
 
 thread_local std::string last_error;
 
-// Live handles, so that a destroyed one is reported instead of dereferenced.
-std::mutex live_mutex;
-std::unordered_set<const bp_runtime*> live_runtimes;
+LiveHandles<bp_runtime> live_runtimes;
 
 bp_runtime* register_runtime(Runtime* runtime, bool owned) {
-  auto* handle = new bp_runtime{runtime, owned, {}, {}};
-  std::lock_guard lock(live_mutex);
-  live_runtimes.insert(handle);
-  return handle;
+  return live_runtimes.add(new bp_runtime{runtime, owned, {}, {}});
 }
 
 }  // namespace
@@ -46,8 +40,7 @@ void require_non_null(const void* pointer, const char* function, const char* wha
 
 Runtime& runtime_of(bp_runtime* handle, const char* function) {
   require_non_null(handle, function, "runtime");
-  std::lock_guard lock(live_mutex);
-  if (live_runtimes.count(handle) == 0) {
+  if (!live_runtimes.contains(handle)) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: runtime is not a live handle (destroyed?)", function));
   }
   return *handle->runtime;
@@ -121,11 +114,9 @@ bp_status bp_runtime_default(bp_runtime** out) {
 }
 
 void bp_runtime_destroy(bp_runtime* runtime) {
-  if (runtime == nullptr || !runtime->owned) return;
-  {
-    std::lock_guard lock(live_mutex);
-    if (live_runtimes.erase(runtime) == 0) return;  // destroyed twice: ignore, do not free again
-  }
+  // Liveness first: a destroyed handle must not even be read.
+  if (!live_runtimes.contains(runtime) || !runtime->owned) return;
+  if (!live_runtimes.remove(runtime)) return;  // another thread destroyed it meanwhile
   delete runtime->runtime;
   delete runtime;
 }

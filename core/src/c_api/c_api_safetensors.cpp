@@ -25,18 +25,12 @@ MetadataEntries entries_of(const std::optional<backplane::safetensors::Metadata>
 
 }  // namespace
 
-// Both handles carry a magic field: their addresses are not registered, and a
-// destroyed one is detected most of the time (as bp_device_info).
 struct bp_safetensors_header {
-  static constexpr std::uint32_t kAlive = 0x62707368;
-  std::uint32_t alive = kAlive;
   backplane::safetensors::Header header;
   MetadataEntries metadata;  // indexable copy of header.metadata
 };
 
 struct bp_tensor_map {
-  static constexpr std::uint32_t kAlive = 0x6270746d;
-  std::uint32_t alive = kAlive;
   std::vector<std::pair<std::string, backplane::Array>> tensors;  // bytewise name order
   MetadataEntries metadata;
 };
@@ -44,15 +38,18 @@ struct bp_tensor_map {
 namespace backplane::c_api {
 namespace {
 
+LiveHandles<bp_safetensors_header> live_headers;
+LiveHandles<bp_tensor_map> live_maps;
+
 const bp_safetensors_header& header_of(const bp_safetensors_header* header, const char* function) {
-  if (header == nullptr || header->alive != bp_safetensors_header::kAlive) {
+  if (!live_headers.contains(header)) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: header is NULL or destroyed", function));
   }
   return *header;
 }
 
 const bp_tensor_map& map_of(const bp_tensor_map* map, const char* function) {
-  if (map == nullptr || map->alive != bp_tensor_map::kAlive) {
+  if (!live_maps.contains(map)) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: map is NULL or destroyed", function));
   }
   return *map;
@@ -98,13 +95,12 @@ bp_status bp_safetensors_inspect(const char* path, bp_safetensors_header** out) 
     auto handle = std::make_unique<bp_safetensors_header>();
     handle->header = safetensors::read_header(path);
     handle->metadata = entries_of(handle->header.metadata);
-    *out = handle.release();
+    *out = live_headers.add(handle.release());
   });
 }
 
 void bp_safetensors_header_destroy(bp_safetensors_header* header) {
-  if (header == nullptr || header->alive != bp_safetensors_header::kAlive) return;
-  header->alive = 0;
+  if (!live_headers.remove(header)) return;  // NULL, or destroyed twice
   delete header;
 }
 
@@ -193,13 +189,12 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
     auto map = std::make_unique<bp_tensor_map>();
     map->tensors.assign(std::make_move_iterator(loaded.tensors.begin()), std::make_move_iterator(loaded.tensors.end()));
     map->metadata = entries_of(loaded.metadata);
-    *out = map.release();
+    *out = live_maps.add(map.release());
   });
 }
 
 void bp_tensor_map_destroy(bp_tensor_map* map) {
-  if (map == nullptr || map->alive != bp_tensor_map::kAlive) return;
-  map->alive = 0;
+  if (!live_maps.remove(map)) return;  // NULL, or destroyed twice
   delete map;
 }
 

@@ -6,8 +6,10 @@
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 namespace backplane::c_api {
 
@@ -34,6 +36,33 @@ bp_status guarded(Body&& body) noexcept {
     return BP_STATUS_INTERNAL;
   }
 }
+
+// The live handles of one type. A destroyed (or foreign) handle is reported
+// by address instead of being dereferenced: reading a freed handle to check a
+// magic field would itself be a use after free. Detection is best effort
+// once an address is reused by a new handle.
+template <class Handle>
+class LiveHandles {
+ public:
+  Handle* add(Handle* handle) {
+    std::lock_guard lock(mutex_);
+    handles_.insert(handle);
+    return handle;
+  }
+  // False when the handle was not live (destroyed twice, or never ours).
+  bool remove(const Handle* handle) {
+    std::lock_guard lock(mutex_);
+    return handles_.erase(handle) != 0;
+  }
+  bool contains(const Handle* handle) const {
+    std::lock_guard lock(mutex_);
+    return handle != nullptr && handles_.count(handle) != 0;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<const Handle*> handles_;
+};
 
 // Throws Error(kInvalidArgument, "<function>: <what> is NULL") when pointer is NULL.
 void require_non_null(const void* pointer, const char* function, const char* what);
