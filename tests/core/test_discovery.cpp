@@ -114,6 +114,16 @@ TEST_CASE("[discovery] each plugin file gets exactly one entry") {
   CHECK(files.size() == on_disk);
 }
 
+TEST_CASE("[discovery] listing all devices first thing discovers the backends") {
+  auto options = isolated({kPluginDir});
+  options.backend_options["cpu"] = {{"devices", "2"}};
+  Runtime runtime(options);
+  auto devices = runtime.devices();  // the first call on this runtime
+  REQUIRE(devices.size() >= 2);
+  CHECK(devices[0].selector() == "cpu:0");
+  CHECK(devices[1].selector() == "cpu:1");
+}
+
 TEST_CASE("[discovery] asking about a backend that does not exist is a value, not an error") {
   Runtime runtime(isolated({kPluginDir}));
   CHECK(runtime.find_backend("cuda_nonexistent") == nullptr);

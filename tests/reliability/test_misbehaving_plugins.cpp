@@ -16,19 +16,12 @@ namespace {
 
 const std::filesystem::path kMisbehavingDir = BP_TEST_MISBEHAVING_DIR;
 
-// Sets a process environment variable for one test case. Only used while the
-// test's own thread is the only one reading the environment.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedVariable() { ::unsetenv(name_); }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  const char* name_;
-};
-
+// The runtime reads BACKPLANE_PROBE_TIMEOUT_MS from its own environment, like
+// every BACKPLANE_* variable: tests set it there, not in the process.
+Runtime::Options with_timeout(Runtime::Options options, const char* milliseconds) {
+  (*options.environment)["BACKPLANE_PROBE_TIMEOUT_MS"] = milliseconds;
+  return options;
+}
 Runtime::Options with_plugin(const std::string& file, Pairs options = {}) {
   Runtime::Options runtime_options = placement_options();
   runtime_options.plugin_paths.insert(runtime_options.plugin_paths.begin(), kMisbehavingDir / file);
@@ -48,10 +41,9 @@ void check_others_work(Runtime& runtime) {
 }  // namespace
 
 TEST_CASE("[reliability] a probe that hangs past BACKPLANE_PROBE_TIMEOUT_MS fails with a clear reason") {
-  ScopedVariable timeout("BACKPLANE_PROBE_TIMEOUT_MS", "300");
   for (int runtime_number = 0; runtime_number < 2; ++runtime_number) {  // a second runtime gives up the same way
     CAPTURE(runtime_number);
-    Runtime runtime(with_plugin("backplane-hang_probe.so"));
+    Runtime runtime(with_timeout(with_plugin("backplane-hang_probe.so"), "300"));
     const BackendInfo* hung = runtime.find_backend("hang_probe");
     REQUIRE(hung != nullptr);
     CHECK(hung->status == BackendStatus::kFailed);
@@ -65,8 +57,7 @@ TEST_CASE("[reliability] a probe that hangs past BACKPLANE_PROBE_TIMEOUT_MS fail
 TEST_CASE("[reliability] BACKPLANE_PROBE_TIMEOUT_MS=0 probes without a deadline; a bad value keeps the default") {
   for (const char* value : {"0", "soon", "-5", "99999999999"}) {
     CAPTURE(value);
-    ScopedVariable timeout("BACKPLANE_PROBE_TIMEOUT_MS", value);
-    Runtime runtime(placement_options());
+    Runtime runtime(with_timeout(placement_options(), value));
     check_others_work(runtime);
   }
 }

@@ -73,6 +73,25 @@ TEST_CASE("[safetensors] a cpu load is a zero-copy view of one read-only mapping
   CHECK_FALSE(is_mapped(std::filesystem::canonical(file.path)));  // unmapped with the last array
 }
 
+TEST_CASE("[safetensors] a consumer writing into a cpu-loaded tensor changes neither the file nor crashes") {
+  // DLPack consumers such as PyTorch cannot be told memory is read-only: the
+  // mapping is copy-on-write, so a write stays private to this process.
+  Runtime runtime(placement_options());
+  TempDir dir;
+  SmallFile file(dir);
+  {
+    st::Loaded loaded = st::load(runtime, file.path, kCpu0);
+    auto* bytes = static_cast<std::uint8_t*>(const_cast<void*>(loaded.tensors.at("tokens").host_data()));
+    const auto changed = static_cast<std::uint8_t>(file.tokens[0] + 1);
+    bytes[0] = changed;
+    // The array sees its own write (little-endian U16: low byte first).
+    const auto expected = static_cast<std::uint16_t>(changed | (file.tokens[1] << 8));
+    CHECK(loaded.tensors.at("tokens").to_vector<std::uint16_t>()[0] == expected);
+  }
+  st::Loaded again = st::load(runtime, file.path, kCpu0);
+  CHECK(std::memcmp(again.tensors.at("tokens").host_data(), file.tokens.data(), file.tokens.size()) == 0);
+}
+
 TEST_CASE("[safetensors] loading a 1 GiB file onto the cpu reads none of its tensor data") {
   Runtime runtime(placement_options());
   TempDir dir;

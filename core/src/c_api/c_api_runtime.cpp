@@ -114,9 +114,9 @@ bp_status bp_runtime_default(bp_runtime** out) {
 }
 
 void bp_runtime_destroy(bp_runtime* runtime) {
-  // Liveness first: a destroyed handle must not even be read.
-  if (!live_runtimes.contains(runtime) || !runtime->owned) return;
-  if (!live_runtimes.remove(runtime)) return;  // another thread destroyed it meanwhile
+  // Liveness first (a destroyed handle must not even be read), and the
+  // process default is never destroyed.
+  if (!live_runtimes.remove_if(runtime, [](const bp_runtime& handle) { return handle.owned; })) return;
   delete runtime->runtime;
   delete runtime;
 }

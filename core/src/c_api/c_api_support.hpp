@@ -54,6 +54,15 @@ class LiveHandles {
     std::lock_guard lock(mutex_);
     return handles_.erase(handle) != 0;
   }
+  // Removes the handle only when it is live and `predicate(*handle)` holds,
+  // both under one lock (no check-then-act race between two destroyers).
+  template <class Predicate>
+  bool remove_if(Handle* handle, Predicate&& predicate) {
+    std::lock_guard lock(mutex_);
+    if (handle == nullptr || handles_.count(handle) == 0 || !predicate(*handle)) return false;
+    handles_.erase(handle);
+    return true;
+  }
   bool contains(const Handle* handle) const {
     std::lock_guard lock(mutex_);
     return handle != nullptr && handles_.count(handle) != 0;

@@ -43,7 +43,14 @@ std::string PluginLibrary::version() const {
   return {api_->version, api_->version_size};
 }
 
-std::optional<std::string> unsafe_permissions(const std::filesystem::path& file) {
+std::optional<std::string> unsafe_permissions(const std::filesystem::path& given) {
+  // Check the path as named (its directory may be the working directory) and,
+  // for a symlink, where it leads: either directory could be swapped.
+  std::error_code error;
+  const std::filesystem::path file = std::filesystem::absolute(given, error);
+  if (auto target = std::filesystem::canonical(file, error); !error && target != file) {
+    if (auto unsafe = unsafe_permissions(target)) return unsafe;
+  }
   if (world_writable(file)) {
     return fmt::format("refused: {} is world-writable (anyone could replace it); run chmod o-w",
                        file.string());

@@ -11,6 +11,9 @@ namespace backplane {
 namespace {
 
 constexpr std::size_t kVersionFieldsEnd = offsetof(BP_PluginApi, abi_minor) + sizeof(uint32_t);
+// The size of a 1.0 table: a plugin built against 1.0 stays valid when later
+// minors append fields (which the core reads only with BP_STRUCT_HAS_FIELD).
+constexpr std::size_t kTableSize_1_0 = offsetof(BP_PluginApi, convert_integers) + sizeof(void*);
 
 // The calls every 1.x plugin must provide, by name for the error message.
 std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) {
@@ -63,11 +66,11 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
                         fmt::format("plugin speaks ABI {}, this core speaks {}.x",
                                     abi_version_string(*table), BP_ABI_MAJOR)};
   }
-  if (table->struct_size < sizeof(BP_PluginApi)) {
+  if (table->struct_size < kTableSize_1_0) {
     return TableProblem{
         BackendStatus::kFailed,
         fmt::format("bad table: struct_size {} is smaller than ABI {}.0's table ({} bytes)",
-                    table->struct_size, BP_ABI_MAJOR, sizeof(BP_PluginApi))};
+                    table->struct_size, BP_ABI_MAJOR, kTableSize_1_0)};
   }
   if (table->name == nullptr || table->name_size == 0) {
     return TableProblem{BackendStatus::kFailed, "bad table: the backend name is empty"};

@@ -8,7 +8,15 @@ TransferExecutor::~TransferExecutor() {
     stopping_ = true;
   }
   wake_.notify_all();
-  for (auto& thread : threads_) thread.join();
+  for (auto& thread : threads_) {
+    // The last owner may let go on a transfer thread (a progress callback that
+    // drops the runtime): that thread cannot join itself; it ends on return.
+    if (thread.get_id() == std::this_thread::get_id()) {
+      thread.detach();
+    } else {
+      thread.join();
+    }
+  }
 }
 
 void TransferExecutor::submit(std::function<void()> job) {

@@ -1,7 +1,6 @@
 #include "registry/discovery.hpp"
 
 #include "loader/plugin_library.hpp"
-#include "util/environment.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -86,8 +85,7 @@ std::optional<std::string> disabled_reason(std::string_view name, const Discover
 constexpr std::uint32_t kDefaultProbeTimeoutMs = 10000;
 constexpr std::uint32_t kMaxProbeTimeoutMs = 3600 * 1000;
 
-std::uint32_t probe_timeout_ms() {
-  auto text = Environment::process().get("BACKPLANE_PROBE_TIMEOUT_MS");
+std::uint32_t probe_timeout_ms(const std::optional<std::string>& text) {
   if (!text || text->empty()) return kDefaultProbeTimeoutMs;
   std::uint32_t value = 0;
   auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
@@ -273,7 +271,7 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
                                         const DiscoveryPolicy& policy) {
   std::vector<DiscoveredBackend> found;
   std::map<std::string, std::filesystem::path, std::less<>> seen;  // name -> first file
-  const std::uint32_t timeout_ms = probe_timeout_ms();
+  const std::uint32_t timeout_ms = probe_timeout_ms(policy.probe_timeout);
   for (const auto& candidate : list_candidates(search_path)) {
     if (!candidate.name.empty()) {
       if (auto earlier = seen.find(candidate.name); earlier != seen.end()) {

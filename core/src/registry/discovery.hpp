@@ -22,6 +22,8 @@ struct DiscoveryPolicy {
   std::map<std::string, std::string, std::less<>> disabled;
   std::map<std::string, PluginOptions, std::less<>> options;
   std::map<std::string, int, std::less<>> priorities;
+  // BACKPLANE_PROBE_TIMEOUT_MS as the runtime reads it (unset: the default).
+  std::optional<std::string> probe_timeout;
 };
 
 struct DiscoveredBackend {

@@ -97,6 +97,7 @@ void Runtime::Impl::ensure_discovered() {
       backend_order_source = fmt::format("'backends' in {}", config_name);
     }
     policy.allowed = backend_order;
+    policy.probe_timeout = environment.get("BACKPLANE_PROBE_TIMEOUT_MS");
     policy.allowed_source = backend_order_source;
     for (const auto& [name, backend] : config.backend) {
       if (backend.enabled == false) {
@@ -216,6 +217,7 @@ std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
 }
 
 std::vector<DeviceInfo> Runtime::devices() const {
+  impl_->ensure_discovered();
   std::vector<DeviceInfo> all;
   for (const DiscoveredBackend* backend : impl_->preference_order()) {
     if (!backend->backend) continue;

@@ -37,13 +37,17 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   file->header_ = file->read_header();
   if (!map) return file;
 
-  // MAP_SHARED, read-only: the page cache is the array memory, so nothing is
-  // copied and processes loading the same file share it. Mapped after the
+  // MAP_PRIVATE over the page cache: nothing is copied and processes loading
+  // the same file share its pages, yet a consumer that writes (PyTorch through
+  // DLPack, which cannot be told memory is read-only) gets a private copy of
+  // that page instead of a SIGSEGV; the file never changes. MAP_NORESERVE: a
+  // 19 GiB file must not be charged against swap for pages never written. Mapped after the
   // header is read (with pread, not through the mapping): loading touches no
   // page of the mapping at all. No madvise: the access pattern belongs to the
   // caller (random windows over a token file, or one pass over weights), and
   // the kernel's default read-around suits both.
-  void* base = ::mmap(nullptr, static_cast<std::size_t>(file->size_), PROT_READ, MAP_SHARED, file->fd_, 0);
+  void* base = ::mmap(nullptr, static_cast<std::size_t>(file->size_), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_NORESERVE, file->fd_, 0);
   if (base == MAP_FAILED) {
     const int error = errno;
     throw Error(error == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kIo,

@@ -1,0 +1,83 @@
+// The loader's table checks: what makes a table usable, and that a plugin of
+// another 1.x minor is not refused for its table size.
+#include "loader/table_validation.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+using backplane::BackendStatus;
+using backplane::validate_table;
+
+namespace {
+
+BP_Error* unused_call(void*) { return nullptr; }
+
+// A complete 1.0 table named "ok"; every call is a placeholder never called.
+BP_PluginApi complete_table() {
+  BP_PluginApi table;
+  std::memset(&table, 0, sizeof(table));
+  table.struct_size = sizeof(table);
+  table.abi_major = BP_ABI_MAJOR;
+  table.abi_minor = BP_ABI_MINOR;
+  table.name = "ok";
+  table.name_size = 2;
+  // Every function pointer field (all of them lie between backend_create and
+  // convert_integers) gets a non-NULL placeholder.
+  auto* first = reinterpret_cast<unsigned char*>(&table.backend_create);
+  auto* last = reinterpret_cast<unsigned char*>(&table.convert_integers);
+  auto placeholder = reinterpret_cast<void (*)()>(&unused_call);
+  for (unsigned char* field = first; field <= last; field += sizeof(placeholder)) {
+    std::memcpy(field, &placeholder, sizeof(placeholder));
+  }
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("[table] a complete 1.0 table is accepted") {
+  BP_PluginApi table = complete_table();
+  CHECK_FALSE(validate_table(&table, "ok").has_value());
+}
+
+TEST_CASE("[table] a table from a newer 1.x minor (a larger struct) is accepted") {
+  struct Newer {
+    BP_PluginApi api;
+    void* appended_in_a_later_minor;
+  } newer{complete_table(), nullptr};
+  newer.api.struct_size = sizeof(Newer);
+  newer.api.abi_minor = BP_ABI_MINOR + 3;
+  CHECK_FALSE(validate_table(&newer.api, "ok").has_value());
+}
+
+TEST_CASE("[table] a table shorter than 1.0's is refused, naming both sizes") {
+  BP_PluginApi table = complete_table();
+  table.struct_size = offsetof(BP_PluginApi, convert_integers);
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->status == BackendStatus::kFailed);
+  CHECK(problem->reason == "bad table: struct_size " + std::to_string(table.struct_size) +
+                               " is smaller than ABI 1.0's table (" + std::to_string(sizeof(BP_PluginApi)) +
+                               " bytes)");
+}
+
+TEST_CASE("[table] another major is incompatible, naming both versions") {
+  BP_PluginApi table = complete_table();
+  table.abi_major = 3;
+  table.abi_minor = 1;
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->status == BackendStatus::kIncompatible);
+  CHECK(problem->reason == "plugin speaks ABI 3.1, this core speaks 1.x");
+}
+
+TEST_CASE("[table] a claimed capability needs its call") {
+  BP_PluginApi table = complete_table();
+  table.capabilities = BP_CAPABILITY_CONVERT_INTEGERS;
+  table.convert_integers = nullptr;
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->reason.find("convert_integers (the table claims BP_CAPABILITY_CONVERT_INTEGERS)") !=
+        std::string::npos);
+}
