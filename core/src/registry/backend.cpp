@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-
 namespace backplane {
 namespace {
 
@@ -89,8 +88,7 @@ DeviceInfo Backend::device_info(int ordinal) {
   args.backend = handle_;
   args.ordinal = ordinal;
   throw_if_error(api().device_info(&args), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
-  if ((args.name == nullptr && args.name_size != 0) ||
-      (args.attributes == nullptr && args.attribute_count != 0)) {
+  if ((args.name == nullptr && args.name_size != 0) || (args.attributes == nullptr && args.attribute_count != 0)) {
     throw Error(ErrorCode::kPlugin,
                 fmt::format("{}:{}: device_info returned NULL with a non-zero size", name(), ordinal));
   }
@@ -146,7 +144,8 @@ Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint
   args.kind = kind;
   args.size = size;
   const char* what = kind == BP_MEMORY_PINNED_HOST ? "pinned host memory_allocate" : "memory_allocate";
-  throw_if_error(api().memory_allocate(&args), [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
+  throw_if_error(api().memory_allocate(&args),
+                 [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
   if (args.buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
   }
@@ -173,7 +172,8 @@ void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t 
   args.destination_offset = offset;
   args.source = source;
   args.size = size;
-  throw_if_error(api().copy_to_device(&args), [&] { return fmt::format("{}:{}: copy_to_device of {} bytes", name(), ordinal, size); });
+  throw_if_error(api().copy_to_device(&args),
+                 [&] { return fmt::format("{}:{}: copy_to_device of {} bytes", name(), ordinal, size); });
 }
 
 void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
@@ -184,11 +184,12 @@ void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset,
   args.source_offset = offset;
   args.destination = destination;
   args.size = size;
-  throw_if_error(api().copy_to_host(&args), [&] { return fmt::format("{}:{}: copy_to_host of {} bytes", name(), ordinal, size); });
+  throw_if_error(api().copy_to_host(&args),
+                 [&] { return fmt::format("{}:{}: copy_to_host of {} bytes", name(), ordinal, size); });
 }
 
-void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
-                                    BP_Buffer* destination, std::uint64_t destination_offset, std::uint64_t size) {
+void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
+                                    std::uint64_t destination_offset, std::uint64_t size) {
   note_device_use();
   auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle_);
   args.source = source;
@@ -196,18 +197,20 @@ void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_
   args.destination = destination;
   args.destination_offset = destination_offset;
   args.size = size;
-  throw_if_error(api().copy_device_to_device(&args), [&] { return fmt::format("{}:{}: copy_device_to_device of {} bytes", name(), ordinal, size); });
+  throw_if_error(api().copy_device_to_device(&args),
+                 [&] { return fmt::format("{}:{}: copy_device_to_device of {} bytes", name(), ordinal, size); });
 }
 
-BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset,
-                                        const void* source, std::uint64_t size) {
+BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size) {
   note_device_use();
   auto args = make_args<BP_CopyToDeviceArgs>(handle_);
   args.destination = destination;
   args.destination_offset = offset;
   args.source = source;
   args.size = size;
-  throw_if_error(api().copy_to_device_async(&args), [&] { return fmt::format("{}:{}: copy_to_device_async of {} bytes", name(), ordinal, size); });
+  throw_if_error(api().copy_to_device_async(&args),
+                 [&] { return fmt::format("{}:{}: copy_to_device_async of {} bytes", name(), ordinal, size); });
   return require_event(args.event, name(), ordinal, "copy_to_device_async");
 }
 
@@ -219,7 +222,8 @@ BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint6
   args.source_offset = offset;
   args.destination = destination;
   args.size = size;
-  throw_if_error(api().copy_to_host_async(&args), [&] { return fmt::format("{}:{}: copy_to_host_async of {} bytes", name(), ordinal, size); });
+  throw_if_error(api().copy_to_host_async(&args),
+                 [&] { return fmt::format("{}:{}: copy_to_host_async of {} bytes", name(), ordinal, size); });
   return require_event(args.event, name(), ordinal, "copy_to_host_async");
 }
 
@@ -233,7 +237,8 @@ BP_Event* Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, s
   args.destination = destination;
   args.destination_offset = destination_offset;
   args.size = size;
-  throw_if_error(api().copy_device_to_device_async(&args), [&] { return fmt::format("{}:{}: copy_device_to_device_async of {} bytes", name(), ordinal, size); });
+  throw_if_error(api().copy_device_to_device_async(&args),
+                 [&] { return fmt::format("{}:{}: copy_device_to_device_async of {} bytes", name(), ordinal, size); });
   return require_event(args.event, name(), ordinal, "copy_device_to_device_async");
 }
 
@@ -253,7 +258,8 @@ BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_
   args.destination_offset = destination_offset;
   args.destination_type = destination_type;
   args.count = count;
-  throw_if_error(api().convert_integers(&args), [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
+  throw_if_error(api().convert_integers(&args),
+                 [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
   return require_event(args.event, name(), ordinal, "convert_integers");
 }
 
