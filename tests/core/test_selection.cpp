@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <barrier>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -301,4 +303,20 @@ TEST_CASE("[selection] the automatic choice records what it passed over") {
     // The simulated plugin may refuse zero devices; then it failed, and says so.
     CHECK(contains(chosen.fallback_note, "sim (failed"));
   }
+}
+
+TEST_CASE("[selection] a scope still open on a destroyed runtime does not leak into a later runtime") {
+  // Scopes are keyed by a unique runtime id: a new runtime may well be
+  // allocated where the old one was.
+  std::optional<DefaultDeviceScope> scope;
+  {
+    auto first = std::make_unique<Runtime>(test_options());
+    scope.emplace(*first, "cpu:3");
+  }
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    Runtime later(test_options());
+    CHECK(later.default_device().source == DeviceSource::kAutomatic);
+    CHECK_FALSE(later.current_scoped_device().has_value());
+  }
+  scope.reset();
 }

@@ -8,6 +8,8 @@
 #include <backplane/backplane.hpp>
 
 #include <memory>
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -35,6 +37,8 @@ struct Runtime::Impl {
   // "cpu (available), cuda (unavailable: no NVIDIA driver)".
   std::string describe_backends() const;
 
+  // Unique for the life of the process (thread-local scopes are keyed by it).
+  const std::uint64_t id = next_id();
   Options options;
   Environment environment;
 
@@ -58,6 +62,10 @@ struct Runtime::Impl {
   std::once_flag placement_once;
 
  private:
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
   std::once_flag discovered_once_;
 };
 

@@ -12,9 +12,10 @@ namespace backplane {
 namespace {
 
 // The thread's scoped overrides, innermost last. Each entry is tagged with
-// its runtime so that independent runtimes do not see each other's scopes.
+// its runtime's id (not its address, which a later runtime may reuse) so that
+// independent runtimes never see each other's scopes.
 struct ScopedOverride {
-  const Runtime::Impl* runtime;
+  std::uint64_t runtime_id;
   Device device;
 };
 thread_local std::vector<ScopedOverride> scoped_overrides;
@@ -71,7 +72,7 @@ Device Runtime::resolve(std::string_view selector) const {
 
 std::optional<Device> Runtime::current_scoped_device() const {
   for (auto entry = scoped_overrides.rbegin(); entry != scoped_overrides.rend(); ++entry) {
-    if (entry->runtime == impl_.get()) return entry->device;
+    if (entry->runtime_id == impl_->id) return entry->device;
   }
   return std::nullopt;
 }
@@ -146,13 +147,13 @@ DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::string_view 
     : DefaultDeviceScope(runtime, runtime.resolve(selector)) {}
 
 DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, Device device) {
-  scoped_overrides.push_back({&runtime.impl(), std::move(device)});
+  scoped_overrides.push_back({runtime.impl().id, std::move(device)});
   pushed_ = true;
 }
 
 DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::optional<Device> captured) {
   if (captured) {
-    scoped_overrides.push_back({&runtime.impl(), std::move(*captured)});
+    scoped_overrides.push_back({runtime.impl().id, std::move(*captured)});
     pushed_ = true;
   }
 }
