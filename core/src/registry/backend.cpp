@@ -164,66 +164,82 @@ void Backend::free(BP_Buffer* buffer) noexcept {
   }
 }
 
-void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
-                             std::uint64_t size) {
-  note_device_use();
-  auto args = make_args<BP_CopyToDeviceArgs>(handle_);
+namespace {
+
+// The error context of a copy, formatted only if the copy fails.
+auto copy_context(std::string_view backend, int ordinal, const char* call, std::uint64_t size) {
+  return [=] { return fmt::format("{}:{}: {} of {} bytes", backend, ordinal, call, size); };
+}
+
+// The args of each copy kind, shared by its synchronous and asynchronous call.
+BP_CopyToDeviceArgs to_device_args(BP_Backend* handle, BP_Buffer* destination, std::uint64_t offset, const void* source,
+                                   std::uint64_t size) {
+  auto args = make_args<BP_CopyToDeviceArgs>(handle);
   args.destination = destination;
   args.destination_offset = offset;
   args.source = source;
   args.size = size;
-  throw_if_error(api().copy_to_device(&args),
-                 [&] { return fmt::format("{}:{}: copy_to_device of {} bytes", name(), ordinal, size); });
+  return args;
 }
 
-void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
-                           std::uint64_t size) {
-  note_device_use();
-  auto args = make_args<BP_CopyToHostArgs>(handle_);
+BP_CopyToHostArgs to_host_args(BP_Backend* handle, BP_Buffer* source, std::uint64_t offset, void* destination,
+                               std::uint64_t size) {
+  auto args = make_args<BP_CopyToHostArgs>(handle);
   args.source = source;
   args.source_offset = offset;
   args.destination = destination;
   args.size = size;
-  throw_if_error(api().copy_to_host(&args),
-                 [&] { return fmt::format("{}:{}: copy_to_host of {} bytes", name(), ordinal, size); });
+  return args;
 }
 
-void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
-                                    std::uint64_t destination_offset, std::uint64_t size) {
-  note_device_use();
-  auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle_);
+BP_CopyDeviceToDeviceArgs device_to_device_args(BP_Backend* handle, BP_Buffer* source, std::uint64_t source_offset,
+                                                BP_Buffer* destination, std::uint64_t destination_offset,
+                                                std::uint64_t size) {
+  auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle);
   args.source = source;
   args.source_offset = source_offset;
   args.destination = destination;
   args.destination_offset = destination_offset;
   args.size = size;
-  throw_if_error(api().copy_device_to_device(&args),
-                 [&] { return fmt::format("{}:{}: copy_device_to_device of {} bytes", name(), ordinal, size); });
+  return args;
+}
+
+}  // namespace
+
+void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+                             std::uint64_t size) {
+  note_device_use();
+  auto args = to_device_args(handle_, destination, offset, source, size);
+  throw_if_error(api().copy_to_device(&args), copy_context(name(), ordinal, "copy_to_device", size));
+}
+
+void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
+                           std::uint64_t size) {
+  note_device_use();
+  auto args = to_host_args(handle_, source, offset, destination, size);
+  throw_if_error(api().copy_to_host(&args), copy_context(name(), ordinal, "copy_to_host", size));
+}
+
+void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
+                                    std::uint64_t destination_offset, std::uint64_t size) {
+  note_device_use();
+  auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
+  throw_if_error(api().copy_device_to_device(&args), copy_context(name(), ordinal, "copy_device_to_device", size));
 }
 
 BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size) {
   note_device_use();
-  auto args = make_args<BP_CopyToDeviceArgs>(handle_);
-  args.destination = destination;
-  args.destination_offset = offset;
-  args.source = source;
-  args.size = size;
-  throw_if_error(api().copy_to_device_async(&args),
-                 [&] { return fmt::format("{}:{}: copy_to_device_async of {} bytes", name(), ordinal, size); });
+  auto args = to_device_args(handle_, destination, offset, source, size);
+  throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
   return require_event(args.event, name(), ordinal, "copy_to_device_async");
 }
 
 BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                                       std::uint64_t size) {
   note_device_use();
-  auto args = make_args<BP_CopyToHostArgs>(handle_);
-  args.source = source;
-  args.source_offset = offset;
-  args.destination = destination;
-  args.size = size;
-  throw_if_error(api().copy_to_host_async(&args),
-                 [&] { return fmt::format("{}:{}: copy_to_host_async of {} bytes", name(), ordinal, size); });
+  auto args = to_host_args(handle_, source, offset, destination, size);
+  throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
   return require_event(args.event, name(), ordinal, "copy_to_host_async");
 }
 
@@ -231,14 +247,9 @@ BP_Event* Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, s
                                                BP_Buffer* destination, std::uint64_t destination_offset,
                                                std::uint64_t size) {
   note_device_use();
-  auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle_);
-  args.source = source;
-  args.source_offset = source_offset;
-  args.destination = destination;
-  args.destination_offset = destination_offset;
-  args.size = size;
+  auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
   throw_if_error(api().copy_device_to_device_async(&args),
-                 [&] { return fmt::format("{}:{}: copy_device_to_device_async of {} bytes", name(), ordinal, size); });
+                 copy_context(name(), ordinal, "copy_device_to_device_async", size));
   return require_event(args.event, name(), ordinal, "copy_device_to_device_async");
 }
 
