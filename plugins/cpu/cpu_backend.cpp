@@ -151,10 +151,11 @@ void check_host_pointer(const char* call, const char* role, const void* pointer,
 // ------------------------------------------------------------ the state --
 
 struct CpuBuffer {
-  void* data = nullptr;  // aligned host memory, never NULL (size 0 gets kAlignment bytes)
+  void* data = nullptr;  // aligned host memory (size 0 gets kAlignment bytes); NULL only when wrapped with size 0
   std::uint64_t size = 0;
   std::int32_t ordinal = 0;
   BP_MemoryKind kind = BP_MEMORY_DEVICE;
+  bool owned = true;  // false for memory_wrap: the caller's memory, never freed here
 };
 
 struct FreeAligned {
@@ -253,6 +254,25 @@ class CpuBackend {
     return handle;
   }
 
+  // Any host memory is memory of every cpu device; nothing more to check.
+  BP_Buffer* wrap(std::int32_t ordinal, void* address, std::uint64_t size) {
+    check_ordinal("memory_wrap", ordinal);
+    if (address == nullptr && size != 0) {
+      throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                    "memory_wrap: address is NULL for " + std::to_string(size) + " bytes on cpu:" +
+                        std::to_string(ordinal));
+    }
+    if (address != nullptr && size > UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(address)) {
+      throw Failure(BP_ERROR_OUT_OF_RANGE, "memory_wrap: " + std::to_string(size) +
+                                               " bytes from the address run past the end of the address space");
+    }
+    auto buffer = std::make_unique<CpuBuffer>(CpuBuffer{address, size, ordinal, BP_MEMORY_DEVICE, false});
+    auto* handle = reinterpret_cast<BP_Buffer*>(buffer.get());
+    const std::lock_guard lock(mutex_);
+    buffers_.emplace(handle, std::move(buffer));
+    return handle;
+  }
+
   void free(BP_Buffer* handle) {
     if (handle == nullptr) return;
     std::unique_ptr<CpuBuffer> buffer;
@@ -267,7 +287,7 @@ class CpuBackend {
       buffer = std::move(found->second);
       buffers_.erase(found);
     }
-    std::free(buffer->data);
+    if (buffer->owned) std::free(buffer->data);
   }
 
   // A snapshot of a live buffer; the caller must keep it alive while copying.
@@ -479,6 +499,14 @@ BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept {
     void* address = nullptr;
     args->buffer = backend.allocate(args->ordinal, args->kind, args->size, &address);
     args->address = address;
+    return nullptr;
+  });
+}
+
+BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept {
+  return guarded([&]() -> BP_Error* {
+    require_args(args, "memory_wrap");
+    args->buffer = backend_of(args->backend, "memory_wrap").wrap(args->ordinal, args->address, args->size);
     return nullptr;
   });
 }

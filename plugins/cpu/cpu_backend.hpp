@@ -1,9 +1,11 @@
 // The CPU backend: device memory is ordinary host memory.
 //
-// Implements (ABI 1.0):
+// Implements (ABI 1.1):
 //   backend_create/destroy, probe, device_count, device_info,
 //   memory_allocate/free (BP_MEMORY_DEVICE and BP_MEMORY_PINNED_HOST, both
 //     plain host memory aligned to kAlignment bytes; size 0 is valid),
+//   memory_wrap (any host memory, on any cpu device; memory_free releases the
+//     handle only),
 //   copy_to_device, copy_to_host, copy_device_to_device (memcpy/memmove with
 //     bounds checks),
 //   the three async copies (run inline and return an already-completed event,
@@ -34,7 +36,7 @@ namespace backplane::cpu {
 inline constexpr char kBackendName[] = "cpu";
 inline constexpr std::int32_t kPriority = 10;
 inline constexpr BP_Capabilities kCapabilities =
-    BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST;
+    BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_WRAP_MEMORY;
 // Every buffer's address is a multiple of this (a cache line; enough for AVX-512).
 inline constexpr std::size_t kAlignment = 64;
 inline constexpr std::int32_t kMaxDevices = 64;
@@ -47,6 +49,7 @@ BP_Error* device_count(BP_DeviceCountArgs* args) noexcept;
 BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept;
 BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept;
 BP_Error* memory_free(BP_MemoryFreeArgs* args) noexcept;
+BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept;
 BP_Error* copy_to_device(BP_CopyToDeviceArgs* args) noexcept;
 BP_Error* copy_to_host(BP_CopyToHostArgs* args) noexcept;
 BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) noexcept;

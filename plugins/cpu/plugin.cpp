@@ -41,6 +41,7 @@ constexpr BP_PluginApi kApi = {
     .event_query = cpu::event_query,
     .event_destroy = cpu::event_destroy,
     .convert_integers = nullptr,  // BP_CAPABILITY_CONVERT_INTEGERS not offered
+    .memory_wrap = cpu::memory_wrap,
 };
 
 }  // namespace

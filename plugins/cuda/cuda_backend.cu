@@ -266,6 +266,7 @@ void release_buffer(const DriverApi& driver, BP_Buffer* buffer) {
   ContextScope scope(driver, device);
   check(driver, driver.cuStreamSynchronize(device.stream),
         "waiting for " + device.label + " before freeing a buffer");
+  if (!owned->owned) return;  // wrapped: the memory's owner frees it, after this
   if (owned->kind == BP_MEMORY_PINNED_HOST) {
     check(driver, driver.cuMemFreeHost(reinterpret_cast<void*>(owned->address)),
           "cuMemFreeHost of " + format_bytes(owned->size));
@@ -537,6 +538,83 @@ BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) {
       throw;
     }
     args->address = reinterpret_cast<void*>(buffer->address);
+    args->buffer = buffer.release();
+    return nullptr;
+  });
+}
+
+namespace {
+
+// What the driver knows about foreign memory at `address`: that it is device
+// memory of `device` and that [address, address + size) lies in one allocation.
+void check_foreign_memory(const DriverApi& driver, const Device& device, CUdeviceptr address,
+                          std::uint64_t size) {
+  const std::string what = "memory_wrap of " + format_bytes(size) + " on " + device.label;
+  unsigned int type = 0;
+  const CUresult known = driver.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address);
+  if (known == CUDA_ERROR_INVALID_VALUE) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  what + ": the address is not memory the CUDA driver knows (" + describe_result(driver, known) + ")");
+  }
+  check(driver, known, what + ": cuPointerGetAttribute(MEMORY_TYPE)");
+  if (type != CU_MEMORYTYPE_DEVICE) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  what + ": the address is host memory, not device memory (import it as host memory instead)");
+  }
+  int ordinal = -1;
+  check(driver, driver.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address),
+        what + ": cuPointerGetAttribute(DEVICE_ORDINAL)");
+  if (ordinal != device.ordinal) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  what + ": the address is memory of cuda:" + std::to_string(ordinal));
+  }
+  CUdeviceptr start = 0;
+  std::size_t extent = 0;
+  check(driver, driver.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address),
+        what + ": cuPointerGetAttribute(RANGE_START_ADDR)");
+  check(driver, driver.cuPointerGetAttribute(&extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address),
+        what + ": cuPointerGetAttribute(RANGE_SIZE)");
+  const std::uint64_t offset = address - start;
+  if (size > extent - offset) {
+    throw Failure(BP_ERROR_OUT_OF_RANGE, what + ": the range runs past the end of its " + format_bytes(extent) +
+                                             " allocation (it starts " + std::to_string(offset) + " bytes in)");
+  }
+}
+
+}  // namespace
+
+BP_Error* memory_wrap(BP_MemoryWrapArgs* args) {
+  return guarded([&]() -> BP_Error* {
+    require_args(args, "memory_wrap");
+    BP_Backend& backend = usable_backend(args->backend, "memory_wrap");
+    if (args->address == nullptr && args->size != 0) {
+      throw Failure(BP_ERROR_INVALID_ARGUMENT, "memory_wrap: address is NULL for " + format_bytes(args->size));
+    }
+    Device& device = start_device(backend, args->ordinal, "memory_wrap");
+    const DriverApi& driver = *backend.driver;
+    auto buffer = std::make_unique<BP_Buffer>();
+    buffer->device = &device;
+    buffer->kind = BP_MEMORY_DEVICE;
+    buffer->address = reinterpret_cast<CUdeviceptr>(args->address);
+    buffer->size = args->size;
+    buffer->owned = false;
+    if (args->size != 0) {
+      ContextScope scope(driver, device);
+      check_foreign_memory(driver, device, buffer->address, args->size);
+      // DLPack's stream-1 convention: the producer ordered its writes before
+      // the legacy default stream; our stream is non-blocking, so order it
+      // after that stream explicitly.
+      CUevent produced = nullptr;
+      check(driver, driver.cuEventCreate(&produced, CU_EVENT_DISABLE_TIMING), "cuEventCreate on " + device.label);
+      CUresult result = driver.cuEventRecord(produced, CU_STREAM_LEGACY);
+      if (result == CUDA_SUCCESS) result = driver.cuStreamWaitEvent(device.stream, produced, 0);
+      driver.cuEventDestroy(produced);
+      check(driver, result, "ordering " + device.label + " after the legacy default stream");
+    }
+    {
+      std::lock_guard lock(backend.mutex);
+      backend.buffers.insert(buffer.get());
+    }
     args->buffer = buffer.release();
     return nullptr;
   });

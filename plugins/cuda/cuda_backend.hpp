@@ -1,11 +1,14 @@
 // The CUDA backend: NVIDIA GPUs as backplane devices.
 //
-// Implements (BP_PluginApi, ABI 1.0):
+// Implements (BP_PluginApi, ABI 1.1):
 //   probe            driver and devices, through libcuda.so.1 opened at run time;
 //                    no context, no device memory, no threads
 //   devices          name, memory total/free, attributes compute_capability,
 //                    multiprocessor_count, pci_bus_id, uuid
-//   memory           device memory; pinned host memory (BP_MEMORY_PINNED_HOST)
+//   memory           device memory; pinned host memory (BP_MEMORY_PINNED_HOST);
+//                    memory_wrap adopts device memory another library
+//                    allocated (checked with cuPointerGetAttribute; work on
+//                    it is ordered after the legacy default stream)
 //   copies           host<->device and device<->device (peer between GPUs where
 //                    the driver allows it, staged by the driver otherwise), each
 //                    sync and async; events are completion handles
@@ -38,7 +41,7 @@
 namespace backplane::cuda {
 
 inline constexpr BP_Capabilities kCapabilities =
-    BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
+    BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_WRAP_MEMORY;
 
 // The table's calls; see plugin.h for each contract.
 BP_Error* backend_create(BP_BackendCreateArgs* args);
@@ -48,6 +51,7 @@ BP_Error* device_count(BP_DeviceCountArgs* args);
 BP_Error* device_info(BP_DeviceInfoArgs* args);
 BP_Error* memory_allocate(BP_MemoryAllocateArgs* args);
 BP_Error* memory_free(BP_MemoryFreeArgs* args);
+BP_Error* memory_wrap(BP_MemoryWrapArgs* args);
 BP_Error* copy_to_device(BP_CopyToDeviceArgs* args);
 BP_Error* copy_to_host(BP_CopyToHostArgs* args);
 BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args);

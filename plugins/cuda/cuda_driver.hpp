@@ -49,6 +49,7 @@ inline constexpr int kRequiredDriverVersion = (CUDA_VERSION / 1000) * 1000;
   X(cuMemFree)                      \
   X(cuMemHostAlloc)                 \
   X(cuMemFreeHost)                  \
+  X(cuPointerGetAttribute)          \
   X(cuMemcpyAsync)                  \
   X(cuMemcpyPeerAsync)              \
   X(cuStreamCreate)                 \

@@ -53,6 +53,7 @@ struct BP_Buffer {
   BP_MemoryKind kind = BP_MEMORY_DEVICE;
   CUdeviceptr address = 0;  // device pointer, or the pinned host pointer (UVA)
   std::uint64_t size = 0;
+  bool owned = true;  // false for memory_wrap: someone else frees the memory
 };
 
 struct BP_Event {

@@ -39,6 +39,7 @@ const BP_PluginApi kApi = {
     &cuda::event_query,
     &cuda::event_destroy,
     &cuda::convert_integers,
+    &cuda::memory_wrap,  // 1.1
 };
 
 }  // namespace

@@ -28,6 +28,9 @@ static const AbiLayoutEntry kEntries[] = {
     LAYOUT(BP_MemoryAllocateArgs),
     FIELD(BP_MemoryAllocateArgs, size),
     FIELD(BP_MemoryAllocateArgs, address),
+    LAYOUT(BP_MemoryWrapArgs),
+    FIELD(BP_MemoryWrapArgs, address),
+    FIELD(BP_MemoryWrapArgs, buffer),
     LAYOUT(BP_MemoryFreeArgs),
     LAYOUT(BP_CopyToDeviceArgs),
     FIELD(BP_CopyToDeviceArgs, event),
@@ -45,6 +48,7 @@ static const AbiLayoutEntry kEntries[] = {
     FIELD(BP_PluginApi, backend_create),
     FIELD(BP_PluginApi, event_destroy),
     FIELD(BP_PluginApi, convert_integers),
+    FIELD(BP_PluginApi, memory_wrap),
     LAYOUT(BP_PluginEntryArgs),
     FIELD(BP_PluginEntryArgs, core_abi_minor),
 };

@@ -41,6 +41,9 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_LAYOUT(BP_MemoryAllocateArgs),
       CXX_FIELD(BP_MemoryAllocateArgs, size),
       CXX_FIELD(BP_MemoryAllocateArgs, address),
+      CXX_LAYOUT(BP_MemoryWrapArgs),
+      CXX_FIELD(BP_MemoryWrapArgs, address),
+      CXX_FIELD(BP_MemoryWrapArgs, buffer),
       CXX_LAYOUT(BP_MemoryFreeArgs),
       CXX_LAYOUT(BP_CopyToDeviceArgs),
       CXX_FIELD(BP_CopyToDeviceArgs, event),
@@ -58,6 +61,7 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_FIELD(BP_PluginApi, backend_create),
       CXX_FIELD(BP_PluginApi, event_destroy),
       CXX_FIELD(BP_PluginApi, convert_integers),
+      CXX_FIELD(BP_PluginApi, memory_wrap),
       CXX_LAYOUT(BP_PluginEntryArgs),
       CXX_FIELD(BP_PluginEntryArgs, core_abi_minor),
   };
@@ -86,9 +90,10 @@ TEST_CASE("[abi] every struct starts with struct_size") {
   CHECK(offsetof(BP_PluginEntryArgs, struct_size) == 0);
   CHECK(offsetof(BP_DeviceInfoArgs, struct_size) == 0);
   CHECK(offsetof(BP_ConvertIntegersArgs, struct_size) == 0);
+  CHECK(offsetof(BP_MemoryWrapArgs, struct_size) == 0);
 }
 
-TEST_CASE("[abi] the 1.0 layout on LP64 is pinned") {
+TEST_CASE("[abi] the 1.1 layout on LP64 is pinned (1.0's fields where 1.0 had them)") {
   if (sizeof(void*) != 8) return;  // the pinned numbers below are for 64-bit targets
   CHECK(BP_ABI_MAJOR == 1);
   CHECK(sizeof(BP_Error) == 40);
@@ -98,7 +103,10 @@ TEST_CASE("[abi] the 1.0 layout on LP64 is pinned") {
   CHECK(offsetof(BP_PluginApi, capabilities) == 56);
   CHECK(offsetof(BP_PluginApi, backend_create) == 64);
   CHECK(offsetof(BP_PluginApi, convert_integers) == 192);
-  CHECK(sizeof(BP_PluginApi) == 200);
+  CHECK(offsetof(BP_PluginApi, memory_wrap) == 200);  // 1.1: appended after 1.0's 200 bytes
+  CHECK(sizeof(BP_PluginApi) == 208);
+  CHECK(offsetof(BP_MemoryWrapArgs, address) == 24);
+  CHECK(sizeof(BP_MemoryWrapArgs) == 48);
   CHECK(sizeof(BP_DeviceInfoArgs) == 80);
   CHECK(sizeof(BP_PluginEntryArgs) == 32);
 }

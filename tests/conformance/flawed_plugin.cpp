@@ -168,6 +168,7 @@ constexpr BP_PluginApi kApi = {
     .event_query = cpu::event_query,
     .event_destroy = cpu::event_destroy,
     .convert_integers = nullptr,
+    .memory_wrap = cpu::memory_wrap,
 };
 
 }  // namespace

@@ -14,7 +14,10 @@ namespace {
 
 BP_Error* unused_call(void*) { return nullptr; }
 
-// A complete 1.0 table named "ok"; every call is a placeholder never called.
+constexpr std::size_t kTableSize_1_0 = offsetof(BP_PluginApi, convert_integers) + sizeof(void*);
+
+// A complete table of this core's minor named "ok"; every call is a
+// placeholder never called.
 BP_PluginApi complete_table() {
   BP_PluginApi table;
   std::memset(&table, 0, sizeof(table));
@@ -24,9 +27,9 @@ BP_PluginApi complete_table() {
   table.name = "ok";
   table.name_size = 2;
   // Every function pointer field (all of them lie between backend_create and
-  // convert_integers) gets a non-NULL placeholder.
+  // memory_wrap) gets a non-NULL placeholder.
   auto* first = reinterpret_cast<unsigned char*>(&table.backend_create);
-  auto* last = reinterpret_cast<unsigned char*>(&table.convert_integers);
+  auto* last = reinterpret_cast<unsigned char*>(&table.memory_wrap);
   auto placeholder = reinterpret_cast<void (*)()>(&unused_call);
   for (unsigned char* field = first; field <= last; field += sizeof(placeholder)) {
     std::memcpy(field, &placeholder, sizeof(placeholder));
@@ -36,8 +39,16 @@ BP_PluginApi complete_table() {
 
 }  // namespace
 
-TEST_CASE("[table] a complete 1.0 table is accepted") {
+TEST_CASE("[table] a complete table is accepted") {
   BP_PluginApi table = complete_table();
+  CHECK_FALSE(validate_table(&table, "ok").has_value());
+}
+
+TEST_CASE("[table] a 1.0 table (ending at convert_integers) is accepted") {
+  BP_PluginApi table = complete_table();
+  table.struct_size = kTableSize_1_0;
+  table.abi_minor = 0;
+  table.memory_wrap = nullptr;  // beyond struct_size: never read
   CHECK_FALSE(validate_table(&table, "ok").has_value());
 }
 
@@ -58,7 +69,7 @@ TEST_CASE("[table] a table shorter than 1.0's is refused, naming both sizes") {
   REQUIRE(problem.has_value());
   CHECK(problem->status == BackendStatus::kFailed);
   CHECK(problem->reason == "bad table: struct_size " + std::to_string(table.struct_size) +
-                               " is smaller than ABI 1.0's table (" + std::to_string(sizeof(BP_PluginApi)) +
+                               " is smaller than ABI 1.0's table (" + std::to_string(kTableSize_1_0) +
                                " bytes)");
 }
 
@@ -80,4 +91,26 @@ TEST_CASE("[table] a claimed capability needs its call") {
   REQUIRE(problem.has_value());
   CHECK(problem->reason.find("convert_integers (the table claims BP_CAPABILITY_CONVERT_INTEGERS)") !=
         std::string::npos);
+}
+
+TEST_CASE("[table] BP_CAPABILITY_WRAP_MEMORY needs memory_wrap") {
+  BP_PluginApi table = complete_table();
+  table.capabilities = BP_CAPABILITY_WRAP_MEMORY;
+  table.memory_wrap = nullptr;
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->status == BackendStatus::kFailed);
+  CHECK(problem->reason ==
+        "bad table: required calls are NULL: memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)");
+}
+
+TEST_CASE("[table] a 1.0-sized table cannot claim BP_CAPABILITY_WRAP_MEMORY") {
+  // The field lies past struct_size, so even a non-NULL value there is not read.
+  BP_PluginApi table = complete_table();
+  table.struct_size = kTableSize_1_0;
+  table.abi_minor = 0;
+  table.capabilities = BP_CAPABILITY_WRAP_MEMORY;
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->reason.find("memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)") != std::string::npos);
 }

@@ -109,6 +109,13 @@ class Backend {
     return buffer;
   }
 
+  Outcome wrap(void* address, std::uint64_t size, BP_Buffer** buffer, std::int32_t ordinal = 0) const {
+    BP_MemoryWrapArgs args{sizeof(args), handle_, ordinal, address, size, nullptr};
+    Outcome result = outcome(api_.memory_wrap(&args));
+    *buffer = args.buffer;
+    return result;
+  }
+
   Outcome free(BP_Buffer* buffer) const {
     BP_MemoryFreeArgs args{sizeof(args), handle_, buffer};
     return outcome(api_.memory_free(&args));

@@ -27,7 +27,9 @@ TEST_CASE("[cpu] entry negotiates ABI 1 and describes the backend") {
   CHECK(string_of(api.name, api.name_size) == "cpu");
   CHECK(api.version_size > 0);
   CHECK(api.priority == 10);
-  CHECK(api.capabilities == (BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST));
+  CHECK(api.capabilities ==
+        (BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_WRAP_MEMORY));
+  CHECK((api.memory_wrap != nullptr));
   CHECK((api.convert_integers == nullptr));
   for (const void* call : {reinterpret_cast<const void*>(api.backend_create),
                            reinterpret_cast<const void*>(api.backend_destroy),
@@ -285,5 +287,32 @@ TEST_CASE("[cpu] concurrent allocations and copies from several threads") {
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("[cpu] memory_wrap adopts caller memory; freeing the handle leaves the memory alone") {
+  Backend backend(cpu(), {{"devices", "2"}});
+  std::vector<unsigned char> data = random_bytes(4096, 7);
+  BP_Buffer* wrapped = nullptr;
+  BP_REQUIRE_OK(backend.wrap(data.data() + 96, 1000, &wrapped, 1));
+  std::vector<unsigned char> read(1000);
+  BP_CHECK_OK(backend.to_host(wrapped, 0, read.data(), read.size()));
+  CHECK(std::equal(read.begin(), read.end(), data.begin() + 96));
+  const std::vector<unsigned char> update(10, 0xAB);
+  BP_CHECK_OK(backend.to_device(wrapped, 990, update.data(), update.size()));
+  CHECK(data[96 + 995] == 0xAB);
+  const Outcome past = backend.to_device(wrapped, 991, update.data(), update.size());
+  CHECK(past.code == BP_ERROR_OUT_OF_RANGE);
+  BP_CHECK_OK(backend.free(wrapped));  // a std::free of vector memory here would be caught by ASan
+  data.assign(data.size(), 1);        // still ours
+
+  BP_Buffer* refused = nullptr;
+  const Outcome null_address = backend.wrap(nullptr, 64, &refused);
+  CHECK(null_address.code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(null_address.message.find("memory_wrap: address is NULL for 64 bytes on cpu:0") != std::string::npos);
+  const Outcome bad_ordinal = backend.wrap(data.data(), 64, &refused, 2);
+  CHECK(bad_ordinal.code == BP_ERROR_OUT_OF_RANGE);
+  BP_Buffer* empty = nullptr;
+  BP_REQUIRE_OK(backend.wrap(nullptr, 0, &empty));
+  BP_CHECK_OK(backend.free(empty));
+}
 
 }  // namespace backplane::test

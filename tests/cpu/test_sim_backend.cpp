@@ -39,7 +39,7 @@ TEST_CASE("[sim] entry describes an async accelerator that is not host-addressab
   CHECK(api.abi_major == BP_ABI_MAJOR);
   CHECK(std::string(api.name, api.name_size) == "sim");
   CHECK(api.priority == 50);
-  CHECK(api.capabilities == (BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC));
+  CHECK(api.capabilities == (BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_WRAP_MEMORY));
   CHECK((api.convert_integers == nullptr));
 
   Backend backend(api, {{"devices", "3"}, {"memory_limit", "4096"}});
@@ -54,14 +54,14 @@ TEST_CASE("[sim] entry describes an async accelerator that is not host-addressab
   CHECK(info.memory_free == 4096);
 }
 
-TEST_CASE("[sim] device memory has no host address, pinned host memory does") {
+TEST_CASE("[sim] device memory and pinned host memory both have addresses") {
   Backend backend(sim());
   BP_Buffer* device = nullptr;
   void* address = reinterpret_cast<void*>(1);
   const Outcome allocated = backend.allocate(256, &device, &address);
   REQUIRE_MESSAGE(allocated.ok(), allocated.message);
   CHECK(device != nullptr);
-  CHECK(address == nullptr);
+  CHECK(address != nullptr);  // a device address, like CUDA's: the core never dereferences it
   BP_Buffer* pinned = nullptr;
   REQUIRE(backend.allocate(256, &pinned, &address, 0, BP_MEMORY_PINNED_HOST).ok());
   REQUIRE(address != nullptr);
@@ -233,5 +233,38 @@ TEST_CASE("[sim] bad options and handles are refused with named errors") {
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("[sim] memory_wrap accepts only ranges inside a live device allocation of that device") {
+  Backend backend(sim(), {{"devices", "2"}, {"memory_limit", "100000"}});
+  const std::vector<unsigned char> data = random_bytes(4096, 9);
+  BP_Buffer* home = nullptr;
+  void* address = nullptr;
+  BP_REQUIRE_OK(backend.allocate(data.size(), &home, &address, 1));
+  BP_REQUIRE_OK(backend.to_device(home, 0, data.data(), data.size()));
+  auto* base = static_cast<unsigned char*>(address);
+
+  BP_Buffer* wrapped = nullptr;
+  BP_REQUIRE_OK(backend.wrap(base + 100, 3996, &wrapped, 1));
+  std::vector<unsigned char> read(3996);
+  BP_CHECK_OK(backend.to_host(wrapped, 0, read.data(), read.size()));
+  CHECK(std::equal(read.begin(), read.end(), data.begin() + 100));
+  CHECK(backend.info(1).memory_free == 100000 - 4096);  // a wrap allocates nothing
+  BP_CHECK_OK(backend.free(wrapped));
+  CHECK(backend.info(1).memory_free == 100000 - 4096);
+
+  BP_Buffer* refused = nullptr;
+  const Outcome other_device = backend.wrap(base, 16, &refused, 0);
+  CHECK(other_device.code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(other_device.message.find("the address is memory of sim:1") != std::string::npos);
+  const Outcome past_end = backend.wrap(base + 4000, 97, &refused, 1);
+  CHECK(past_end.code == BP_ERROR_OUT_OF_RANGE);
+  CHECK(past_end.message.find("runs past the end of its 4096 bytes allocation (it starts 4000 bytes in)") !=
+        std::string::npos);
+  const unsigned char stranger[16] = {};
+  const Outcome unknown = backend.wrap(const_cast<unsigned char*>(stranger), 16, &refused, 1);
+  CHECK(unknown.code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(unknown.message.find("not in a live device allocation") != std::string::npos);
+  BP_CHECK_OK(backend.free(home));
+}
 
 }  // namespace backplane::test

@@ -142,6 +142,46 @@ TEST_CASE("[cuda][gpu] synchronous round trip of random data, bounds checked") {
   CHECK(take(api().memory_free(&again)).code == BP_ERROR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("[cuda][gpu] memory_wrap adopts device memory inside one allocation, and only that") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  const uint64_t size = 1u << 20;
+  const Allocation home = allocate(backend, size);
+  const auto sent = random_bytes(size, 3);
+  REQUIRE(upload(backend, home.buffer, 0, sent.data(), size).ok());
+  auto* base = static_cast<unsigned char*>(home.address);
+
+  BP_MemoryWrapArgs wrap{sizeof(wrap), backend.handle(), 0, base + 4096, size - 4096, nullptr};
+  const Outcome wrapped = take(api().memory_wrap(&wrap));
+  REQUIRE_MESSAGE(wrapped.ok(), wrapped.message);
+  std::vector<unsigned char> back(size - 4096);
+  REQUIRE(download(backend, wrap.buffer, 0, back.data(), back.size()).ok());
+  CHECK(std::memcmp(back.data(), sent.data() + 4096, back.size()) == 0);
+  release(backend, wrap.buffer);  // the handle only: the allocation still reads back
+  std::vector<unsigned char> all(size);
+  REQUIRE(download(backend, home.buffer, 0, all.data(), size).ok());
+  CHECK(all == sent);
+
+  BP_MemoryWrapArgs past{sizeof(past), backend.handle(), 0, base + size - 16, 32, nullptr};
+  const Outcome past_end = take(api().memory_wrap(&past));
+  CHECK(past_end.code == BP_ERROR_OUT_OF_RANGE);
+  CHECK(past_end.message.find("runs past the end of its") != std::string::npos);
+
+  std::vector<unsigned char> host(64);
+  BP_MemoryWrapArgs pageable{sizeof(pageable), backend.handle(), 0, host.data(), host.size(), nullptr};
+  const Outcome not_device = take(api().memory_wrap(&pageable));
+  CHECK(not_device.code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(not_device.message.find("not memory the CUDA driver knows") != std::string::npos);
+
+  if (backend.device_count() > 1) {
+    BP_MemoryWrapArgs other{sizeof(other), backend.handle(), 1, base, 64, nullptr};
+    const Outcome wrong_device = take(api().memory_wrap(&other));
+    CHECK(wrong_device.code == BP_ERROR_INVALID_ARGUMENT);
+    CHECK(wrong_device.message.find("the address is memory of cuda:0") != std::string::npos);
+  }
+  release(backend, home.buffer);
+}
+
 TEST_CASE("[cuda][gpu] asynchronous round trip through pinned memory") {
   Backend backend;
   if (!have_device(backend)) return;

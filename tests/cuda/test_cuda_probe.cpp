@@ -19,7 +19,7 @@ TEST_CASE("[cuda] entry negotiates ABI 1 and describes the backend") {
   CHECK(table.version_size > 0);
   CHECK(table.priority == 100);
   CHECK(table.capabilities == (BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC |
-                               BP_CAPABILITY_CONVERT_INTEGERS));
+                               BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_WRAP_MEMORY));
   CHECK((table.capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0);
   const auto present = [](auto function) { return function != nullptr; };
   CHECK(present(table.backend_create));
@@ -39,6 +39,7 @@ TEST_CASE("[cuda] entry negotiates ABI 1 and describes the backend") {
   CHECK(present(table.event_query));
   CHECK(present(table.event_destroy));
   CHECK(present(table.convert_integers));
+  CHECK(present(table.memory_wrap));
 
   SUBCASE("a core speaking only another major still gets the table, to name both") {
     const uint32_t majors[] = {2};
@@ -99,6 +100,12 @@ TEST_CASE("[cuda] an unavailable backend refuses work with its reason") {
   BP_CopyToDeviceArgs copy{sizeof(copy), backend.handle(), nullptr, 0, host.data(), 16, nullptr};
   CHECK(take(api().copy_to_device_async(&copy)).code == BP_ERROR_UNAVAILABLE);
   CHECK(copy.event == nullptr);
+
+  BP_MemoryWrapArgs wrap{sizeof(wrap), backend.handle(), 0, host.data(), 16, nullptr};
+  const auto wrap_refused = take(api().memory_wrap(&wrap));
+  CHECK(wrap_refused.code == BP_ERROR_UNAVAILABLE);
+  CHECK(wrap_refused.message.find("memory_wrap: the cuda backend is unavailable") != std::string::npos);
+  CHECK(wrap.buffer == nullptr);
 }
 
 TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
@@ -123,6 +130,7 @@ TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
     CHECK(take(table.event_wait(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
     CHECK(take(table.event_query(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
     CHECK(take(table.convert_integers(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
+    CHECK(take(table.memory_wrap(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
   }
   SUBCASE("an args struct older than the plugin's") {
     BP_ProbeArgs probe{offsetof(BP_ProbeArgs, reason), backend.handle(), 0, nullptr, 0};

@@ -211,6 +211,7 @@ void plugin_table(Bytes data) {
   set_function(table.event_query, next());
   set_function(table.event_destroy, next());
   set_function(table.convert_integers, next());
+  set_function(table.memory_wrap, next());
   if (!tail.empty()) {
     std::memcpy(storage.newer_fields.data(), tail.data(), std::min(tail.size(), storage.newer_fields.size()));
   }
@@ -224,7 +225,12 @@ void plugin_table(Bytes data) {
     require(!problem->reason.empty(), "a problem has a reason");
     return;
   }
-  require(table.struct_size >= sizeof(BP_PluginApi), "accepted tables hold the 1.0 fields");
+  constexpr std::size_t kTableSize_1_0 = offsetof(BP_PluginApi, convert_integers) + sizeof(void*);
+  require(table.struct_size >= kTableSize_1_0, "accepted tables hold the 1.0 fields");
+  if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) {
+    require(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap) && table.memory_wrap != nullptr,
+            "accepted tables claiming memory_wrap hold it");
+  }
   require(table.abi_major == BP_ABI_MAJOR, "accepted tables speak our major");
   const std::string_view name(table.name, table.name_size);
   require(is_valid_backend_name(name), "accepted names are valid");

@@ -59,6 +59,18 @@ class Array {
   static Array wrap_host(Runtime& runtime, const Device& device, DType dtype, std::vector<std::int64_t> shape,
                          const void* data, std::shared_ptr<const void> owner);
 
+  // Zero-copy: an array over device memory that something else allocated and
+  // owns (a tensor imported through DLPack). The backend checks the address
+  // where it can (CUDA: device memory of that device, inside one allocation).
+  // `owner` is released after the last array, view or transfer using the
+  // memory is gone and the backend has let go of it. The data must be ready
+  // (CUDA: complete, or ordered before the legacy default stream).
+  // Throws kUnsupported when the backend cannot adopt memory (plugin ABI 1.0),
+  // or the backend's error (kInvalidArgument: not memory of `device`;
+  // kOutOfRange: the range runs past its allocation).
+  static Array wrap_device(Runtime& runtime, const Device& device, DType dtype, std::vector<std::int64_t> shape,
+                           void* address, std::shared_ptr<const void> owner);
+
   bool valid() const noexcept { return state_ != nullptr; }
   DType dtype() const;
   const std::vector<std::int64_t>& shape() const;

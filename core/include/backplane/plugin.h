@@ -21,6 +21,8 @@
  *
  * Changelog
  *   1.0  first version.
+ *   1.1  memory_wrap (optional, BP_CAPABILITY_WRAP_MEMORY): adopt memory the
+ *        plugin did not allocate (DLPack imports of device memory).
  *
  * Errors
  * ------
@@ -51,7 +53,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 0
+#define BP_ABI_MINOR 1
 
 /* The one symbol a plugin exports. */
 #define BP_PLUGIN_ENTRY_SYMBOL "backplane_plugin_entry"
@@ -119,6 +121,8 @@ typedef uint64_t BP_Capabilities;
 #define BP_CAPABILITY_ASYNC ((BP_Capabilities)1 << 2)
 /* convert_integers is implemented. */
 #define BP_CAPABILITY_CONVERT_INTEGERS ((BP_Capabilities)1 << 3)
+/* memory_wrap is implemented (ABI 1.1). */
+#define BP_CAPABILITY_WRAP_MEMORY ((BP_Capabilities)1 << 4)
 
 /* Opaque handles, owned by the plugin. */
 typedef struct BP_Backend BP_Backend; /* one configured instance of the backend */
@@ -182,6 +186,29 @@ typedef struct BP_MemoryAllocateArgs {
    * NULL where memory is reachable only through copies. */
   void* address;
 } BP_MemoryAllocateArgs;
+
+/* Since 1.1. Makes a buffer handle for `size` bytes at `address`: memory of
+ * device `ordinal` that something else allocated and owns (a tensor another
+ * library exported through DLPack). The plugin checks what it can (CUDA: that
+ * the address is device memory of that device and the range lies inside one
+ * allocation) and refuses the rest with INVALID_ARGUMENT (not memory of this
+ * device) or OUT_OF_RANGE (the range runs past the allocation). The handle
+ * works in every call that takes a buffer; memory_free on it waits for the
+ * work queued on it, then releases the handle but never the memory. The owner
+ * keeps the memory alive until then.
+ *
+ * Readiness: the caller guarantees the producer's writes are complete, or (for
+ * backends with streams) ordered before the device's default stream: the CUDA
+ * plugin orders later work on the device after the legacy default stream at
+ * this call, which is DLPack's convention for stream 1. */
+typedef struct BP_MemoryWrapArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  int32_t ordinal;
+  void* address;     /* NULL only with size 0 */
+  uint64_t size;
+  BP_Buffer* buffer; /* out */
+} BP_MemoryWrapArgs;
 
 typedef struct BP_MemoryFreeArgs {
   size_t struct_size;
@@ -301,6 +328,9 @@ typedef struct BP_PluginApi {
   /* Optional (BP_CAPABILITY_CONVERT_INTEGERS), may be NULL. */
   BP_Error* (*convert_integers)(BP_ConvertIntegersArgs* args);
   /* 1.0 ends here; fields of later minors are appended below. */
+
+  /* 1.1. Optional (BP_CAPABILITY_WRAP_MEMORY), may be NULL. */
+  BP_Error* (*memory_wrap)(BP_MemoryWrapArgs* args);
 } BP_PluginApi;
 
 /* Offered by the core to the entry function. */

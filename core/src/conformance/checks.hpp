@@ -16,7 +16,8 @@ void check_copies(Context& context);
 void check_async(Context& context);
 void check_threads(Context& context);
 
-// checks_optional.cpp: host-addressable memory, pinned host memory, convert_integers.
+// checks_optional.cpp: host-addressable memory, pinned host memory, convert_integers,
+// memory_wrap.
 void check_optional(Context& context);
 
 // checks_errors.cpp: error paths (bad arguments, handles, sizes, ranges).

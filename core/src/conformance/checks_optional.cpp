@@ -1,10 +1,11 @@
 // Optional capabilities, checked when the table advertises them and "n/a"
 // otherwise: host-addressable device memory, pinned host memory for staging,
-// and convert_integers.
+// convert_integers, and memory_wrap (ABI 1.1).
 #include "conformance/checks.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -66,6 +67,94 @@ void convert(Context& context, const Widening& widening) {
       throw CheckFailure(fmt::format("{}: element {} is {}, expected {}", what, index, actual, expected));
     }
   }
+}
+
+// memory_wrap's args for `size` bytes at `address` on device 0.
+BP_MemoryWrapArgs wrap_args(const Context& context, void* address, std::uint64_t size) {
+  BP_MemoryWrapArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = context.backend;
+  args.ordinal = 0;
+  args.address = address;
+  args.size = size;
+  return args;
+}
+
+// The table's memory_wrap, for a plugin that advertises it (validated tables
+// that claim the bit have the field and it is not NULL).
+void require_memory_wrap(const Context& context) {
+  if (!context.has_capability(BP_CAPABILITY_WRAP_MEMORY)) {
+    throw NotApplicable("BP_CAPABILITY_WRAP_MEMORY not advertised");
+  }
+  if (!BP_STRUCT_HAS_FIELD(&context.api, BP_PluginApi, memory_wrap) || context.api.memory_wrap == nullptr) {
+    throw CheckFailure("BP_CAPABILITY_WRAP_MEMORY is advertised but the table has no memory_wrap");
+  }
+  context.require_devices();
+}
+
+// Device memory with an address to wrap, filled with `data`.
+Buffer addressed_buffer(Context& context, const std::vector<std::uint8_t>& data) {
+  Buffer buffer = context.allocate(0, data.size());
+  if (buffer.address() == nullptr) {
+    throw NotApplicable("memory_allocate gives device memory no address, so there is nothing to wrap");
+  }
+  context.write(buffer, 0, data.data(), data.size());
+  return buffer;
+}
+
+void check_memory_wrap(Context& context) {
+  context.check("optional: memory_wrap adopts allocated memory; memory_free releases only the handle", [&] {
+    require_memory_wrap(context);
+    constexpr std::uint64_t kSize = 64 * 1024;
+    constexpr std::uint64_t kOffset = 4096 + 8;
+    constexpr std::uint64_t kWindow = 8192 - 8;
+    auto model = context.random_bytes(kSize);
+    Buffer home = addressed_buffer(context, model);
+
+    auto args = wrap_args(context, static_cast<std::uint8_t*>(home.address()) + kOffset, kWindow);
+    context.require_ok(context.api.memory_wrap(&args), "memory_wrap of 8184 bytes inside an allocation");
+    if (args.buffer == nullptr) throw CheckFailure("memory_wrap succeeded but returned no buffer");
+    Buffer wrapped(&context, args.buffer, args.address, kWindow, 0);
+    require_equal_bytes(context.read(wrapped, 0, kWindow),
+                        std::vector<std::uint8_t>(model.begin() + kOffset, model.begin() + kOffset + kWindow),
+                        "reading through the wrapped buffer");
+
+    const auto update = context.random_bytes(1000);
+    context.write(wrapped, 17, update.data(), update.size());
+    std::copy(update.begin(), update.end(), model.begin() + kOffset + 17);
+    wrapped.free_checked();
+    require_equal_bytes(context.read(home, 0, kSize), model,
+                        "the allocation after writing through the wrapped buffer and freeing it");
+    home.free_checked();
+    return std::string("read, write and free through a handle over bytes 4104..12288 of 64 KiB");
+  });
+  context.check("optional: memory_wrap refuses a range past the end of its allocation", [&] {
+    require_memory_wrap(context);
+    if (context.has_capability(BP_CAPABILITY_HOST_ADDRESSABLE)) {
+      throw NotApplicable("host-addressable: any host memory may be wrapped, there are no allocations to check");
+    }
+    Buffer home = addressed_buffer(context, context.random_bytes(4096));
+    auto args = wrap_args(context, static_cast<std::uint8_t*>(home.address()) + 4080, 32);
+    BP_Error* error = context.api.memory_wrap(&args);
+    if (error == nullptr) {
+      Buffer wrapped(&context, args.buffer, nullptr, 32, 0);
+      throw CheckFailure("memory_wrap of 32 bytes at 16 bytes before the end of a 4096-byte allocation succeeded");
+    }
+    context.require_error(error, "memory_wrap past the end of an allocation",
+                          {BP_ERROR_OUT_OF_RANGE, BP_ERROR_INVALID_ARGUMENT});
+    return std::string();
+  });
+  context.check("optional: memory_wrap of a NULL address is INVALID_ARGUMENT", [&] {
+    require_memory_wrap(context);
+    auto args = wrap_args(context, nullptr, 64);
+    BP_Error* error = context.api.memory_wrap(&args);
+    if (error == nullptr) {
+      Buffer wrapped(&context, args.buffer, nullptr, 64, 0);
+      throw CheckFailure("memory_wrap of 64 bytes at NULL succeeded");
+    }
+    context.require_error(error, "memory_wrap of a NULL address", {BP_ERROR_INVALID_ARGUMENT});
+    return std::string();
+  });
 }
 
 }  // namespace
@@ -155,6 +244,7 @@ void check_optional(Context& context) {
                           {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_UNSUPPORTED});
     return std::string();
   });
+  check_memory_wrap(context);
 }
 
 }  // namespace backplane::conformance

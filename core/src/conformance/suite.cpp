@@ -56,9 +56,10 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
     return table_summary(api);
   });
   context.check("negotiation: capability bits are defined ones", [&] {
-    constexpr BP_Capabilities kKnown = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
-                                       BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
-    const BP_Capabilities unknown = api.capabilities & ~kKnown;
+    constexpr BP_Capabilities kKnown_1_0 = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
+                                           BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
+    const BP_Capabilities known = kKnown_1_0 | (api.abi_minor >= 1 ? BP_CAPABILITY_WRAP_MEMORY : 0);
+    const BP_Capabilities unknown = api.capabilities & ~known;
     if (unknown != 0 && api.abi_minor <= BP_ABI_MINOR) {
       throw CheckFailure(fmt::format("capabilities 0x{:x} include bits 0x{:x} that ABI {}.{} does not define",
                                      api.capabilities, unknown, api.abi_major, api.abi_minor));

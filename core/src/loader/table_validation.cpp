@@ -42,6 +42,11 @@ std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) 
     require(reinterpret_cast<const void*>(table.convert_integers),
             "convert_integers (the table claims BP_CAPABILITY_CONVERT_INTEGERS)");
   }
+  if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) {
+    // A 1.0-sized table has no memory_wrap field to read at all.
+    const bool present = BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap) && table.memory_wrap != nullptr;
+    if (!present) missing.push_back("memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)");
+  }
   return missing;
 }
 

@@ -1,4 +1,4 @@
-// Array: queries, views, copy-out, readiness, and the two factories.
+// Array: queries, views, copy-out, readiness, and the factories.
 #include "placement/array_state.hpp"
 #include "placement/bytes.hpp"
 
@@ -133,7 +133,7 @@ void Array::copy_to_host(void* destination, std::uint64_t size) const {
   if (storage.host != nullptr) {
     std::memcpy(destination, storage.host + array.offset, array.nbytes);
   } else {
-    storage.context->backend->copy_to_host(storage.context->ordinal, storage.block->buffer(), array.offset,
+    storage.context->backend->copy_to_host(storage.context->ordinal, storage.buffer, array.offset,
                                            destination, array.nbytes);
   }
 }
@@ -157,6 +157,7 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
   auto context = placement_of(runtime)->context(device);
   auto storage = std::make_shared<ArrayStorage>();
   storage->block = context->memory->allocate(extent.bytes);
+  storage->buffer = storage->block->buffer();
   storage->native = storage->block->address();
   storage->size = extent.bytes;
   if (context->host_addressable) {
@@ -164,7 +165,7 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
     if (size != 0) std::memcpy(storage->block->address(), data, size);
   } else if (size != 0) {
     // Synchronous: the caller may reuse `data` as soon as this returns.
-    context->backend->copy_to_device(context->ordinal, storage->block->buffer(), 0, data, size);
+    context->backend->copy_to_device(context->ordinal, storage->buffer, 0, data, size);
   }
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
@@ -188,6 +189,52 @@ Array Array::wrap_host(Runtime& runtime, const Device& device, DType dtype, std:
   // The export path (DLPack) hands this out as the tensor's data pointer.
   storage->native = const_cast<void*>(data);
   storage->owner = std::move(owner);
+  storage->size = extent.bytes;
+  storage->context = std::move(context);
+  return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
+}
+
+namespace {
+
+// A plugin's handle over memory someone else owns: released before the owner,
+// so the plugin has finished with the memory when the owner frees it.
+class WrappedMemory {
+ public:
+  WrappedMemory(std::shared_ptr<Backend> backend, BP_Buffer* buffer, std::shared_ptr<const void> owner)
+      : backend_(std::move(backend)), buffer_(buffer), owner_(std::move(owner)) {}
+  ~WrappedMemory() {
+    backend_->free(buffer_);  // waits for queued work on the buffer; logs a failure
+    owner_.reset();
+  }
+  WrappedMemory(const WrappedMemory&) = delete;
+  WrappedMemory& operator=(const WrappedMemory&) = delete;
+
+ private:
+  std::shared_ptr<Backend> backend_;
+  BP_Buffer* buffer_;
+  std::shared_ptr<const void> owner_;
+};
+
+}  // namespace
+
+Array Array::wrap_device(Runtime& runtime, const Device& device, DType dtype, std::vector<std::int64_t> shape,
+                         void* address, std::shared_ptr<const void> owner) {
+  const detail::Extent extent = detail::extent_of(dtype, shape, "Array::wrap_device");
+  if (address == nullptr && extent.bytes != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "Array::wrap_device: address is NULL for a non-empty array");
+  }
+  auto context = placement_of(runtime)->context(device);
+  BP_Buffer* buffer = context->backend->wrap(context->ordinal, address, extent.bytes);
+  auto storage = std::make_shared<ArrayStorage>();
+  try {
+    storage->owner = std::make_shared<WrappedMemory>(context->backend, buffer, std::move(owner));
+  } catch (...) {  // bad_alloc: nothing holds the handle yet
+    context->backend->free(buffer);
+    throw;
+  }
+  storage->buffer = buffer;
+  storage->native = address;
+  if (context->host_addressable) storage->host = static_cast<const std::byte*>(address);
   storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);

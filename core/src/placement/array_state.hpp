@@ -16,13 +16,16 @@
 namespace backplane::detail {
 
 // One buffer, shared by an array and all its views. Immutable once made; the
-// completion says when its bytes are valid.
+// completion says when its bytes are valid. Three kinds: a block of the
+// device's allocator; wrapped host memory (no plugin buffer); wrapped device
+// memory (a plugin buffer from memory_wrap, released by `owner`).
 struct ArrayStorage {
   std::shared_ptr<DeviceContext> context;
-  std::shared_ptr<Block> block;        // null for wrapped host memory
+  std::shared_ptr<Block> block;        // null for wrapped memory
+  BP_Buffer* buffer = nullptr;         // the plugin's handle; null for wrapped host memory
   const std::byte* host = nullptr;     // set when the bytes are host-addressable
   void* native = nullptr;              // the plugin's address (or the wrapped pointer)
-  std::shared_ptr<const void> owner;   // keeps wrapped memory alive
+  std::shared_ptr<const void> owner;   // keeps wrapped memory (and its handle) alive
   std::shared_ptr<Completion> arrival; // null: valid from the start
   std::uint64_t size = 0;              // bytes usable from offset 0
 };

@@ -56,6 +56,7 @@ Array make_result(std::shared_ptr<DeviceContext> context, std::shared_ptr<Block>
   auto storage = std::make_shared<ArrayStorage>();
   storage->native = block->address();
   if (context->host_addressable) storage->host = block->address();
+  storage->buffer = block->buffer();
   storage->block = std::move(block);
   storage->arrival = std::move(arrival);
   storage->size = extent.bytes;

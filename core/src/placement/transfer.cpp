@@ -40,7 +40,7 @@ struct Put {
 };
 
 Route choose_route(const ArrayStorage& source, const DeviceContext& to) {
-  if (source.block && source.context->backend == to.backend) return Route::kDeviceToDevice;
+  if (source.buffer != nullptr && source.context->backend == to.backend) return Route::kDeviceToDevice;
   if (source.host != nullptr) return Route::kFromHost;
   if (to.host_addressable) return Route::kToHost;
   return Route::kThroughHost;
@@ -57,7 +57,7 @@ void run_put(const Put& put) {
   switch (put.route) {
     case Route::kDeviceToDevice:
       if (put.size != 0) {
-        to.backend->copy_device_to_device(to.ordinal, put.source->block->buffer(), put.source_offset,
+        to.backend->copy_device_to_device(to.ordinal, put.source->buffer, put.source_offset,
                                           put.destination->buffer(), 0, put.size);
       }
       break;
@@ -74,7 +74,7 @@ void run_put(const Put& put) {
       break;
     case Route::kToHost:
       if (put.size != 0) {
-        put.from().backend->copy_to_host(put.from().ordinal, put.source->block->buffer(), put.source_offset,
+        put.from().backend->copy_to_host(put.from().ordinal, put.source->buffer, put.source_offset,
                                          put.destination->address(), put.size);
       }
       break;
@@ -84,7 +84,7 @@ void run_put(const Put& put) {
       detail::copy_in_chunks(
           to, pinned, put.destination->buffer(), put.size,
           [&](std::byte* slot, std::uint64_t offset, std::uint64_t n) {
-            from.backend->copy_to_host(from.ordinal, put.source->block->buffer(), put.source_offset + offset, slot, n);
+            from.backend->copy_to_host(from.ordinal, put.source->buffer, put.source_offset + offset, slot, n);
           },
           put.progress);
       return;
@@ -126,12 +126,12 @@ Issued try_issue_here(const Put& put, const std::string& description) {
         if (to.asynchronous) {
           keep.push_back(put.source);
           return tracked(to.backend, to.ordinal,
-                         to.backend->copy_device_to_device_async(to.ordinal, put.source->block->buffer(),
+                         to.backend->copy_device_to_device_async(to.ordinal, put.source->buffer,
                                                                  put.source_offset, put.destination->buffer(), 0,
                                                                  put.size));
         }
         if (put.size > detail::kInlineCopyLimit) return {};
-        to.backend->copy_device_to_device(to.ordinal, put.source->block->buffer(), put.source_offset,
+        to.backend->copy_device_to_device(to.ordinal, put.source->buffer, put.source_offset,
                                           put.destination->buffer(), 0, put.size);
         return {true, nullptr};
       case Route::kFromHost:
@@ -161,11 +161,11 @@ Issued try_issue_here(const Put& put, const std::string& description) {
         if (from.asynchronous) {
           keep.push_back(put.source);
           return tracked(from.backend, from.ordinal,
-                         from.backend->copy_to_host_async(from.ordinal, put.source->block->buffer(),
+                         from.backend->copy_to_host_async(from.ordinal, put.source->buffer,
                                                           put.source_offset, put.destination->address(), put.size));
         }
         if (put.size > detail::kInlineCopyLimit) return {};
-        from.backend->copy_to_host(from.ordinal, put.source->block->buffer(), put.source_offset,
+        from.backend->copy_to_host(from.ordinal, put.source->buffer, put.source_offset,
                                    put.destination->address(), put.size);
         return {true, nullptr};
       case Route::kThroughHost:

@@ -164,6 +164,32 @@ void Backend::free(BP_Buffer* buffer) noexcept {
   }
 }
 
+bool Backend::wraps_memory() const {
+  // A 1.0 table ends before memory_wrap: read the field only where it exists.
+  return has(BP_CAPABILITY_WRAP_MEMORY) && BP_STRUCT_HAS_FIELD(&api(), BP_PluginApi, memory_wrap) &&
+         api().memory_wrap != nullptr;
+}
+
+BP_Buffer* Backend::wrap(int ordinal, void* address, std::uint64_t size) {
+  if (!wraps_memory()) {
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("{}:{}: the backend cannot adopt memory it did not allocate (plugin ABI {}.{} without "
+                            "memory_wrap; it arrived in ABI 1.1)",
+                            name(), ordinal, api().abi_major, api().abi_minor));
+  }
+  note_device_use();
+  auto args = make_args<BP_MemoryWrapArgs>(handle_);
+  args.ordinal = ordinal;
+  args.address = address;
+  args.size = size;
+  throw_if_error(api().memory_wrap(&args),
+                 [&] { return fmt::format("{}:{}: memory_wrap of {} bytes at {}", name(), ordinal, size, address); });
+  if (args.buffer == nullptr) {
+    throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: memory_wrap succeeded but returned no buffer", name(), ordinal));
+  }
+  return args.buffer;
+}
+
 namespace {
 
 // The error context of a copy, formatted only if the copy fails.

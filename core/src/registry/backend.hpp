@@ -79,6 +79,12 @@ class Backend {
   Allocation allocate(int ordinal, BP_MemoryKind kind, std::uint64_t size);
   // Errors are logged and dropped: a free that fails leaves nothing to undo.
   void free(BP_Buffer* buffer) noexcept;
+  // True when the plugin can adopt foreign memory (ABI 1.1 memory_wrap).
+  bool wraps_memory() const;
+  // A buffer handle over `size` bytes at `address` that the caller owns; free
+  // releases the handle only. Throws kUnsupported (naming the plugin's ABI
+  // version) without wraps_memory(), or the plugin's error.
+  BP_Buffer* wrap(int ordinal, void* address, std::uint64_t size);
 
   // Synchronous copies; `ordinal` only names the device in messages.
   void copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,

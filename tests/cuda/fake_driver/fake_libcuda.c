@@ -145,6 +145,7 @@ UNSUPPORTED(cuMemAlloc_v2(unsigned long long* address, size_t size))
 UNSUPPORTED(cuMemFree_v2(unsigned long long address))
 UNSUPPORTED(cuMemHostAlloc(void** address, size_t size, unsigned flags))
 UNSUPPORTED(cuMemFreeHost(void* address))
+UNSUPPORTED(cuPointerGetAttribute(void* data, int attribute, unsigned long long pointer))
 UNSUPPORTED(cuMemcpyAsync(unsigned long long to, unsigned long long from, size_t size, void* stream))
 UNSUPPORTED(cuMemcpyPeerAsync(unsigned long long to, void* to_context, unsigned long long from,
                               void* from_context, size_t size, void* stream))

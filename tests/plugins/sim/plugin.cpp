@@ -37,6 +37,7 @@ constexpr BP_PluginApi kApi = {
     .event_query = sim::event_query,
     .event_destroy = sim::event_destroy,
     .convert_integers = nullptr,
+    .memory_wrap = sim::memory_wrap,
 };
 
 }  // namespace

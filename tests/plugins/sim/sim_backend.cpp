@@ -120,6 +120,7 @@ struct Buffer {
   std::uint64_t size = 0;
   std::int32_t ordinal = 0;
   BP_MemoryKind kind = BP_MEMORY_DEVICE;
+  bool wrapped = false;  // memory_wrap: a view into another allocation, not counted in use
 };
 
 std::shared_ptr<std::byte> allocate_storage(std::uint64_t size) {
@@ -226,11 +227,11 @@ class SimBackend {
     try {
       auto buffer = std::make_unique<Buffer>(Buffer{allocate_storage(args.size), args.size, args.ordinal, args.kind});
       auto* handle = reinterpret_cast<BP_Buffer*>(buffer.get());
-      void* host_address = on_device ? nullptr : buffer->storage.get();
+      void* address = buffer->storage.get();  // device memory: an address the core never dereferences
       std::lock_guard lock(mutex_);
       buffers_.emplace(handle, std::move(buffer));
       args.buffer = handle;
-      args.address = host_address;
+      args.address = address;
     } catch (...) {
       if (on_device) {
         std::lock_guard lock(mutex_);
@@ -238,6 +239,46 @@ class SimBackend {
       }
       throw;
     }
+  }
+
+  // Like cuPointerGetAttribute: the address must lie in a live device
+  // allocation of that device, and the range inside that allocation.
+  void wrap(BP_MemoryWrapArgs& args) {
+    require_device(args.ordinal, "memory_wrap");
+    if (args.address == nullptr && args.size > 0) fail(BP_ERROR_INVALID_ARGUMENT, "memory_wrap: address is NULL");
+    auto buffer = std::make_unique<Buffer>(Buffer{nullptr, args.size, args.ordinal, BP_MEMORY_DEVICE, true});
+    const auto address = reinterpret_cast<std::uintptr_t>(args.address);
+    std::lock_guard lock(mutex_);
+    if (args.address != nullptr) {
+      const Buffer* home = nullptr;
+      for (const auto& [handle, candidate] : buffers_) {
+        const auto start = reinterpret_cast<std::uintptr_t>(candidate->storage.get());
+        if (!candidate->wrapped && candidate->kind == BP_MEMORY_DEVICE && address >= start &&
+            address - start <= candidate->size) {
+          home = candidate.get();
+          break;
+        }
+      }
+      const std::string where = "memory_wrap of " + describe_bytes(args.size) + " on sim:" +
+                                std::to_string(args.ordinal);
+      if (home == nullptr) {
+        fail(BP_ERROR_INVALID_ARGUMENT, where + ": the address is not in a live device allocation of this backend");
+      }
+      if (home->ordinal != args.ordinal) {
+        fail(BP_ERROR_INVALID_ARGUMENT, where + ": the address is memory of sim:" + std::to_string(home->ordinal));
+      }
+      const std::uint64_t offset = address - reinterpret_cast<std::uintptr_t>(home->storage.get());
+      if (args.size > home->size - offset) {
+        fail(BP_ERROR_OUT_OF_RANGE, where + ": the range runs past the end of its " + describe_bytes(home->size) +
+                                        " allocation (it starts " + std::to_string(offset) + " bytes in)");
+      }
+      // Shares the allocation's storage: a wrapped view stays valid even if
+      // the allocation is freed first (a real device would not be so kind).
+      buffer->storage = std::shared_ptr<std::byte>(home->storage, home->storage.get() + offset);
+    }
+    auto* handle = reinterpret_cast<BP_Buffer*>(buffer.get());
+    buffers_.emplace(handle, std::move(buffer));
+    args.buffer = handle;
   }
 
   void release(BP_Buffer* handle) {
@@ -248,7 +289,7 @@ class SimBackend {
       fail(BP_ERROR_INVALID_ARGUMENT, "memory_free: not a live buffer of this sim backend "
                                       "(freed already, or allocated by another backend)");
     }
-    if (found->second->kind == BP_MEMORY_DEVICE) {
+    if (found->second->kind == BP_MEMORY_DEVICE && !found->second->wrapped) {
       in_use_[static_cast<std::size_t>(found->second->ordinal)] -= found->second->size;
     }
     buffers_.erase(found);  // storage lives on while a queued copy holds it
@@ -529,6 +570,14 @@ BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept {
   return guarded([&]() -> BP_Error* {
     require_args(args, "memory_allocate");
     resolve(args->backend, "memory_allocate").allocate(*args);
+    return nullptr;
+  });
+}
+
+BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept {
+  return guarded([&]() -> BP_Error* {
+    require_args(args, "memory_wrap");
+    resolve(args->backend, "memory_wrap").wrap(*args);
     return nullptr;
   });
 }

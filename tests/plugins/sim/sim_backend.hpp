@@ -2,17 +2,20 @@
 // device without needing one, so the core's placement, staging and error paths
 // can be exercised on any machine.
 //
-// Implements (ABI 1.0):
+// Implements (ABI 1.1):
 //   backend_create/destroy, probe, device_count, device_info (kind
 //     ACCELERATOR, memory_free = memory_limit - bytes in use),
 //   memory_allocate/free: BP_MEMORY_DEVICE is a separate host allocation
-//     reachable only through the ABI copies (address out is NULL);
+//     reachable only through the ABI copies (address out is a device address
+//     the core must not dereference, as with CUDA);
 //     BP_MEMORY_PINNED_HOST is ordinary 64-byte aligned host memory (address
 //     out is its host pointer),
 //   the three sync copies, and the three async copies, which run in order on
 //     one worker thread per backend (started on the first async call, joined
 //     by backend_destroy), so BP_CAPABILITY_ASYNC is set,
-//   event_wait (returns the copy's error), event_query, event_destroy.
+//   event_wait (returns the copy's error), event_query, event_destroy,
+//   memory_wrap: an address inside a live device allocation of that device
+//     (anything else is INVALID_ARGUMENT, a range past its end OUT_OF_RANGE).
 // Not implemented: convert_integers (NULL; capability absent), host access to
 // device memory (no BP_CAPABILITY_HOST_ADDRESSABLE).
 //
@@ -42,9 +45,15 @@
 
 namespace backplane::sim {
 
-inline constexpr char kBackendName[] = "sim";
+// Built a second time under the name "cuda" (tests/plugins/fake_cuda), so the
+// core's CUDA-specific paths (DLPack kDLCUDA) run without a GPU.
+#ifndef BACKPLANE_SIM_NAME
+#define BACKPLANE_SIM_NAME "sim"
+#endif
+inline constexpr char kBackendName[] = BACKPLANE_SIM_NAME;
 inline constexpr std::int32_t kPriority = 50;
-inline constexpr BP_Capabilities kCapabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC;
+inline constexpr BP_Capabilities kCapabilities =
+    BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_WRAP_MEMORY;
 
 BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept;
 void backend_destroy(BP_Backend* backend) noexcept;
@@ -53,6 +62,7 @@ BP_Error* device_count(BP_DeviceCountArgs* args) noexcept;
 BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept;
 BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept;
 BP_Error* memory_free(BP_MemoryFreeArgs* args) noexcept;
+BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept;
 BP_Error* copy_to_device(BP_CopyToDeviceArgs* args) noexcept;
 BP_Error* copy_to_host(BP_CopyToHostArgs* args) noexcept;
 BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) noexcept;
