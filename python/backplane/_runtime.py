@@ -6,6 +6,11 @@ from . import _lib
 from ._array import Array, dtype_code, import_capsule
 from ._devices import (DefaultDevice, Device, backend_from_c, device_info_from_c, memory_stats_from_c)
 
+_KDLCPU, _KDLCUDA, _KDLCUDAHOST = 1, 2, 3
+_IMPORTABLE_DEVICE_TYPES = (_KDLCPU, _KDLCUDA, _KDLCUDAHOST)
+# The DLPack protocol's value for CUDA's legacy default stream.
+_CUDA_LEGACY_DEFAULT_STREAM = 1
+
 
 class Runtime:
     """A backplane runtime (bp_runtime). Runtime() makes an independent one;
@@ -183,16 +188,22 @@ class Runtime:
         return Array(self, handle)
 
     def from_dlpack(self, obj):
-        """Zero-copy import of any object with __dlpack__ (NumPy, PyTorch) or
-        of a "dltensor" capsule; host memory only. The producer's memory is
-        kept alive by the array and must not change while transfers read it."""
+        """Zero-copy import of any object with __dlpack__ (NumPy, PyTorch,
+        CuPy) or of a "dltensor" capsule. Host memory becomes an array on
+        cpu:0, CUDA device memory an array on cuda:N. The array keeps the
+        producer's memory alive; it must not change while transfers read it.
+        A CUDA producer is asked for stream 1 (the legacy default stream),
+        after which the cuda backend orders its own work."""
         if hasattr(obj, "__dlpack__"):
+            stream = None
             if hasattr(obj, "__dlpack_device__"):
                 device_type, _ = obj.__dlpack_device__()
-                if device_type != 1:
-                    raise _lib.error_for(4, f"backplane.Runtime.from_dlpack: DLPack device type {device_type} is not "
-                                            "host memory; importing device memory is not supported yet", "unsupported")
-            capsule = obj.__dlpack__(stream=None)
+                if device_type not in _IMPORTABLE_DEVICE_TYPES:
+                    raise _lib.error_for(4, f"backplane.Runtime.from_dlpack: DLPack device type {device_type} cannot "
+                                            "be imported (only CPU 1, CUDA 2 and CUDA host 3)", "unsupported")
+                if device_type == _KDLCUDA:
+                    stream = _CUDA_LEGACY_DEFAULT_STREAM
+            capsule = obj.__dlpack__(stream=stream)
         else:
             capsule = obj
         return Array(self, import_capsule(self, capsule))

@@ -159,11 +159,23 @@ static void import_refusals_name_the_problem(void) {
 
   tensor = foreign_tensor();
   tensor.dl_tensor.device.device_type = kDLCUDA;
+  {
+    /* The real cuda plugin: unavailable without a GPU; with one, host memory
+     * is not device memory. */
+    const bp_status status = bp_array_from_dlpack(runtime, &tensor, &array);
+    if (status == BP_STATUS_UNAVAILABLE) {
+      CHECK_CONTAINS(bp_last_error(), "cuda");
+    } else {
+      CHECK(status == BP_STATUS_INVALID_ARGUMENT);
+      CHECK_CONTAINS(bp_last_error(), "not memory the CUDA driver knows");
+    }
+  }
+  tensor.dl_tensor.device.device_type = kDLCUDAManaged;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "importing CUDA device memory is not supported yet");
+  CHECK_CONTAINS(bp_last_error(), "CUDA managed memory (kDLCUDAManaged) cannot be imported");
   tensor.dl_tensor.device.device_type = kDLOpenCL;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "DLPack device type 4 is not host memory");
+  CHECK_CONTAINS(bp_last_error(), "DLPack device type 4 cannot be imported (only kDLCPU, kDLCUDAHost and kDLCUDA)");
 
   tensor = foreign_tensor();
   tensor.dl_tensor.strides = strides;
@@ -216,9 +228,122 @@ static void import_refusals_name_the_problem(void) {
     CHECK(bp_runtime_create(&options, &empty) == BP_OK);
     CHECK(bp_array_from_dlpack(empty, &tensor, &array) == BP_STATUS_NOT_FOUND);
     CHECK_CONTAINS(bp_last_error(), "cpu");
+    tensor.dl_tensor.device.device_type = kDLCUDA;
+    CHECK(bp_array_from_dlpack(empty, &tensor, &array) == BP_STATUS_NOT_FOUND);
+    CHECK_CONTAINS(bp_last_error(), "cuda");
     CHECK(foreign_deletes == 0);
     bp_runtime_destroy(empty);
   }
+}
+
+/* A runtime whose "cuda" backend is the simulated accelerator built under
+ * that name (tests/plugins/fake_cuda), so kDLCUDA runs without a GPU. */
+static bp_runtime* fake_cuda_runtime(void) {
+  const char* paths[] = {BP_TEST_FAKE_CUDA_DIR, BP_TEST_PLUGIN_DIR};
+  bp_runtime_options options;
+  bp_runtime* runtime = NULL;
+  memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
+  options.plugin_paths = paths;
+  options.plugin_path_count = 2;
+  options.ignore_environment = 1;
+  options.skip_default_paths = 1;
+  if (bp_runtime_create(&options, &runtime) != BP_OK) {
+    fprintf(stderr, "bp_runtime_create: %s\n", bp_last_error());
+    exit(1);
+  }
+  return runtime;
+}
+
+static void cuda_import_adopts_device_memory(void) {
+  bp_runtime* runtime = fake_cuda_runtime();
+  bp_device cuda = c_test_device(runtime, "cuda:0");
+  bp_device cpu = c_test_device(runtime, "cpu");
+  const int32_t values[6] = {-1, 2, -3, 4, -5, 6};
+  int64_t shape[2] = {2, 3};
+  bp_array* original = NULL;
+  bp_array* imported = NULL;
+  bp_array* on_cpu = NULL;
+  DLManagedTensor* exported = NULL;
+  bp_device device;
+  void* address = NULL;
+  int32_t back[6];
+  bp_memory_stats before;
+  bp_memory_stats after;
+  CHECK(bp_array_create(runtime, &cuda, BP_DTYPE_I32, shape, 2, values, sizeof(values), &original) == BP_OK);
+  CHECK(bp_array_native_address(original, &address) == BP_OK && address != NULL);
+  CHECK(bp_array_to_dlpack(original, &exported) == BP_OK);
+  CHECK(exported->dl_tensor.device.device_type == kDLCUDA && exported->dl_tensor.device.device_id == 0);
+  CHECK(exported->dl_tensor.data == address);
+  bp_array_destroy(original); /* the exported tensor keeps the memory */
+
+  memset(&before, 0, sizeof(before));
+  memset(&after, 0, sizeof(after));
+  before.struct_size = sizeof(before);
+  after.struct_size = sizeof(after);
+  CHECK(bp_memory_stats_get(runtime, &cuda, &before) == BP_OK);
+  CHECK(bp_array_from_dlpack(runtime, exported, &imported) == BP_OK);
+  CHECK(bp_memory_stats_get(runtime, &cuda, &after) == BP_OK);
+  CHECK(after.backend_allocations == before.backend_allocations); /* no copy */
+  CHECK(bp_array_device(imported, &device) == BP_OK && strcmp(device.backend, "cuda") == 0 && device.ordinal == 0);
+  {
+    void* imported_address = NULL;
+    CHECK(bp_array_native_address(imported, &imported_address) == BP_OK && imported_address == address);
+  }
+  CHECK(bp_array_copy_to_host(imported, back, sizeof(back)) == BP_OK && back[0] == -1 && back[5] == 6);
+  CHECK(bp_array_device_put(runtime, imported, &cpu, NULL, NULL, &on_cpu) == BP_OK);
+  bp_array_destroy(imported); /* the transfer still holds the tensor */
+  memset(back, 0, sizeof(back));
+  CHECK(bp_array_copy_to_host(on_cpu, back, sizeof(back)) == BP_OK && back[2] == -3 && back[4] == -5);
+  bp_array_destroy(on_cpu);
+  bp_runtime_destroy(runtime);
+}
+
+static void cuda_import_refusals_name_the_problem(void) {
+  bp_runtime* runtime = fake_cuda_runtime();
+  bp_device cuda = c_test_device(runtime, "cuda:0");
+  /* 512 bytes: the allocator's granularity, so the allocation is exactly this. */
+  const uint8_t bytes[512] = {0};
+  int64_t shape[1] = {512};
+  int64_t inside[1] = {32};
+  bp_array* home = NULL;
+  bp_array* array = NULL;
+  DLManagedTensor tensor;
+  void* address = NULL;
+  foreign_deletes = 0;
+  CHECK(bp_array_create(runtime, &cuda, BP_DTYPE_U8, shape, 1, bytes, sizeof(bytes), &home) == BP_OK);
+  CHECK(bp_array_native_address(home, &address) == BP_OK);
+
+  tensor = foreign_tensor(); /* host memory, claimed to be on the device */
+  tensor.dl_tensor.device.device_type = kDLCUDA;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "cuda:0: memory_wrap of 24 bytes at 0x");
+  CHECK_CONTAINS(bp_last_error(), "not in a live device allocation");
+
+  tensor = foreign_tensor();
+  tensor.dl_tensor.device.device_type = kDLCUDA;
+  tensor.dl_tensor.dtype.code = kDLUInt;
+  tensor.dl_tensor.dtype.bits = 8;
+  tensor.dl_tensor.ndim = 1;
+  tensor.dl_tensor.shape = inside;
+  tensor.dl_tensor.strides = NULL;
+  tensor.dl_tensor.data = address;
+  tensor.dl_tensor.byte_offset = 500; /* 32 bytes from 500 run past 512 */
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_OUT_OF_RANGE);
+  CHECK_CONTAINS(bp_last_error(), "runs past the end of its 512 bytes allocation (it starts 500 bytes in)");
+  tensor.dl_tensor.byte_offset = 480; /* fits: accepted, and the deleter runs on destroy */
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_OK);
+  bp_array_destroy(array);
+  CHECK(foreign_deletes == 1);
+  tensor.dl_tensor.device.device_id = 3;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_OUT_OF_RANGE);
+  CHECK_CONTAINS(bp_last_error(), "cuda:3");
+  tensor.dl_tensor.device.device_id = -1;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "kDLCUDA device_id is -1");
+  CHECK(foreign_deletes == 1); /* refusals leave the tensor to the caller */
+  bp_array_destroy(home);
+  bp_runtime_destroy(runtime);
 }
 
 int main(void) {
@@ -227,5 +352,7 @@ int main(void) {
   RUN(export_refuses_what_dlpack_cannot_describe);
   RUN(import_is_zero_copy_and_calls_the_deleter_once);
   RUN(import_refusals_name_the_problem);
+  RUN(cuda_import_adopts_device_memory);
+  RUN(cuda_import_refusals_name_the_problem);
   return c_test_summary();
 }

@@ -1,13 +1,15 @@
 """DLPack: NumPy and PyTorch see our CPU arrays without a copy, and we see
 theirs; lifetimes hold in both directions and nothing leaks."""
+import ctypes
 import gc
 import os
 import struct
+import tempfile
 import unittest
 import weakref
 
 import backplane
-from support import isolated_runtime, optional_module
+from support import fake_cuda_runtime, isolated_runtime, optional_module
 
 numpy = optional_module("numpy")
 torch = optional_module("torch")
@@ -180,6 +182,79 @@ class _CapsuleHolder:
 
     def __dlpack_device__(self):
         return (1, 0)
+
+
+def _set_device_id(capsule, device_id):
+    """Rewrites the device_id of the DLTensor inside an unconsumed capsule
+    (DLTensor: data pointer, then DLDevice {int32 type, int32 id})."""
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    tensor = get_pointer(capsule, b"dltensor")
+    ctypes.c_int32.from_address(tensor + ctypes.sizeof(ctypes.c_void_p) + 4).value = device_id
+
+
+class _CudaProducer:
+    """A CUDA producer in the protocol's terms: records the stream it is asked
+    to order its work before, and hands out an array's capsule."""
+
+    def __init__(self, array):
+        self.array = array
+        self.streams = []
+
+    def __dlpack__(self, *, stream=None, **_):
+        self.streams.append(stream)
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+class CudaImportTest(unittest.TestCase):
+    """kDLCUDA import on the fake "cuda" backend (the simulator under that
+    name): the same calls a CuPy or PyTorch CUDA tensor goes through."""
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.runtime = fake_cuda_runtime(self.directory.name)
+
+    def tearDown(self):
+        self.runtime.close()
+        self.directory.cleanup()
+
+    def test_device_memory_is_adopted_not_copied(self):
+        values = struct.pack("<6i", -1, 2, -3, 4, -5, 6)
+        original = self.runtime.array(values, "I32", (2, 3), device="cuda:1")
+        producer = _CudaProducer(original)
+        self.assertEqual(producer.__dlpack_device__(), (2, 1))
+        imported = self.runtime.from_dlpack(producer)
+        self.assertEqual(producer.streams, [1])  # the legacy default stream, by the protocol
+        self.assertEqual(imported.device, backplane.Device("cuda", 1))
+        self.assertEqual(imported.data_ptr, original.data_ptr)
+        self.assertEqual(self.runtime.memory_stats("cuda:1").backend_allocations, 1)  # the original's only
+        del original, producer
+        gc.collect()
+        self.assertEqual(imported.to_bytes(), values)
+        self.assertEqual(imported.device_put("cpu").wait().to_bytes(), values)
+
+    def test_memory_of_another_device_is_refused(self):
+        on_zero = self.runtime.array(b"\1" * 512, "U8", (512,), device="cuda:0")
+        capsule = on_zero.__dlpack__()
+        # Claims cuda:1 for memory of cuda:0: the plugin checks the address.
+        _set_device_id(capsule, 1)
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            self.runtime.from_dlpack(capsule)
+        self.assertIn("cuda:1: memory_wrap of 512 bytes", caught.exception.message)
+        self.assertIn("the address is memory of sim:0", caught.exception.message)
+        _set_device_id(capsule, 0)  # refused, so still unconsumed: importable as it really is
+        self.assertEqual(self.runtime.from_dlpack(capsule).to_bytes(), b"\1" * 512)
+
+    def test_other_device_types_are_refused_before_asking_for_a_capsule(self):
+        producer = _CudaProducer(None)
+        producer.__dlpack_device__ = lambda: (4, 0)  # OpenCL
+        with self.assertRaises(backplane.UnsupportedError) as caught:
+            self.runtime.from_dlpack(producer)
+        self.assertIn("DLPack device type 4 cannot be imported", caught.exception.message)
+        self.assertEqual(producer.streams, [])
 
 
 @unittest.skipIf(torch is None, "torch is not installed for this interpreter")

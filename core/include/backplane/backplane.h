@@ -343,11 +343,11 @@ bp_status bp_empty_cache(bp_runtime* runtime, const bp_device* device);
 
 /* ----------------------------------------------------------- DLPack -- */
 
-/* Zero-copy exchange with NumPy, PyTorch and other DLPack users. Include
- * <dlpack/dlpack.h> to look inside the tensor; this header only needs the
- * name. The library is built against DLPack 0.6 (Debian's libdlpack-dev),
- * which has no DLManagedTensorVersioned: only the unversioned form is
- * offered. */
+/* Zero-copy exchange with NumPy, PyTorch, CuPy and other DLPack users.
+ * Include <dlpack/dlpack.h> to look inside the tensor; this header only needs
+ * the name. The library is built against DLPack 0.6 (Debian's
+ * libdlpack-dev), which has no DLManagedTensorVersioned: only the unversioned
+ * form is offered. */
 struct DLManagedTensor;
 
 /* Exports the array as a DLManagedTensor sharing its buffer (no copy). Waits
@@ -359,17 +359,24 @@ struct DLManagedTensor;
  * the transfer's error when the data never arrived. */
 bp_status bp_array_to_dlpack(const bp_array* array, struct DLManagedTensor** out);
 
-/* Imports a DLPack tensor without a copy as an array on cpu:0. Host memory
- * only (kDLCPU, kDLCUDAHost). On success the array owns `tensor`: its
- * deleter runs (on whichever thread drops the last reference) when the last
- * handle, view or transfer using the data is gone; the caller must not touch
- * `tensor` again. On failure the caller still owns it. The memory must not
- * change while transfers read it. Errors: UNSUPPORTED for device memory
- * (importing CUDA memory needs a backend ABI call that does not exist yet),
- * other device types, non-contiguous strides, lanes != 1, and dtypes with no
- * backplane equivalent; INVALID_ARGUMENT for NULL data with a non-empty shape
- * or negative extents; NOT_FOUND / UNAVAILABLE when the runtime has no usable
- * cpu backend. */
+/* Imports a DLPack tensor without a copy. Host memory (kDLCPU, kDLCUDAHost)
+ * becomes an array on cpu:0; CUDA device memory (kDLCUDA, device_id N) an
+ * array on cuda:N, adopted through the cuda plugin (backend ABI 1.1
+ * memory_wrap), which checks that the range is device memory of that GPU
+ * inside one allocation. On success the array owns `tensor`: its deleter
+ * runs (on whichever thread drops the last reference) when the last handle,
+ * view or transfer using the data is gone; the caller must not touch `tensor`
+ * again. On failure the caller still owns it. The memory must not change
+ * while transfers read it, and CUDA memory must be ready: written, or its
+ * writes ordered before the legacy default stream (what a DLPack producer
+ * does when asked for stream 1). Errors: UNSUPPORTED for kDLCUDAManaged and
+ * other device types, non-contiguous strides, lanes != 1, dtypes with no
+ * backplane equivalent, and a cuda plugin too old to adopt memory;
+ * INVALID_ARGUMENT for NULL data with a non-empty shape, negative extents, a
+ * negative device_id, or CUDA memory the driver does not know or that
+ * belongs to another GPU; OUT_OF_RANGE for a range past the end of its
+ * allocation or a GPU that does not exist; NOT_FOUND / UNAVAILABLE when the
+ * runtime has no usable cpu (host memory) or cuda (device memory) backend. */
 bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tensor, bp_array** out);
 
 /* Calls tensor->deleter(tensor) when both are non-NULL: for callers (such as

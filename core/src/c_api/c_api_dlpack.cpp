@@ -1,6 +1,7 @@
 // bp_array_to_dlpack, bp_array_from_dlpack: zero-copy exchange with DLPack
-// (NumPy, PyTorch, JAX). Built against Debian's dlpack.h 0.6, which has only
-// the unversioned DLManagedTensor.
+// (NumPy, PyTorch, JAX). Host memory is wrapped directly; CUDA device memory
+// through the cuda plugin's memory_wrap (ABI 1.1). Built against Debian's
+// dlpack.h 0.6, which has only the unversioned DLManagedTensor.
 #include "c_api/c_api_support.hpp"
 
 #include <dlpack/dlpack.h>
@@ -116,6 +117,35 @@ struct ForeignTensor {
   bool armed = false;
 };
 
+// Where an imported tensor's memory lives for backplane.
+struct ImportPlace {
+  Device device;
+  bool host;  // host memory (wrap_host) rather than a backend's device memory
+};
+
+ImportPlace import_place(const DLDevice& device) {
+  switch (device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:
+      return {Device{"cpu", 0}, true};
+    case kDLCUDA:
+      if (device.device_id < 0) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("bp_array_from_dlpack: kDLCUDA device_id is {}", device.device_id));
+      }
+      return {Device{"cuda", device.device_id}, false};
+    case kDLCUDAManaged:
+      throw Error(ErrorCode::kUnsupported,
+                  "bp_array_from_dlpack: CUDA managed memory (kDLCUDAManaged) cannot be imported; import device "
+                  "(kDLCUDA) or host (kDLCPU) memory");
+    default:
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_from_dlpack: DLPack device type {} cannot be imported (only kDLCPU, "
+                              "kDLCUDAHost and kDLCUDA)",
+                              static_cast<int>(device.device_type)));
+  }
+}
+
 std::string describe_type(const DLDataType& type) {
   return fmt::format("code {} with {} bits and {} lanes", type.code, type.bits, type.lanes);
 }
@@ -170,17 +200,7 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp
     require_non_null(managed, "bp_array_from_dlpack", "tensor");
     require_non_null(out, "bp_array_from_dlpack", "out");
     const DLTensor& tensor = managed->dl_tensor;
-    if (tensor.device.device_type == kDLCUDA || tensor.device.device_type == kDLCUDAManaged) {
-      throw Error(ErrorCode::kUnsupported,
-                  "bp_array_from_dlpack: importing CUDA device memory is not supported yet (the backend ABI has no "
-                  "call to wrap foreign device memory); copy it to the host first");
-    }
-    if (tensor.device.device_type != kDLCPU && tensor.device.device_type != kDLCUDAHost) {
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("bp_array_from_dlpack: DLPack device type {} is not host memory (only kDLCPU and "
-                              "kDLCUDAHost can be imported)",
-                              static_cast<int>(tensor.device.device_type)));
-    }
+    const auto place = import_place(tensor.device);
     if (tensor.dtype.lanes != 1) {
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("bp_array_from_dlpack: vector types are not supported ({})", describe_type(tensor.dtype)));
@@ -214,9 +234,10 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp
     if (tensor.data == nullptr && !empty) {
       throw Error(ErrorCode::kInvalidArgument, "bp_array_from_dlpack: data is NULL for a non-empty tensor");
     }
-    const auto* data = static_cast<const std::byte*>(tensor.data) + (tensor.data ? tensor.byte_offset : 0);
+    auto* data = static_cast<std::byte*>(tensor.data) + (tensor.data ? tensor.byte_offset : 0);
     auto owner = std::make_shared<ForeignTensor>(managed);
-    Array array = Array::wrap_host(cxx, Device{"cpu", 0}, *dtype, std::move(shape), data, owner);
+    Array array = place.host ? Array::wrap_host(cxx, place.device, *dtype, std::move(shape), data, owner)
+                             : Array::wrap_device(cxx, place.device, *dtype, std::move(shape), data, owner);
     bp_array* handle = new_array_handle(std::move(array));
     owner->armed = true;  // only now: on any failure above the caller keeps the tensor
     *out = handle;

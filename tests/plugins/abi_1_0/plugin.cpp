@@ -1,0 +1,62 @@
+// The real CPU backend behind a table as a plugin built against ABI 1.0 would
+// hand out: abi_minor 0, struct_size ending at convert_integers, no
+// BP_CAPABILITY_WRAP_MEMORY. It shows that the core still runs 1.0 plugins
+// and refuses 1.1 features on them with a message instead of reading past
+// their table.
+#include "cpu_backend.hpp"
+
+#include <backplane/plugin.h>
+
+#include <cstddef>
+
+namespace {
+
+namespace cpu = backplane::cpu;
+
+constexpr char kVersion[] = "abi-1.0-fixture";
+
+// Lies past struct_size: a core that calls it has read a field a 1.0 plugin
+// does not have. It answers with an error saying so.
+BP_Error* read_past_the_table(BP_MemoryWrapArgs* /*args*/) noexcept {
+  static BP_Error error{sizeof(BP_Error), BP_ERROR_INTERNAL,
+                        "the core called memory_wrap of a 1.0 table (past its struct_size)", 66,
+                        [](BP_Error*) {}};
+  return &error;
+}
+
+constexpr BP_PluginApi kApi = {
+    .struct_size = offsetof(BP_PluginApi, convert_integers) + sizeof(void*),
+    .abi_major = 1,
+    .abi_minor = 0,
+    .name = cpu::kBackendName,
+    .name_size = sizeof(cpu::kBackendName) - 1,
+    .version = kVersion,
+    .version_size = sizeof(kVersion) - 1,
+    .priority = cpu::kPriority,
+    .capabilities = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST,
+    .backend_create = cpu::backend_create,
+    .backend_destroy = cpu::backend_destroy,
+    .probe = cpu::probe,
+    .device_count = cpu::device_count,
+    .device_info = cpu::device_info,
+    .memory_allocate = cpu::memory_allocate,
+    .memory_free = cpu::memory_free,
+    .copy_to_device = cpu::copy_to_device,
+    .copy_to_host = cpu::copy_to_host,
+    .copy_device_to_device = cpu::copy_device_to_device,
+    .copy_to_device_async = cpu::copy_to_device_async,
+    .copy_to_host_async = cpu::copy_to_host_async,
+    .copy_device_to_device_async = cpu::copy_device_to_device_async,
+    .event_wait = cpu::event_wait,
+    .event_query = cpu::event_query,
+    .event_destroy = cpu::event_destroy,
+    .convert_integers = nullptr,
+    .memory_wrap = read_past_the_table,
+};
+
+}  // namespace
+
+extern "C" BP_PLUGIN_EXPORT const BP_PluginApi* backplane_plugin_entry(
+    const BP_PluginEntryArgs* /*args*/) noexcept {
+  return &kApi;
+}
