@@ -23,6 +23,7 @@ std::vector<std::string> capability_names(std::uint64_t capabilities) {
   if (capabilities & BP_CAPABILITY_PINNED_HOST) names.emplace_back("pinned_host");
   if (capabilities & BP_CAPABILITY_ASYNC) names.emplace_back("async");
   if (capabilities & BP_CAPABILITY_CONVERT_INTEGERS) names.emplace_back("convert_integers");
+  if (capabilities & BP_CAPABILITY_WRAP_MEMORY) names.emplace_back("wrap_memory");
   return names;
 }
 

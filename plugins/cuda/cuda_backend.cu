@@ -276,6 +276,22 @@ void release_buffer(const DriverApi& driver, BP_Buffer* buffer) {
   }
 }
 
+// Waits for the work queued on every started device. Freeing a wrapped
+// buffer needs it: a peer copy reading the buffer runs on the destination
+// device's stream, and the memory's owner may reuse it once the handle is gone.
+void wait_for_every_device(BP_Backend& backend) {
+  const DriverApi& driver = *backend.driver;
+  for (const auto& device : backend.devices) {
+    {
+      std::lock_guard lock(device->mutex);  // start_device sets the context under it
+      if (device->context == nullptr) continue;
+    }
+    ContextScope scope(driver, *device);
+    check(driver, driver.cuStreamSynchronize(device->stream),
+          "waiting for " + device->label + " before releasing a wrapped buffer");
+  }
+}
+
 // Lets `destination` read `source`'s memory directly where the hardware
 // allows it; otherwise cuMemcpyPeerAsync stages through the host. Best effort.
 void try_enable_peer_access(BP_Backend& backend, Device& destination, Device& source) {
@@ -632,6 +648,7 @@ BP_Error* memory_free(BP_MemoryFreeArgs* args) {
                       "memory_free: buffer is not a live buffer of this backend");
       }
     }
+    if (!args->buffer->owned) wait_for_every_device(backend);
     release_buffer(*backend.driver, args->buffer);
     return nullptr;
   });

@@ -58,6 +58,15 @@ TEST_CASE("[conformance] the cpu plugin conforms, with one and with three device
   CHECK(find_check(three, "copies: device->device between devices").outcome == Outcome::kPass);
 }
 
+TEST_CASE("[conformance] a plugin built against ABI 1.0 conforms; the 1.1 checks are n/a") {
+  const auto report = conformance::run(std::string(BP_TEST_ABI_1_0_DIR) + "/backplane-cpu.so");
+  CHECK_MESSAGE(report.passed(), doctest::toString(failed_checks(report)));
+  CHECK(report.abi_version == "1.0");
+  const auto& wrap = find_check(report, "optional: memory_wrap adopts allocated memory; memory_free releases only the handle");
+  CHECK(wrap.outcome == Outcome::kNotApplicable);
+  CHECK(wrap.detail == "BP_CAPABILITY_WRAP_MEMORY not advertised");
+}
+
 TEST_CASE("[conformance] the flawed fixture without a flaw conforms") {
   const auto report = run_flawed("none");
   CHECK_MESSAGE(report.passed(), doctest::toString(failed_checks(report)));

@@ -4,6 +4,9 @@
 // machine without a GPU passes them without claiming to have tested them.
 #include "cuda_plugin_fixture.hpp"
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -173,12 +176,70 @@ TEST_CASE("[cuda][gpu] memory_wrap adopts device memory inside one allocation, a
   CHECK(not_device.code == BP_ERROR_INVALID_ARGUMENT);
   CHECK(not_device.message.find("not memory the CUDA driver knows") != std::string::npos);
 
+  const Allocation pinned = allocate(backend, 4096, BP_MEMORY_PINNED_HOST);
+  BP_MemoryWrapArgs host_wrap{sizeof(host_wrap), backend.handle(), 0, pinned.address, 4096, nullptr};
+  const Outcome pinned_refused = take(api().memory_wrap(&host_wrap));
+  CHECK(pinned_refused.code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(pinned_refused.message.find("the address is host memory, not device memory") != std::string::npos);
+  release(backend, pinned.buffer);
+
   if (backend.device_count() > 1) {
     BP_MemoryWrapArgs other{sizeof(other), backend.handle(), 1, base, 64, nullptr};
     const Outcome wrong_device = take(api().memory_wrap(&other));
     CHECK(wrong_device.code == BP_ERROR_INVALID_ARGUMENT);
     CHECK(wrong_device.message.find("the address is memory of cuda:0") != std::string::npos);
   }
+  release(backend, home.buffer);
+}
+
+namespace {
+
+// The few driver calls a producer such as PyTorch makes, declared by hand:
+// the test links neither libcuda nor cuda.h.
+struct ProducerDriver {
+  using RetainFn = int (*)(void**, int);
+  using PushFn = int (*)(void*);
+  using PopFn = int (*)(void**);
+  using MemsetFn = int (*)(unsigned long long, unsigned int, std::size_t, void*);
+  using ReleaseFn = int (*)(int);
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  RetainFn retain = library ? reinterpret_cast<RetainFn>(dlsym(library, "cuDevicePrimaryCtxRetain")) : nullptr;
+  PushFn push = library ? reinterpret_cast<PushFn>(dlsym(library, "cuCtxPushCurrent_v2")) : nullptr;
+  PopFn pop = library ? reinterpret_cast<PopFn>(dlsym(library, "cuCtxPopCurrent_v2")) : nullptr;
+  MemsetFn memset_async = library ? reinterpret_cast<MemsetFn>(dlsym(library, "cuMemsetD32Async")) : nullptr;
+  ReleaseFn release = library ? reinterpret_cast<ReleaseFn>(dlsym(library, "cuDevicePrimaryCtxRelease_v2")) : nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("[cuda][gpu] memory_wrap orders later work after the legacy default stream") {
+  Backend backend;
+  if (!have_device(backend)) return;
+  ProducerDriver driver;
+  REQUIRE((driver.retain && driver.push && driver.pop && driver.memset_async && driver.release));
+  const uint64_t words = 64u << 20;  // 256 MiB
+  const Allocation home = allocate(backend, words * 4);
+  void* context = nullptr;
+  REQUIRE(driver.retain(&context, 0) == 0);
+  REQUIRE(driver.push(context) == 0);
+  // A producer's writes, queued on the legacy default stream (handle 1) and
+  // still running when the memory is wrapped: many passes, the last one wins.
+  void* const legacy_stream = reinterpret_cast<void*>(1);
+  const auto address = reinterpret_cast<unsigned long long>(home.address);
+  for (unsigned int pass = 0; pass < 32; ++pass) {
+    REQUIRE(driver.memset_async(address, pass == 31 ? 0xA5A5A5A5u : pass, words, legacy_stream) == 0);
+  }
+  BP_MemoryWrapArgs wrap{sizeof(wrap), backend.handle(), 0, home.address, words * 4, nullptr};
+  const Outcome wrapped = take(api().memory_wrap(&wrap));
+  REQUIRE_MESSAGE(wrapped.ok(), wrapped.message);
+  std::vector<uint32_t> back(words);
+  REQUIRE(download(backend, wrap.buffer, 0, back.data(), words * 4).ok());
+  const auto stale = std::count_if(back.begin(), back.end(), [](uint32_t word) { return word != 0xA5A5A5A5u; });
+  CHECK_MESSAGE(stale == 0, stale << " words were read before the producer's last write");
+  void* popped = nullptr;
+  driver.pop(&popped);
+  driver.release(0);
+  release(backend, wrap.buffer);
   release(backend, home.buffer);
 }
 

@@ -225,8 +225,7 @@ void plugin_table(Bytes data) {
     require(!problem->reason.empty(), "a problem has a reason");
     return;
   }
-  constexpr std::size_t kTableSize_1_0 = offsetof(BP_PluginApi, convert_integers) + sizeof(void*);
-  require(table.struct_size >= kTableSize_1_0, "accepted tables hold the 1.0 fields");
+  require(table.struct_size >= BP_PLUGIN_API_SIZE_1_0, "accepted tables hold the 1.0 fields");
   if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) {
     require(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap) && table.memory_wrap != nullptr,
             "accepted tables claiming memory_wrap hold it");

@@ -140,7 +140,7 @@ TEST_CASE("[placement] a 1.0 plugin still places arrays, and refuses wrap_device
   const Error refused = error_from([&] { Array::wrap_device(runtime, kCpu0, DType::kU8, {16}, data.data(), nullptr); });
   CHECK(refused.code() == ErrorCode::kUnsupported);
   CHECK(std::string(refused.what()) ==
-        "cpu:0: the backend cannot adopt memory it did not allocate (plugin ABI 1.0 without memory_wrap; it "
+        "cpu:0: the backend cannot adopt memory it did not allocate (plugin ABI 1.0 has no memory_wrap; it "
         "arrived in ABI 1.1)");
   // wrap_host needs nothing from the plugin and still works.
   Array host = Array::wrap_host(runtime, kCpu0, DType::kU8, {16}, data.data(), nullptr);

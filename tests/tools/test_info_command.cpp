@@ -42,6 +42,7 @@ TEST_CASE("[cli] info --json lists cpu as available with its device") {
   CHECK((*cpu)["devices"][0]["selector"] == "cpu:0");
   CHECK((*cpu)["devices"][0]["memory_total"].get<std::uint64_t>() > 0);
   CHECK((*cpu)["origin"] == "next to core");
+  CHECK((*cpu)["capabilities"] == json::array({"host_addressable", "pinned_host", "wrap_memory"}));
 }
 
 TEST_CASE("[cli] info --json shows every fixture plugin with its status, next to a working cpu") {

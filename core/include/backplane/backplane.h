@@ -112,7 +112,7 @@ typedef struct bp_backend_info {
   const char* status_name; /* "available", "unavailable", ... */
   const char* reason;      /* why this status; may be "" when available */
   const char* plugin_path;
-  const char* abi_version; /* "1.0", or "" when the table could not be read */
+  const char* abi_version; /* "1.1", or "" when the table could not be read */
   int32_t priority;
   uint64_t capabilities; /* BP_CAPABILITY_* bits of plugin.h */
 } bp_backend_info;

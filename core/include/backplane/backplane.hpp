@@ -55,7 +55,7 @@ struct BackendInfo {
   std::string reason;  // why this status, in words a user can act on
   std::filesystem::path plugin_path;
   SearchOrigin origin;
-  std::string abi_version;     // "1.0"; empty when the table could not be read
+  std::string abi_version;     // "1.1"; empty when the table could not be read
   std::string plugin_version;  // the plugin's own version string
   int priority = 0;            // higher wins the default device
   std::uint64_t capabilities = 0;

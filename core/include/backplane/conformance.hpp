@@ -59,7 +59,7 @@ struct Report {
   bool loaded = false;          // the table was read and validated
   std::string backend_name;     // from the table; empty when not loaded
   std::string plugin_version;   // the plugin's own version string
-  std::string abi_version;      // "1.0"
+  std::string abi_version;      // "1.1"
   bool available = false;       // what probe answered
   std::string probe_reason;
   int device_count = 0;

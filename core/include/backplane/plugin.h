@@ -192,10 +192,11 @@ typedef struct BP_MemoryAllocateArgs {
  * library exported through DLPack). The plugin checks what it can (CUDA: that
  * the address is device memory of that device and the range lies inside one
  * allocation) and refuses the rest with INVALID_ARGUMENT (not memory of this
- * device) or OUT_OF_RANGE (the range runs past the allocation). The handle
- * works in every call that takes a buffer; memory_free on it waits for the
- * work queued on it, then releases the handle but never the memory. The owner
- * keeps the memory alive until then.
+ * device) or OUT_OF_RANGE (the range runs past the allocation). A range of
+ * size 0 is accepted without checks (empty tensors often have no allocation
+ * behind their pointer). The handle works in every call that takes a buffer;
+ * memory_free on it waits for all work that uses it, then releases the handle
+ * but never the memory. The owner keeps the memory alive until then.
  *
  * Readiness: the caller guarantees the producer's writes are complete, or (for
  * backends with streams) ordered before the device's default stream: the CUDA
@@ -332,6 +333,9 @@ typedef struct BP_PluginApi {
   /* 1.1. Optional (BP_CAPABILITY_WRAP_MEMORY), may be NULL. */
   BP_Error* (*memory_wrap)(BP_MemoryWrapArgs* args);
 } BP_PluginApi;
+
+/* The struct_size of a 1.0 table: every 1.x table is at least this large. */
+#define BP_PLUGIN_API_SIZE_1_0 (offsetof(BP_PluginApi, convert_integers) + sizeof(void*))
 
 /* Offered by the core to the entry function. */
 typedef struct BP_PluginEntryArgs {

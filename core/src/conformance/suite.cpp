@@ -49,9 +49,9 @@ std::string table_summary(const BP_PluginApi& table) {
 void check_negotiation(Context& context, const std::filesystem::path& file) {
   const BP_PluginApi& api = context.api;
   context.check("negotiation: table size and ABI version", [&] {
-    if (api.abi_major != BP_ABI_MAJOR || api.struct_size < sizeof(BP_PluginApi)) {
-      throw CheckFailure(fmt::format("{}; this core needs ABI {}.x with struct_size >= {}", table_summary(api),
-                                     BP_ABI_MAJOR, sizeof(BP_PluginApi)));
+    if (api.abi_major != BP_ABI_MAJOR || api.struct_size < BP_PLUGIN_API_SIZE_1_0) {
+      throw CheckFailure(fmt::format("{}; this core needs ABI {}.x with struct_size >= {} (the 1.0 table)",
+                                     table_summary(api), BP_ABI_MAJOR, BP_PLUGIN_API_SIZE_1_0));
     }
     return table_summary(api);
   });

@@ -11,9 +11,9 @@ namespace backplane {
 namespace {
 
 constexpr std::size_t kVersionFieldsEnd = offsetof(BP_PluginApi, abi_minor) + sizeof(uint32_t);
-// The size of a 1.0 table: a plugin built against 1.0 stays valid when later
-// minors append fields (which the core reads only with BP_STRUCT_HAS_FIELD).
-constexpr std::size_t kTableSize_1_0 = offsetof(BP_PluginApi, convert_integers) + sizeof(void*);
+// A plugin built against 1.0 stays valid when later minors append fields
+// (which the core reads only with BP_STRUCT_HAS_FIELD).
+constexpr std::size_t kTableSize_1_0 = BP_PLUGIN_API_SIZE_1_0;
 
 // The calls every 1.x plugin must provide, by name for the error message.
 std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) {
@@ -42,10 +42,10 @@ std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) 
     require(reinterpret_cast<const void*>(table.convert_integers),
             "convert_integers (the table claims BP_CAPABILITY_CONVERT_INTEGERS)");
   }
-  if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) {
-    // A 1.0-sized table has no memory_wrap field to read at all.
-    const bool present = BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap) && table.memory_wrap != nullptr;
-    if (!present) missing.push_back("memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)");
+  // A table too short for memory_wrap is reported by validate_table itself.
+  if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 && BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap)) {
+    require(reinterpret_cast<const void*>(table.memory_wrap),
+            "memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)");
   }
   return missing;
 }
@@ -93,6 +93,14 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
   }
   if (table->version == nullptr && table->version_size != 0) {
     return TableProblem{BackendStatus::kFailed, "bad table: version is NULL with a non-zero size"};
+  }
+  if ((table->capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 &&
+      !BP_STRUCT_HAS_FIELD(table, BP_PluginApi, memory_wrap)) {
+    return TableProblem{
+        BackendStatus::kFailed,
+        fmt::format("bad table: it claims BP_CAPABILITY_WRAP_MEMORY, but its struct_size {} (ABI {}) ends before "
+                    "memory_wrap, which arrived in ABI 1.1",
+                    table->struct_size, abi_version_string(*table))};
   }
   if (auto missing = missing_required_calls(*table); !missing.empty()) {
     return TableProblem{BackendStatus::kFailed,

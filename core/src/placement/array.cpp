@@ -224,8 +224,8 @@ Array Array::wrap_device(Runtime& runtime, const Device& device, DType dtype, st
     throw Error(ErrorCode::kInvalidArgument, "Array::wrap_device: address is NULL for a non-empty array");
   }
   auto context = placement_of(runtime)->context(device);
-  BP_Buffer* buffer = context->backend->wrap(context->ordinal, address, extent.bytes);
   auto storage = std::make_shared<ArrayStorage>();
+  BP_Buffer* buffer = context->backend->wrap(context->ordinal, address, extent.bytes);
   try {
     storage->owner = std::make_shared<WrappedMemory>(context->backend, buffer, std::move(owner));
   } catch (...) {  // bad_alloc: nothing holds the handle yet

@@ -172,10 +172,12 @@ bool Backend::wraps_memory() const {
 
 BP_Buffer* Backend::wrap(int ordinal, void* address, std::uint64_t size) {
   if (!wraps_memory()) {
+    const bool too_old = !BP_STRUCT_HAS_FIELD(&api(), BP_PluginApi, memory_wrap);
     throw Error(ErrorCode::kUnsupported,
-                fmt::format("{}:{}: the backend cannot adopt memory it did not allocate (plugin ABI {}.{} without "
-                            "memory_wrap; it arrived in ABI 1.1)",
-                            name(), ordinal, api().abi_major, api().abi_minor));
+                fmt::format("{}:{}: the backend cannot adopt memory it did not allocate ({})", name(), ordinal,
+                            too_old ? fmt::format("plugin ABI {}.{} has no memory_wrap; it arrived in ABI 1.1",
+                                                  api().abi_major, api().abi_minor)
+                                    : std::string("the plugin does not offer the optional memory_wrap")));
   }
   note_device_use();
   auto args = make_args<BP_MemoryWrapArgs>(handle_);

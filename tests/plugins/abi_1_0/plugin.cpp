@@ -15,8 +15,9 @@ namespace cpu = backplane::cpu;
 
 constexpr char kVersion[] = "abi-1.0-fixture";
 
-// Lies past struct_size: a core that calls it has read a field a 1.0 plugin
-// does not have. It answers with an error saying so.
+// Lies past struct_size. The core must not call it (the table does not
+// advertise BP_CAPABILITY_WRAP_MEMORY either); if it ever did, the error
+// says what went wrong instead of a plausible success.
 BP_Error* read_past_the_table(BP_MemoryWrapArgs* /*args*/) noexcept {
   static BP_Error error{sizeof(BP_Error), BP_ERROR_INTERNAL,
                         "the core called memory_wrap of a 1.0 table (past its struct_size)", 66,
@@ -25,7 +26,7 @@ BP_Error* read_past_the_table(BP_MemoryWrapArgs* /*args*/) noexcept {
 }
 
 constexpr BP_PluginApi kApi = {
-    .struct_size = offsetof(BP_PluginApi, convert_integers) + sizeof(void*),
+    .struct_size = BP_PLUGIN_API_SIZE_1_0,
     .abi_major = 1,
     .abi_minor = 0,
     .name = cpu::kBackendName,

@@ -4,6 +4,7 @@
 #define BACKPLANE_TESTS_PLUGINS_SIM_COPY_WORKER_HPP
 
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -20,7 +21,14 @@ class CopyWorker {
     std::lock_guard lock(mutex_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
     jobs_.push_back(std::move(job));
+    ++unfinished_;
     wake_.notify_one();
+  }
+
+  // Returns once every job submitted so far has run. Not from a job.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [this] { return unfinished_ == 0; });
   }
 
   void stop() noexcept {
@@ -43,12 +51,15 @@ class CopyWorker {
       lock.unlock();
       job();  // jobs catch their own failures
       lock.lock();
+      if (--unfinished_ == 0) idle_.notify_all();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable idle_;
   std::deque<std::function<void()>> jobs_;
+  std::size_t unfinished_ = 0;  // queued or running
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -272,9 +272,10 @@ class SimBackend {
         fail(BP_ERROR_OUT_OF_RANGE, where + ": the range runs past the end of its " + describe_bytes(home->size) +
                                         " allocation (it starts " + std::to_string(offset) + " bytes in)");
       }
-      // Shares the allocation's storage: a wrapped view stays valid even if
-      // the allocation is freed first (a real device would not be so kind).
-      buffer->storage = std::shared_ptr<std::byte>(home->storage, home->storage.get() + offset);
+      // Does not own the bytes, as a device would not: once their owner frees
+      // them, a copy still using this handle reads freed memory (and the
+      // address sanitizer says so). memory_free waits for the queue instead.
+      buffer->storage = std::shared_ptr<std::byte>(std::shared_ptr<std::byte>(), home->storage.get() + offset);
     }
     auto* handle = reinterpret_cast<BP_Buffer*>(buffer.get());
     buffers_.emplace(handle, std::move(buffer));
@@ -283,16 +284,23 @@ class SimBackend {
 
   void release(BP_Buffer* handle) {
     if (handle == nullptr) return;
-    std::lock_guard lock(mutex_);
-    const auto found = buffers_.find(handle);
-    if (found == buffers_.end()) {
-      fail(BP_ERROR_INVALID_ARGUMENT, "memory_free: not a live buffer of this sim backend "
-                                      "(freed already, or allocated by another backend)");
+    bool wrapped = false;
+    {
+      std::lock_guard lock(mutex_);
+      const auto found = buffers_.find(handle);
+      if (found == buffers_.end()) {
+        fail(BP_ERROR_INVALID_ARGUMENT, "memory_free: not a live buffer of this sim backend "
+                                        "(freed already, or allocated by another backend)");
+      }
+      wrapped = found->second->wrapped;
+      if (found->second->kind == BP_MEMORY_DEVICE && !wrapped) {
+        in_use_[static_cast<std::size_t>(found->second->ordinal)] -= found->second->size;
+      }
+      buffers_.erase(found);  // our own storage lives on while a queued copy holds it
     }
-    if (found->second->kind == BP_MEMORY_DEVICE && !found->second->wrapped) {
-      in_use_[static_cast<std::size_t>(found->second->ordinal)] -= found->second->size;
-    }
-    buffers_.erase(found);  // storage lives on while a queued copy holds it
+    // Wrapped memory goes back to its owner after this returns: nothing queued
+    // may still use it then.
+    if (wrapped) worker_.drain();
   }
 
   // ---- building transfers (all checks happen here, before any data moves)

@@ -15,7 +15,9 @@
 //     by backend_destroy), so BP_CAPABILITY_ASYNC is set,
 //   event_wait (returns the copy's error), event_query, event_destroy,
 //   memory_wrap: an address inside a live device allocation of that device
-//     (anything else is INVALID_ARGUMENT, a range past its end OUT_OF_RANGE).
+//     (anything else is INVALID_ARGUMENT, a range past its end OUT_OF_RANGE);
+//     the handle does not keep the memory alive, and memory_free on it waits
+//     for every queued copy, as a device would have to.
 // Not implemented: convert_integers (NULL; capability absent), host access to
 // device memory (no BP_CAPABILITY_HOST_ADDRESSABLE).
 //
