@@ -1,5 +1,6 @@
-/* Runtimes for the C test programs: only the build tree's plugins and the
- * fixture plugins, no environment, and optionally a config file's text. */
+/* Runtimes for the C test programs: only the plugin directories given (by
+ * default the build tree's plugins and the fixture plugins), no environment,
+ * and optionally a config file's text. */
 #ifndef BACKPLANE_TESTS_C_RUNTIME_H
 #define BACKPLANE_TESTS_C_RUNTIME_H
 
@@ -12,16 +13,16 @@
 /* Each program defines its name, used for its temporary files. */
 static const char* c_test_program;
 
-/* Writes `config_text` (when not NULL) to a temporary config file used by the
- * runtime: the sim plugin's fault injection is configured that way. */
-static bp_runtime* c_test_runtime(const char* config_text) {
-  const char* paths[] = {BP_TEST_PLUGIN_DIR, BP_TEST_FIXTURE_DIR};
+/* A runtime over `paths` only. Writes `config_text` (when not NULL) to a
+ * temporary config file used by the runtime: the sim plugin's fault
+ * injection is configured that way. */
+static bp_runtime* c_test_runtime_on(const char* const* paths, size_t path_count, const char* config_text) {
   bp_runtime_options options;
   char config_path[512];
   memset(&options, 0, sizeof(options));
   options.struct_size = sizeof(options);
   options.plugin_paths = paths;
-  options.plugin_path_count = 2;
+  options.plugin_path_count = path_count;
   options.ignore_environment = 1;
   options.skip_default_paths = 1;
   if (config_text != NULL) {
@@ -49,6 +50,12 @@ static bp_runtime* c_test_runtime(const char* config_text) {
   }
   if (config_text != NULL) remove(config_path);
   return runtime;
+}
+
+/* The build tree's plugins and the fixture plugins. */
+static bp_runtime* c_test_runtime(const char* config_text) {
+  static const char* const paths[] = {BP_TEST_PLUGIN_DIR, BP_TEST_FIXTURE_DIR};
+  return c_test_runtime_on(paths, 2, config_text);
 }
 
 static bp_device c_test_device(bp_runtime* runtime, const char* selector) {

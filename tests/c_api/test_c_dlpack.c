@@ -239,20 +239,8 @@ static void import_refusals_name_the_problem(void) {
 /* A runtime whose "cuda" backend is the simulated accelerator built under
  * that name (tests/plugins/fake_cuda), so kDLCUDA runs without a GPU. */
 static bp_runtime* fake_cuda_runtime(void) {
-  const char* paths[] = {BP_TEST_FAKE_CUDA_DIR, BP_TEST_PLUGIN_DIR};
-  bp_runtime_options options;
-  bp_runtime* runtime = NULL;
-  memset(&options, 0, sizeof(options));
-  options.struct_size = sizeof(options);
-  options.plugin_paths = paths;
-  options.plugin_path_count = 2;
-  options.ignore_environment = 1;
-  options.skip_default_paths = 1;
-  if (bp_runtime_create(&options, &runtime) != BP_OK) {
-    fprintf(stderr, "bp_runtime_create: %s\n", bp_last_error());
-    exit(1);
-  }
-  return runtime;
+  static const char* const paths[] = {BP_TEST_FAKE_CUDA_DIR, BP_TEST_PLUGIN_DIR};
+  return c_test_runtime_on(paths, 2, NULL);
 }
 
 static void cuda_import_adopts_device_memory(void) {
