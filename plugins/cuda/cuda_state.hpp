@@ -88,6 +88,16 @@ class ContextScope {
 // memory, starts no thread. The caller holds backend.mutex.
 void run_probe(BP_Backend& backend);
 
+// Shared by cuda_backend.cu and cuda_memory.cu; each throws plugin::Failure.
+// The live backend behind `handle` (INVALID_ARGUMENT naming `call` if none).
+BP_Backend& backend_of(BP_Backend* handle, const char* call);
+// The backend, probed and available, or UNAVAILABLE with the probe's reason.
+BP_Backend& usable_backend(BP_Backend* handle, const char* call);
+// Retains the device's primary context and creates its stream, once.
+Device& start_device(BP_Backend& backend, std::int32_t ordinal, const char* call);
+// Frees a buffer the backend no longer tracks (cuda_memory.cu).
+void release_buffer(const DriverApi& driver, BP_Buffer* buffer);
+
 }  // namespace backplane::cuda
 
 #endif  // BACKPLANE_PLUGINS_CUDA_CUDA_STATE_HPP
