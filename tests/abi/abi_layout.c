@@ -53,6 +53,8 @@ static const AbiLayoutEntry kEntries[] = {
     FIELD(BP_PluginEntryArgs, core_abi_minor),
 };
 
+int abi_table_has_memory_wrap_from_c(const BP_PluginApi* table) { return BP_TABLE_HAS_CALL(table, memory_wrap); }
+
 const AbiLayoutEntry* abi_layout_from_c(size_t* count) {
   *count = sizeof(kEntries) / sizeof(kEntries[0]);
   return kEntries;

@@ -17,6 +17,11 @@ typedef struct AbiLayoutEntry {
 
 const AbiLayoutEntry* abi_layout_from_c(size_t* count);
 
+struct BP_PluginApi;
+
+/* BP_TABLE_HAS_CALL(table, memory_wrap), compiled as C11. */
+int abi_table_has_memory_wrap_from_c(const struct BP_PluginApi* table);
+
 #ifdef __cplusplus
 }
 #endif

@@ -111,6 +111,19 @@ TEST_CASE("[abi] the 1.1 layout on LP64 is pinned (1.0's fields where 1.0 had th
   CHECK(sizeof(BP_PluginEntryArgs) == 32);
 }
 
+TEST_CASE("[abi] BP_TABLE_HAS_CALL needs both the field and a pointer") {
+  BP_PluginApi table;
+  std::memset(&table, 0, sizeof(table));
+  table.struct_size = sizeof(table);
+  CHECK_FALSE(BP_TABLE_HAS_CALL(&table, memory_wrap));  // NULL
+  table.memory_wrap = [](BP_MemoryWrapArgs*) -> BP_Error* { return nullptr; };
+  CHECK(BP_TABLE_HAS_CALL(&table, memory_wrap));
+  CHECK(abi_table_has_memory_wrap_from_c(&table) == 1);
+  table.struct_size = BP_PLUGIN_API_SIZE_1_0;  // a 1.0 table ends before the field
+  CHECK_FALSE(BP_TABLE_HAS_CALL(&table, memory_wrap));
+  CHECK(abi_table_has_memory_wrap_from_c(&table) == 0);
+}
+
 TEST_CASE("[abi] BP_STRUCT_HAS_FIELD reads struct_size") {
   BP_ProbeArgs args;
   std::memset(&args, 0, sizeof(args));

@@ -227,7 +227,7 @@ void plugin_table(Bytes data) {
   }
   require(table.struct_size >= BP_PLUGIN_API_SIZE_1_0, "accepted tables hold the 1.0 fields");
   if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) {
-    require(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap) && table.memory_wrap != nullptr,
+    require(BP_TABLE_HAS_CALL(&table, memory_wrap),
             "accepted tables claiming memory_wrap hold it");
   }
   require(table.abi_major == BP_ABI_MAJOR, "accepted tables speak our major");

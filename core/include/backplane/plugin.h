@@ -68,6 +68,11 @@ extern "C" {
 #define BP_STRUCT_HAS_FIELD(ptr, type, field) \
   ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
+/* True when the BP_PluginApi at `table` has the optional CALL to make: its
+ * struct_size covers the field (rule 2) and the pointer is not NULL. */
+#define BP_TABLE_HAS_CALL(table, call) \
+  (BP_STRUCT_HAS_FIELD(table, BP_PluginApi, call) && (table)->call != NULL)
+
 /* ---------------------------------------------------------------- errors -- */
 
 /* Stable error codes. Never renumbered; new codes are appended. */

@@ -174,7 +174,7 @@ std::vector<NamedCall> null_args_calls(const BP_PluginApi& api) {
   if (api.convert_integers != nullptr) {
     calls.push_back({"convert_integers", [&] { return api.convert_integers(nullptr); }});
   }
-  if (BP_STRUCT_HAS_FIELD(&api, BP_PluginApi, memory_wrap) && api.memory_wrap != nullptr) {
+  if (BP_TABLE_HAS_CALL(&api, memory_wrap)) {
     calls.push_back({"memory_wrap", [&] { return api.memory_wrap(nullptr); }});
   }
   return calls;

@@ -86,7 +86,7 @@ void require_memory_wrap(const Context& context) {
   if (!context.has_capability(BP_CAPABILITY_WRAP_MEMORY)) {
     throw NotApplicable("BP_CAPABILITY_WRAP_MEMORY not advertised");
   }
-  if (!BP_STRUCT_HAS_FIELD(&context.api, BP_PluginApi, memory_wrap) || context.api.memory_wrap == nullptr) {
+  if (!BP_TABLE_HAS_CALL(&context.api, memory_wrap)) {
     throw CheckFailure("BP_CAPABILITY_WRAP_MEMORY is advertised but the table has no memory_wrap");
   }
   context.require_devices();

@@ -166,8 +166,7 @@ void Backend::free(BP_Buffer* buffer) noexcept {
 
 bool Backend::wraps_memory() const {
   // A 1.0 table ends before memory_wrap: read the field only where it exists.
-  return has(BP_CAPABILITY_WRAP_MEMORY) && BP_STRUCT_HAS_FIELD(&api(), BP_PluginApi, memory_wrap) &&
-         api().memory_wrap != nullptr;
+  return has(BP_CAPABILITY_WRAP_MEMORY) && BP_TABLE_HAS_CALL(&api(), memory_wrap);
 }
 
 BP_Buffer* Backend::wrap(int ordinal, void* address, std::uint64_t size) {
