@@ -1,15 +1,29 @@
 """Loading libbackplane and declaring the C API's prototypes (backplane.h).
 
-The library is found, first hit wins, at: $BACKPLANE_LIBRARY; next to the
-package (a copy or link placed beside it, or a build tree laid out as
-<build>/python/backplane + <build>/core/libbackplane.so); then the system's
-search path (ctypes.util.find_library). Python objects never outlive what
-the C API says a pointer is valid for: strings are copied out at once.
+The library is found, first hit wins, at:
+1. $BACKPLANE_LIBRARY (an explicit choice that fails is an error, never a
+   silent fall-through to another library);
+2. _native/libbackplane.so inside this package (what `pip install` lays out:
+   the plugins sit next to it in _native/backplane/plugins, where the core
+   looks first, so no environment variable is needed);
+3. the path meson install recorded in _install_paths.py;
+4. a build tree: <build>/core/libbackplane.so next to <build>/python;
+5. the system's search path (ctypes.util.find_library).
+
+Why ctypes and not a compiled extension: one wheel serves every Python 3
+version (the library has a C ABI already), and with the arguments passed as
+raw buffer addresses a call costs about a microsecond more than the C call
+(bench/python/bench_take_windows.py measures it); docs/embedding.md has the
+numbers. Python objects never outlive what the C API says a pointer is valid
+for: strings are copied out at once.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import os
 import pathlib
+from typing import Any, Iterator, List, NoReturn, Optional
 
 from ._errors import error_for
 
@@ -22,6 +36,8 @@ c_void_p = ctypes.c_void_p
 POINTER = ctypes.POINTER
 
 BACKEND_NAME_CAPACITY = 65
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+NATIVE_DIR = PACKAGE_DIR / "_native"
 
 
 class bp_device(ctypes.Structure):
@@ -74,21 +90,23 @@ class bp_safetensors_tensor_info(ctypes.Structure):
     ]
 
 
-class bp_safetensors_load_options(ctypes.Structure):
-    pass  # fields set below, once the callback type exists
-
-
 PROGRESS_CALLBACK = ctypes.CFUNCTYPE(None, c_uint64, c_uint64, c_void_p)
-bp_safetensors_load_options._fields_ = [
-    ("struct_size", c_size_t),
-    ("names", POINTER(c_char_p)),
-    ("name_count", c_size_t),
-    ("progress", PROGRESS_CALLBACK),
-    ("user_data", c_void_p),
-]
+
+
+class bp_safetensors_load_options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("names", POINTER(c_char_p)),
+        ("name_count", c_size_t),
+        ("progress", PROGRESS_CALLBACK),
+        ("user_data", c_void_p),
+    ]
+
 
 _status = c_int32
-# name: (argument types, result type); a bp_status result is checked.
+# name: (argument types, result type); a bp_status result is checked by call().
+# Pointers to caller-owned arrays (offsets, shapes) are declared c_void_p so
+# that a NumPy array's address passes straight through without a conversion.
 _PROTOTYPES = {
     "bp_version": ([], c_char_p),
     "bp_last_error": ([], c_char_p),
@@ -118,12 +136,12 @@ _PROTOTYPES = {
     "bp_dtype_name": ([c_int32], c_char_p),
     "bp_dtype_from_name": ([c_char_p, POINTER(c_int32)], _status),
     "bp_dtype_bits": ([c_int32], c_int32),
-    "bp_array_create": ([c_void_p, POINTER(bp_device), c_int32, POINTER(c_int64), c_size_t, c_void_p, c_uint64,
+    "bp_array_create": ([c_void_p, POINTER(bp_device), c_int32, c_void_p, c_size_t, c_void_p, c_uint64,
                          POINTER(c_void_p)], _status),
     "bp_array_destroy": ([c_void_p], None),
     "bp_array_dtype": ([c_void_p, POINTER(c_int32)], _status),
     "bp_array_rank": ([c_void_p, POINTER(c_size_t)], _status),
-    "bp_array_shape": ([c_void_p, POINTER(c_int64), c_size_t], _status),
+    "bp_array_shape": ([c_void_p, c_void_p, c_size_t], _status),
     "bp_array_nbytes": ([c_void_p, POINTER(c_uint64)], _status),
     "bp_array_device": ([c_void_p, POINTER(bp_device)], _status),
     "bp_array_native_address": ([c_void_p, POINTER(c_void_p)], _status),
@@ -134,18 +152,13 @@ _PROTOTYPES = {
                              POINTER(c_void_p)], _status),
     "bp_array_wait": ([c_void_p], _status),
     "bp_array_is_ready": ([c_void_p, POINTER(c_int32)], _status),
-    "bp_take_windows": ([c_void_p, c_void_p, POINTER(c_int64), c_size_t, c_int64, POINTER(bp_device), c_int32,
+    "bp_take_windows": ([c_void_p, c_void_p, c_void_p, c_size_t, c_int64, POINTER(bp_device), c_int32,
                          POINTER(c_void_p)], _status),
     "bp_memory_stats_get": ([c_void_p, POINTER(bp_device), POINTER(bp_memory_stats)], _status),
     "bp_empty_cache": ([c_void_p, POINTER(bp_device)], _status),
     "bp_array_to_dlpack": ([c_void_p, POINTER(c_void_p)], _status),
     "bp_array_from_dlpack": ([c_void_p, c_void_p, POINTER(c_void_p)], _status),
     "bp_dlpack_tensor_delete": ([c_void_p], None),
-}
-
-# Declared only when the loaded library has them (a library older than this
-# package lacks the safetensors section).
-_OPTIONAL_PROTOTYPES = {
     "bp_safetensors_inspect": ([c_char_p, POINTER(c_void_p)], _status),
     "bp_safetensors_header_destroy": ([c_void_p], None),
     "bp_safetensors_header_sizes": ([c_void_p, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64)], _status),
@@ -161,38 +174,61 @@ _OPTIONAL_PROTOTYPES = {
     "bp_tensor_map_get": ([c_void_p, c_char_p, POINTER(c_void_p)], _status),
     "bp_tensor_map_metadata_count": ([c_void_p, POINTER(c_int64)], _status),
     "bp_tensor_map_metadata": ([c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)], _status),
-    "bp_safetensors_save": ([c_char_p, POINTER(c_char_p), POINTER(c_void_p), c_size_t, POINTER(c_char_p),
-                             POINTER(c_char_p), c_int64], _status),
+    "bp_safetensors_save": ([c_char_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, c_int64], _status),
+}
+
+# Declared only when the loaded library has them (newer than the oldest
+# library this package works with); has() tells the callers.
+_OPTIONAL_PROTOTYPES = {
+    "bp_default_device_push_scope": ([c_void_p, c_char_p, POINTER(c_uint64)], _status),
+    "bp_default_device_pop_scope": ([c_void_p, c_uint64], _status),
+    "bp_default_device_describe": ([c_void_p, POINTER(bp_device), POINTER(c_int32), POINTER(c_char_p)], _status),
 }
 
 
-def _candidates():
+def _installed_library() -> str:
+    try:
+        from . import _install_paths  # type: ignore[attr-defined]
+    except ImportError:
+        return ""
+    return str(getattr(_install_paths, "LIBRARY", ""))
+
+
+def _candidates() -> Iterator[str]:
     explicit = os.environ.get("BACKPLANE_LIBRARY")
     if explicit:
         yield explicit
-        return  # an explicit choice that fails must not silently load another library
-    package = pathlib.Path(__file__).resolve().parent
-    for directory in (package, package.parent, package.parent.parent / "core"):
-        for name in ("libbackplane.so", "libbackplane.so.0", "libbackplane.dylib"):
-            if (directory / name).exists():
-                yield str(directory / name)
+        return
+    bundled = NATIVE_DIR / "libbackplane.so"
+    if bundled.exists():
+        yield str(bundled)
+    installed = _installed_library()
+    if installed and os.path.exists(installed):
+        yield installed
+    build_tree = PACKAGE_DIR.parent.parent / "core"
+    for name in ("libbackplane.so", "libbackplane.so.0"):
+        if (build_tree / name).exists():
+            yield str(build_tree / name)
     found = ctypes.util.find_library("backplane")
     if found:
         yield found
 
 
-def _load():
-    tried = []
+def _load() -> ctypes.CDLL:
+    tried: List[str] = []
     for candidate in _candidates():
         try:
             return ctypes.CDLL(candidate)
         except OSError as error:
             tried.append(f"{candidate}: {error}")
-    detail = "; ".join(tried) if tried else "not found next to the package nor by ctypes.util.find_library"
-    raise ImportError(f"backplane: cannot load libbackplane ({detail}); set BACKPLANE_LIBRARY to its path")
+    detail = "; ".join(tried) if tried else (
+        f"not in {NATIVE_DIR} (a `pip install` puts it there), nor installed by meson, nor found by "
+        "ctypes.util.find_library")
+    raise ImportError(f"backplane: cannot load libbackplane ({detail}); install the package with `pip install .` "
+                      "from a checkout, or set BACKPLANE_LIBRARY to the library's path")
 
 
-lib = _load()
+lib: Any = _load()
 for _name, (_arguments, _result) in _PROTOTYPES.items():
     _function = getattr(lib, _name)
     _function.argtypes = _arguments
@@ -204,22 +240,32 @@ for _name, (_arguments, _result) in _OPTIONAL_PROTOTYPES.items():
         _function.restype = _result
 
 
-def has(name):
+def has(name: str) -> bool:
     """True when the loaded library exports `name`."""
     return getattr(lib, name, None) is not None
 
 
-def text(value):
+def library_path() -> str:
+    return str(lib._name)
+
+
+def text(value: Optional[bytes]) -> str:
     """A library-owned C string copied into a Python str ('' for NULL)."""
     return value.decode("utf-8", errors="replace") if value else ""
 
 
-def check(status):
+def raise_status(status: int) -> NoReturn:
+    raise error_for(status, text(lib.bp_last_error()), text(lib.bp_status_name(status)))
+
+
+def check(status: int) -> None:
     """Raises the Error subclass of a failed status, with bp_last_error()."""
     if status != 0:
-        raise error_for(status, text(lib.bp_last_error()), text(lib.bp_status_name(status)))
+        raise_status(status)
 
 
-def call(name, *arguments):
+def call(name: str, *arguments: Any) -> None:
     """lib.name(*arguments), raising on a failed status."""
-    check(getattr(lib, name)(*arguments))
+    status = getattr(lib, name)(*arguments)
+    if status != 0:
+        raise_status(status)

@@ -7,6 +7,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace backplane {
@@ -60,7 +61,10 @@ std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs,
   }
   for (const auto& path : inputs.from_config) candidates.push_back({path, SearchOrigin::kConfig});
   if (inputs.use_default_dirs) {
-    candidates.push_back({BACKPLANE_PLUGIN_INSTALL_DIR, SearchOrigin::kInstallDir});
+    // Empty in the Python package, whose only home is next to the library.
+    if (std::string_view install_dir = BACKPLANE_PLUGIN_INSTALL_DIR; !install_dir.empty()) {
+      candidates.push_back({std::filesystem::path(install_dir), SearchOrigin::kInstallDir});
+    }
     if (auto next_to_core = plugin_dir_next_to_core(); !next_to_core.empty()) {
       candidates.push_back({next_to_core, SearchOrigin::kCoreDir});
     }
