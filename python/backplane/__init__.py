@@ -1,51 +1,96 @@
 """backplane from Python: backends, devices, the default device, arrays,
-DLPack exchange and safetensors files, over libbackplane's C API (ctypes,
-standard library only).
+training batches, DLPack exchange and safetensors files.
 
     import backplane
-    with backplane.Runtime() as runtime:
-        for backend in runtime.backends():          # never raises to list
-            print(backend.name, backend.status, backend.reason)
-        with runtime.default_device_scope("cpu"):
-            tokens = backplane.safetensors.load(runtime, "tokens.safetensors")["tokens"]
-        batch = runtime.take_windows(tokens, offsets, 1025, dtype="I64")  # default device
+    for backend in backplane.backends():            # never raises to list
+        print(backend.name, backend.status, backend.reason)
+    with backplane.default_device_scope("cpu"):
+        tokens = backplane.safetensors.load(None, "tokens.safetensors")["tokens"]
+    for x, y in backplane.batches(tokens, 32, 1024, to="torch", steps=100):
+        ...                                         # x, y on the default device
 
-Errors raise subclasses of backplane.Error carrying `status` (the C API's
-BP_STATUS_* code) and `message`. docs/embedding.md is the guide.
+Module-level functions use the process-wide runtime (Runtime.default());
+Runtime() makes an independent one. Errors raise subclasses of
+backplane.Error carrying `status` (the C API's BP_STATUS_* code) and
+`message`. docs/embedding.md is the guide.
 """
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
 from . import _lib
-from ._array import Array, dtype_bits
-from ._devices import Backend, DefaultDevice, Device, DeviceInfo, MemoryStats
-from ._errors import (ConfigError, DeviceError, Error, FileSystemError, InternalError, InvalidArgumentError,
-                      InvalidFileError, NotFoundError, OutOfMemoryError, OutOfRangeError, PluginError,
-                      UnavailableError, UnsupportedError)
-from ._runtime import Runtime
 from . import _safetensors as safetensors
+from ._array import Array
+from ._batches import batches
+from ._devices import Backend, DefaultDevice, Device, DeviceInfo, MemoryStats
+from ._dtypes import bits as _bits
+from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSystemError, InternalError,
+                      InvalidArgumentError, InvalidFileError, MissingFileError, NotFoundError, OutOfMemoryError,
+                      OutOfRangeError, PluginError, UnavailableError, UnsupportedError)
+from ._runtime import DeviceLike, Runtime
+from ._scopes import DefaultDeviceScope
 
 __all__ = [
-    "Array", "Backend", "ConfigError", "DefaultDevice", "Device", "DeviceError", "DeviceInfo", "Error",
-    "FileSystemError", "InternalError", "InvalidArgumentError", "InvalidFileError", "MemoryStats", "NotFoundError",
-    "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
-    "default_runtime", "dtype_bits", "from_dlpack", "library_path", "safetensors", "version",
+    "Array", "Backend", "CancelledError", "ConfigError", "DefaultDevice", "DefaultDeviceScope", "Device",
+    "DeviceError", "DeviceInfo", "Error", "FileSystemError", "InternalError", "InvalidArgumentError",
+    "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError", "OutOfMemoryError", "OutOfRangeError",
+    "PluginError", "Runtime", "UnavailableError", "UnsupportedError", "array", "backends", "batches",
+    "default_device", "default_device_scope", "default_runtime", "device", "devices", "dtype_bits", "from_dlpack",
+    "library_path", "safetensors", "take_windows", "version",
 ]
 
 
-def version():
+def version() -> str:
     """The loaded library's version, e.g. "0.1.0"."""
     return _lib.text(_lib.lib.bp_version())
 
 
-def library_path():
+def library_path() -> str:
     """The path of the libbackplane that was loaded."""
-    return _lib.lib._name
+    return _lib.library_path()
 
 
-def default_runtime():
+def default_runtime() -> Runtime:
     """The process-wide runtime (Runtime.default())."""
     return Runtime.default()
 
 
-def from_dlpack(obj, runtime=None):
-    """Zero-copy import of a host DLPack tensor (NumPy, PyTorch CPU) as an
-    Array on cpu:0, through `runtime` (default: the process-wide one)."""
+def dtype_bits(dtype: Any) -> int:
+    """Bits per element of a dtype in any accepted spelling."""
+    return _bits(dtype)
+
+
+def backends() -> List[Backend]:
+    """Every plugin the process-wide runtime found, each with its status."""
+    return Runtime.default().backends()
+
+
+def devices(backend: Optional[str] = None) -> List[Device]:
+    return Runtime.default().devices(backend)
+
+
+def device(selector: DeviceLike) -> Device:
+    return Runtime.default().device(selector)
+
+
+def default_device() -> DefaultDevice:
+    return Runtime.default().default_device()
+
+
+def default_device_scope(selector: DeviceLike) -> DefaultDeviceScope:
+    return Runtime.default().default_device_scope(selector)
+
+
+def array(data: Any, dtype: Any = None, shape: Any = None, device: Optional[DeviceLike] = None) -> Array:
+    return Runtime.default().array(data, dtype, shape, device)
+
+
+def take_windows(tokens: Array, offsets: Any, length: int, device: Optional[DeviceLike] = None,
+                 dtype: Any = None) -> Array:
+    return tokens._runtime.take_windows(tokens, offsets, length, device, dtype)
+
+
+def from_dlpack(obj: Any, runtime: Optional[Runtime] = None) -> Array:
+    """Zero-copy import of a DLPack tensor (NumPy, PyTorch, JAX) as an Array,
+    through `runtime` (default: the process-wide one)."""
     return (runtime or Runtime.default()).from_dlpack(obj)

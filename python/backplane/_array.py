@@ -1,41 +1,22 @@
-"""Arrays: handles over bp_array, DLPack export (__dlpack__) and import."""
-import ctypes
+"""Arrays: handles over bp_array, NumPy views, DLPack export (__dlpack__) and
+import."""
+from __future__ import annotations
 
-from . import _lib
+import ctypes
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+from . import _dtypes, _lib
 from ._devices import Device
 
-# NumPy-style names accepted wherever a dtype is expected, besides the
-# safetensors names ("U16", "F32") that backplane itself uses.
-_ALIASES = {
-    "bool": "BOOL", "uint8": "U8", "int8": "I8", "uint16": "U16", "int16": "I16", "uint32": "U32",
-    "int32": "I32", "uint64": "U64", "int64": "I64", "float16": "F16", "bfloat16": "BF16",
-    "float32": "F32", "float64": "F64", "complex64": "C64",
-}
+if TYPE_CHECKING:
+    import numpy
 
-
-def dtype_code(dtype):
-    """The bp_dtype number of a name ("U16", "uint16", numpy.uint16's dtype)."""
-    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
-    if name is None:
-        name = str(dtype)
-    name = _ALIASES.get(name, name)
-    code = ctypes.c_int32()
-    _lib.call("bp_dtype_from_name", name.encode(), ctypes.byref(code))
-    return code.value
-
-
-def dtype_name(code):
-    return _lib.text(_lib.lib.bp_dtype_name(code))
-
-
-def dtype_bits(dtype):
-    return _lib.lib.bp_dtype_bits(dtype_code(dtype))
-
+    from ._runtime import Runtime
 
 # --- DLPack capsules (the Python array API's exchange protocol) -------------
 _DLTENSOR = b"dltensor"  # module-level: capsule names must outlive the capsules
 _USED_DLTENSOR = b"used_dltensor"
-_KDLCPU, _KDLCUDA = 1, 2
+KDLCPU, KDLCUDA, KDLCUDAHOST = 1, 2, 3
 
 _pythonapi = ctypes.pythonapi
 _pythonapi.PyCapsule_New.restype = ctypes.py_object
@@ -53,7 +34,7 @@ _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule):
+def _capsule_destructor(capsule: int) -> None:
     # A consumer renames the capsule to "used_dltensor" and owns the tensor;
     # only an unconsumed capsule still owns it and must release it.
     if _capsule_is_valid(capsule, _DLTENSOR):
@@ -63,7 +44,7 @@ def _capsule_destructor(capsule):
 _DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
 
 
-def import_capsule(runtime, capsule):
+def import_capsule(runtime: "Runtime", capsule: Any) -> ctypes.c_void_p:
     """A new bp_array handle over the tensor inside an unconsumed "dltensor"
     capsule, which is renamed "used_dltensor" once the array owns it."""
     pointer = _pythonapi.PyCapsule_GetPointer(capsule, _DLTENSOR)  # raises for a consumed or foreign capsule
@@ -73,128 +54,199 @@ def import_capsule(runtime, capsule):
     return handle
 
 
-class Array:
-    """An immutable array on one device (backplane::Array through bp_array).
+_PREVIEW_LIMIT = 1 << 20  # device arrays up to this size are copied for repr()
 
-    Made by Runtime.array, Runtime.from_dlpack, take_windows, device_put and
-    safetensors.load. The data lives while any Array, view or DLPack consumer
-    uses it; the Runtime object that made it is kept alive by it.
+
+class Array:
+    """An array on one device (backplane::Array through bp_array).
+
+    Made by Runtime.array, Runtime.from_dlpack, take_windows, device_put,
+    batches() and safetensors.load. The data lives while any Array, view or
+    DLPack consumer uses it. Host arrays convert to NumPy without a copy
+    (numpy.asarray(array), array.numpy()); every array exports DLPack.
     """
 
-    def __init__(self, runtime, handle, keep=None):
+    __slots__ = ("_runtime", "_handle", "_keep", "__weakref__")
+
+    def __init__(self, runtime: "Runtime", handle: ctypes.c_void_p, keep: Any = None) -> None:
         self._runtime = runtime
-        self._handle = handle  # c_void_p owned by this object
+        self._handle: Optional[ctypes.c_void_p] = handle  # owned by this object
         self._keep = keep  # what C may still call back into (a progress callback)
 
-    def __del__(self):
+    def __del__(self) -> None:
         handle = getattr(self, "_handle", None)
         if handle is not None and handle.value and _lib is not None and _lib.lib is not None:
             _lib.lib.bp_array_destroy(handle)
         self._handle = None
 
-    def _live(self):
+    def _live(self) -> ctypes.c_void_p:
         if self._handle is None:
             raise ValueError("backplane.Array: used after close()")
         return self._handle
 
-    def close(self):
+    def close(self) -> None:
         """Releases this handle now (the data lives on while others use it)."""
         self.__del__()
 
-    def _query(self, name, c_type):
+    def _query(self, name: str, c_type: Any) -> Any:
         value = c_type()
         _lib.call(name, self._live(), ctypes.byref(value))
         return value.value
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         """The safetensors name of the element type: "U16", "F32", ..."""
-        return dtype_name(self._query("bp_array_dtype", ctypes.c_int32))
+        return _dtypes.name(self._dtype_code())
+
+    def _dtype_code(self) -> int:
+        return int(self._query("bp_array_dtype", ctypes.c_int32))
 
     @property
-    def ndim(self):
-        return self._query("bp_array_rank", ctypes.c_size_t)
+    def ndim(self) -> int:
+        return int(self._query("bp_array_rank", ctypes.c_size_t))
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
         rank = self.ndim
         extents = (ctypes.c_int64 * max(rank, 1))()
         _lib.call("bp_array_shape", self._live(), extents, rank)
         return tuple(extents[:rank])
 
     @property
-    def nbytes(self):
-        return self._query("bp_array_nbytes", ctypes.c_uint64)
+    def size(self) -> int:
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        return count
 
     @property
-    def device(self):
+    def nbytes(self) -> int:
+        return int(self._query("bp_array_nbytes", ctypes.c_uint64))
+
+    @property
+    def device(self) -> Device:
         device = _lib.bp_device()
         _lib.call("bp_array_device", self._live(), ctypes.byref(device))
         return Device._from_c(device)
 
     @property
-    def data_ptr(self):
-        """The backend's address of the first byte (host pointer on CPU)."""
-        return self._query("bp_array_native_address", ctypes.c_void_p) or 0
+    def data_ptr(self) -> int:
+        """The backend's address of the first byte (host pointer on cpu)."""
+        return int(self._query("bp_array_native_address", ctypes.c_void_p) or 0)
 
     @property
-    def is_ready(self):
+    def is_ready(self) -> bool:
         return bool(self._query("bp_array_is_ready", ctypes.c_int32))
 
-    def __len__(self):
+    @property
+    def is_host(self) -> bool:
+        """True when the CPU can read the data in place (a cpu array)."""
+        return self.device.backend == "cpu" and (self.data_ptr != 0 or self.nbytes == 0)
+
+    def __len__(self) -> int:
         shape = self.shape
         if not shape:
             raise TypeError("len() of a scalar backplane.Array")
         return shape[0]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self._handle is None:
             return "<backplane.Array (closed)>"
-        return f"<backplane.Array {self.dtype}{list(self.shape)} on {self.device}>"
+        header = f"backplane.Array {self.dtype}{list(self.shape)} on {self.device}"
+        preview = self._preview()
+        return f"<{header}>" if preview is None else f"<{header}\n{preview}>"
 
-    def wait(self):
+    def _preview(self) -> Optional[str]:
+        try:
+            import numpy
+        except ImportError:
+            return None
+        if _dtypes.numpy_dtype(self._dtype_code()) is None:
+            return None
+        if self.is_host:
+            values = self.numpy()
+        elif self.nbytes <= _PREVIEW_LIMIT:
+            values = numpy.frombuffer(self.to_bytes(), dtype=_dtypes.numpy_dtype(self._dtype_code()))
+            values = values.reshape(self.shape)
+        else:
+            return None
+        return numpy.array2string(values, threshold=20, edgeitems=3)
+
+    def wait(self) -> "Array":
         """Blocks until the data has arrived; raises the transfer's error."""
         _lib.call("bp_array_wait", self._live())
         return self
 
-    def to_bytes(self):
+    def to_bytes(self) -> bytes:
         """Waits, then copies the data into a new bytes object."""
         size = self.nbytes
         buffer = ctypes.create_string_buffer(max(size, 1))
         _lib.call("bp_array_copy_to_host", self._live(), buffer, size)
         return buffer.raw[:size]
 
-    def slice(self, begin, end):
+    # --- NumPy -------------------------------------------------------------
+    @property
+    def __array_interface__(self) -> Dict[str, Any]:
+        """A read-only, zero-copy NumPy view of a host array (waits first)."""
+        typestr = _dtypes.numpy_dtype(self._dtype_code())
+        if typestr is None:
+            raise TypeError(f"NumPy has no dtype for {self.dtype}; export it with DLPack or to_bytes()")
+        if not self.is_host:
+            raise TypeError(f"backplane.Array on {self.device} is not in host memory: copy it with "
+                            "array.device_put('cpu') (or to_bytes()) first")
+        self.wait()
+        # numpy needs a non-NULL address even for an empty array.
+        return {"version": 3, "shape": self.shape, "typestr": typestr, "data": (self.data_ptr or 1, True)}
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> "numpy.ndarray[Any, Any]":
+        import numpy
+        view = numpy.asarray(_Interface(self))
+        if dtype is not None and numpy.dtype(dtype) != view.dtype:
+            return view.astype(dtype)
+        return view.copy() if copy else view
+
+    def numpy(self) -> "numpy.ndarray[Any, Any]":
+        """A read-only NumPy view of a host array, sharing its memory; it keeps
+        this array's data alive."""
+        import numpy
+        return numpy.asarray(_Interface(self))
+
+    # --- views and transfers ----------------------------------------------
+    def slice(self, begin: int, end: int) -> "Array":
         """Rows [begin, end) along axis 0, sharing the buffer."""
         handle = ctypes.c_void_p()
         _lib.call("bp_array_slice", self._live(), begin, end, ctypes.byref(handle))
         return Array(self._runtime, handle)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: slice) -> "Array":
         if not isinstance(key, slice) or key.step not in (None, 1):
-            raise TypeError("backplane.Array supports only [begin:end] slices along axis 0")
+            raise TypeError("backplane.Array supports only [begin:end] slices along axis 0; for more, view it "
+                            "through numpy.asarray() or a DLPack consumer")
         begin, end, _ = key.indices(len(self))
         return self.slice(begin, max(begin, end))
 
-    def shares_buffer_with(self, other):
-        return bool(_query2("bp_array_shares_buffer", self._live(), other._live()))
+    def shares_buffer_with(self, other: "Array") -> bool:
+        value = ctypes.c_int32()
+        _lib.call("bp_array_shares_buffer", self._live(), other._live(), ctypes.byref(value))
+        return bool(value.value)
 
-    def device_put(self, device=None, progress=None):
+    def device_put(self, device: Any = None, progress: Any = None) -> "Array":
         """This array on `device` (default: the default device), returned at
         once while the data moves (wait() blocks). `progress(done, total)` is
         called on a transfer thread."""
         return self._runtime.device_put(self, device, progress)
 
     # --- DLPack producer ----------------------------------------------------
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         device = self.device
         if device.backend == "cuda":
-            return (_KDLCUDA, device.ordinal)
-        if self.data_ptr and device.backend == "cpu":
-            return (_KDLCPU, 0)
+            return (KDLCUDA, device.ordinal)
+        if device.backend == "cpu" and (self.data_ptr or self.nbytes == 0):
+            return (KDLCPU, 0)
         raise BufferError(f"DLPack has no device type for {device}")
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Optional[bool] = None) -> Any:
         """A "dltensor" capsule sharing this array's buffer (the unversioned
         DLManagedTensor: the library is built against DLPack 0.6). The data
         is ready when it returns, so any `stream` may use it at once."""
@@ -214,7 +266,12 @@ class Array:
             raise
 
 
-def _query2(name, first, second):
-    value = ctypes.c_int32()
-    _lib.call(name, first, second, ctypes.byref(value))
-    return value.value
+class _Interface:
+    """Holds the array for a NumPy view: numpy keeps this object as the
+    view's base, and so the array's data alive."""
+
+    __slots__ = ("__array_interface__", "array")
+
+    def __init__(self, array: Array) -> None:
+        self.array = array
+        self.__array_interface__ = array.__array_interface__

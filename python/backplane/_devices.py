@@ -1,6 +1,9 @@
 """Devices, backends and the default device as Python values."""
+from __future__ import annotations
+
 import ctypes
 from dataclasses import dataclass, field
+from typing import Any, Dict
 
 from . import _lib
 
@@ -12,17 +15,17 @@ class Device:
     backend: str
     ordinal: int = 0
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.backend}:{self.ordinal}"
 
-    def _to_c(self):
+    def _to_c(self) -> _lib.bp_device:
         name = self.backend.encode()
         if len(name) >= _lib.BACKEND_NAME_CAPACITY:
             raise ValueError(f"backend name {self.backend!r} is too long")
         return _lib.bp_device(name, self.ordinal)
 
     @staticmethod
-    def _from_c(device):
+    def _from_c(device: _lib.bp_device) -> "Device":
         return Device(_lib.text(device.backend), device.ordinal)
 
 
@@ -39,7 +42,7 @@ class Backend:
     capabilities: int
 
     @property
-    def available(self):
+    def available(self) -> bool:
         return self.status == "available"
 
 
@@ -50,15 +53,18 @@ class DeviceInfo:
     kind: str  # "cpu", "gpu", "accelerator"
     memory_total: int
     memory_free: int
-    attributes: dict = field(default_factory=dict)
+    attributes: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class DefaultDevice:
-    """The default device and the precedence level that decided it."""
+    """The default device and what decided it: the precedence level
+    ("scoped override", "set in code", "BACKPLANE_DEFAULT_DEVICE", "config
+    default_device", "highest-priority available backend") or, for a
+    data-parallel rank, the variable that chose the device ("LOCAL_RANK=1")."""
 
     device: Device
-    source: str  # "scoped override", "BACKPLANE_DEFAULT_DEVICE", ...
+    source: str
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class MemoryStats:
 _KINDS = {0: "cpu", 1: "gpu", 2: "accelerator"}
 
 
-def backend_from_c(info):
+def backend_from_c(info: _lib.bp_backend_info) -> Backend:
     return Backend(
         name=_lib.text(info.name),
         status=_lib.text(info.status_name),
@@ -88,9 +94,9 @@ def backend_from_c(info):
     )
 
 
-def device_info_from_c(handle, device):
+def device_info_from_c(handle: ctypes.c_void_p, device: Device) -> DeviceInfo:
     lib = _lib.lib
-    attributes = {}
+    attributes: Dict[str, str] = {}
     for index in range(lib.bp_device_info_attribute_count(handle)):
         key = ctypes.c_char_p()
         value = ctypes.c_char_p()
@@ -106,5 +112,5 @@ def device_info_from_c(handle, device):
     )
 
 
-def memory_stats_from_c(stats):
+def memory_stats_from_c(stats: Any) -> MemoryStats:
     return MemoryStats(**{name: getattr(stats, name) for name, _ in _lib.bp_memory_stats._fields_[1:]})

@@ -1,19 +1,23 @@
 """backplane.Error and one subclass per status code of backplane.h."""
+from __future__ import annotations
+
+import errno
+from typing import Dict, Optional, Type
 
 
 class Error(Exception):
     """A failed C API call: `status` is the BP_STATUS_* code, `message` the
     library's explanation (bp_last_error), `status_name` its short name."""
 
-    status = None
+    status: Optional[int] = None
 
-    def __init__(self, status, message, status_name=""):
+    def __init__(self, status: int, message: str, status_name: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.status_name = status_name
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.message} [{self.status_name or self.status}]"
 
 
@@ -66,7 +70,7 @@ class FileSystemError(Error, OSError):
 
 
 # BP_STATUS_* values, never renumbered.
-STATUS_CLASSES = {
+STATUS_CLASSES: Dict[int, Type[Error]] = {
     1: InvalidArgumentError,
     2: OutOfMemoryError,
     3: UnavailableError,
@@ -82,6 +86,20 @@ STATUS_CLASSES = {
 }
 
 
-def error_for(status, message, status_name=""):
-    error = STATUS_CLASSES.get(status, Error)(status, message, status_name)
-    return error
+class MissingFileError(NotFoundError, FileNotFoundError):
+    """A file that does not exist: catchable as FileNotFoundError too."""
+
+    def __init__(self, status: int, message: str, status_name: str = "", filename: str = "") -> None:
+        super().__init__(status, message, status_name)
+        self.errno = errno.ENOENT
+        self.strerror = message
+        self.filename = filename
+
+
+class CancelledError(Error):
+    """A long operation stopped by its caller, e.g. a progress callback that
+    raised; the callback's exception is the __cause__."""
+
+
+def error_for(status: int, message: str, status_name: str = "") -> Error:
+    return STATUS_CLASSES.get(status, Error)(status, message, status_name)

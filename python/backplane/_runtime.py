@@ -1,15 +1,26 @@
 """Runtime: discovery, devices, the default device, and placing arrays."""
-import contextlib
+from __future__ import annotations
+
 import ctypes
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-from . import _lib
-from ._array import Array, dtype_code, import_capsule
-from ._devices import (DefaultDevice, Device, backend_from_c, device_info_from_c, memory_stats_from_c)
+import numpy as _numpy
 
-_KDLCPU, _KDLCUDA, _KDLCUDAHOST = 1, 2, 3
-_IMPORTABLE_DEVICE_TYPES = (_KDLCPU, _KDLCUDA, _KDLCUDAHOST)
+from . import _dtypes, _lib
+from ._array import KDLCPU, KDLCUDA, KDLCUDAHOST, Array, import_capsule
+from ._devices import (Backend, DefaultDevice, Device, DeviceInfo, MemoryStats, backend_from_c, device_info_from_c,
+                       memory_stats_from_c)
+from ._scopes import DefaultDeviceScope, ScopeStack
+
+
+DeviceLike = Union[str, Device]
+_IMPORTABLE_DEVICE_TYPES = (KDLCPU, KDLCUDA, KDLCUDAHOST)
 # The DLPack protocol's value for CUDA's legacy default stream.
 _CUDA_LEGACY_DEFAULT_STREAM = 1
+_SCOPED_OVERRIDE = "scoped override"
+
+_take_windows = _lib.lib.bp_take_windows
+_c_char = ctypes.c_char
 
 
 class Runtime:
@@ -17,11 +28,19 @@ class Runtime:
     Runtime.default() is the process-wide one (never closed). Use it as a
     context manager or call close(); arrays it made stay readable after."""
 
-    def __init__(self, plugin_paths=(), config_file=None, ignore_environment=False, skip_default_paths=False,
-                 _handle=None):
+    _default: Optional["Runtime"] = None
+
+    def __init__(self, plugin_paths: Iterable[Any] = (), config_file: Any = None, ignore_environment: bool = False,
+                 skip_default_paths: bool = False, _handle: Optional[ctypes.c_void_p] = None) -> None:
         self._owned = _handle is None
+        self._scopes = ScopeStack()
+        # Resolved selectors as C structs, for calls on the hot path.
+        self._c_devices: Dict[Device, _lib.bp_device] = {}
+        # Selectors resolve the same way for a runtime's whole life (discovery
+        # runs once), and resolving costs a call into the plugin.
+        self._resolved: Dict[str, Device] = {}
         if _handle is not None:
-            self._handle = _handle
+            self._handle: Optional[ctypes.c_void_p] = _handle
             return
         paths = [str(path).encode() for path in plugin_paths]
         path_array = (ctypes.c_char_p * max(len(paths), 1))(*paths)
@@ -37,10 +56,8 @@ class Runtime:
         _lib.call("bp_runtime_create", ctypes.byref(options), ctypes.byref(handle))
         self._handle = handle
 
-    _default = None
-
     @classmethod
-    def default(cls):
+    def default(cls) -> "Runtime":
         """The process-wide runtime (BACKPLANE_* environment, config file)."""
         if cls._default is None:
             handle = ctypes.c_void_p()
@@ -48,7 +65,7 @@ class Runtime:
             cls._default = cls(_handle=handle)
         return cls._default
 
-    def close(self):
+    def close(self) -> None:
         """Destroys an owned runtime; the process-wide one is never closed."""
         if not getattr(self, "_owned", False):
             return
@@ -56,40 +73,51 @@ class Runtime:
         if handle is not None and _lib.lib is not None:
             _lib.lib.bp_runtime_destroy(handle)
 
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
+    def __del__(self) -> None:
         self.close()
 
-    def _live_handle(self):
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _live_handle(self) -> ctypes.c_void_p:
         if self._handle is None:
             raise _lib.error_for(1, "backplane.Runtime: used after close()", "invalid argument")
         return self._handle
 
-    def _device(self, device):
-        """A bp_device pointer for a selector, a Device, or None (the default)."""
+    def _c_device(self, device: Optional[DeviceLike]) -> Optional[_lib.bp_device]:
+        """The bp_device for a selector or Device; for None the scoped device
+        of this Python context, or None (the C default decides)."""
         if device is None:
-            return None
-        if isinstance(device, Device):
-            return ctypes.byref(device._to_c())
-        return ctypes.byref(self._resolve_c(str(device)))
+            device = self._scopes.current()
+            if device is None:
+                return None
+        elif not isinstance(device, Device):
+            device = self.device(device)
+        found = self._c_devices.get(device)
+        if found is None:
+            found = self._c_devices[device] = device._to_c()
+        return found
 
-    def _resolve_c(self, selector):
+    def _device(self, device: Optional[DeviceLike]) -> Any:
+        c_device = self._c_device(device)
+        return None if c_device is None else ctypes.byref(c_device)
+
+    def _resolve_c(self, selector: str) -> _lib.bp_device:
         out = _lib.bp_device()
         _lib.call("bp_device_resolve", self._live_handle(), selector.encode(), ctypes.byref(out))
         return out
 
     # --- discovery -----------------------------------------------------------
     @property
-    def config_path(self):
+    def config_path(self) -> Optional[str]:
         path = ctypes.c_char_p()
         _lib.call("bp_runtime_config_path", self._live_handle(), ctypes.byref(path))
         return _lib.text(path.value) or None
 
-    def backends(self):
+    def backends(self) -> List[Backend]:
         """Every plugin found, each with status and reason: listing never raises
         for an unavailable backend."""
         count = ctypes.c_size_t()
@@ -101,18 +129,20 @@ class Runtime:
             result.append(backend_from_c(info))
         return result
 
-    def is_available(self, backend):
+    def is_available(self, backend: str) -> bool:
         available = ctypes.c_int32()
         _lib.call("bp_backend_is_available", self._live_handle(), backend.encode(), ctypes.byref(available))
         return bool(available.value)
 
-    def device(self, selector):
+    def device(self, selector: DeviceLike) -> Device:
         """Resolves "cpu", "cuda:1" to a Device (raises naming the problem)."""
-        if isinstance(selector, Device):
-            selector = str(selector)
-        return Device._from_c(self._resolve_c(selector))
+        key = str(selector)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = Device._from_c(self._resolve_c(key))
+        return found
 
-    def devices(self, backend=None):
+    def devices(self, backend: Optional[str] = None) -> List[Device]:
         """Devices of one available backend, or of every available backend."""
         names = [backend] if backend is not None else [b.name for b in self.backends() if b.available]
         result = []
@@ -122,75 +152,92 @@ class Runtime:
             result.extend(Device(name, ordinal) for ordinal in range(count.value))
         return result
 
-    def device_info(self, device):
-        device = self.device(device)
+    def device_info(self, device: DeviceLike) -> DeviceInfo:
+        resolved = self.device(device)
         handle = ctypes.c_void_p()
-        _lib.call("bp_device_info_create", self._live_handle(), ctypes.byref(device._to_c()), ctypes.byref(handle))
+        _lib.call("bp_device_info_create", self._live_handle(), ctypes.byref(resolved._to_c()),
+                  ctypes.byref(handle))
         try:
-            return device_info_from_c(handle, device)
+            return device_info_from_c(handle, resolved)
         finally:
             _lib.lib.bp_device_info_destroy(handle)
 
     # --- the default device --------------------------------------------------
-    def default_device(self):
+    def default_device(self) -> DefaultDevice:
         """The default device and what decided it (DefaultDevice)."""
+        scoped = self._scopes.current()
+        if scoped is not None:
+            return DefaultDevice(scoped, _SCOPED_OVERRIDE)
         out = _lib.bp_device()
         source = ctypes.c_int32()
+        if _lib.has("bp_default_device_describe"):
+            description = ctypes.c_char_p()
+            _lib.call("bp_default_device_describe", self._live_handle(), ctypes.byref(out), ctypes.byref(source),
+                      ctypes.byref(description))
+            return DefaultDevice(Device._from_c(out), _lib.text(description.value))
         _lib.call("bp_default_device", self._live_handle(), ctypes.byref(out), ctypes.byref(source))
         return DefaultDevice(Device._from_c(out), _lib.text(_lib.lib.bp_device_source_name(source.value)))
 
-    def set_default_device(self, selector):
+    def set_default_device(self, selector: Optional[DeviceLike]) -> None:
         """The process-wide setting; None clears it."""
         value = None if selector is None else str(selector).encode()
         _lib.call("bp_default_device_set", self._live_handle(), value)
 
-    @contextlib.contextmanager
-    def default_device_scope(self, selector):
-        """`with runtime.default_device_scope("cpu"):` makes it the default on
-        this thread inside the block (nestable; restored on exceptions)."""
-        _lib.call("bp_default_device_push", self._live_handle(), str(selector).encode())
-        try:
-            yield self.default_device().device
-        finally:
-            _lib.call("bp_default_device_pop", self._live_handle())
+    def default_device_scope(self, selector: DeviceLike) -> DefaultDeviceScope:
+        """`with runtime.default_device_scope("cpu") as device:` makes it the
+        default for the code that block runs, in this asyncio task or thread
+        only; a generator suspended inside the block does not take it along.
+        Nestable; restored on exceptions; exiting out of order raises."""
+        return DefaultDeviceScope(self._scopes, self.device(selector))
 
     # --- arrays --------------------------------------------------------------
-    def array(self, data, dtype=None, shape=None, device=None):
-        """A new array holding a copy of `data` (bytes or any buffer, e.g. a
-        NumPy array) on `device` (default: the default device). `dtype` and
-        `shape` default to the buffer's own (NumPy) or U8 and 1-D."""
+    def array(self, data: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None,
+              device: Optional[DeviceLike] = None) -> Array:
+        """A new array holding a copy of `data` on `device` (default: the
+        default device). `data` is bytes, any buffer, a NumPy array (any
+        shape, empty included; big-endian data is byte-swapped) or anything
+        NumPy can turn into an array. `dtype` and `shape` default to the
+        data's own (NumPy) or U8 and 1-D for raw bytes."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            values = _numpy.asarray(data)
+            if not values.dtype.isnative:
+                values = values.astype(values.dtype.newbyteorder("="))
+            values = _numpy.ascontiguousarray(values)
+            code = _dtypes.code(values.dtype if dtype is None else dtype)
+            extents = values.shape if shape is None else tuple(shape)
+            address = values.ctypes.data if values.nbytes else None
+            return self._create(code, extents, address, values.nbytes, device, keep=values)
         view = memoryview(data)
-        if dtype is None:
-            dtype = getattr(data, "dtype", "U8")
-        if shape is None:
-            shape = getattr(data, "shape", None)
         if not view.c_contiguous:
             raise _lib.error_for(1, "backplane.Runtime.array: the buffer is not C-contiguous", "invalid argument")
-        view = view.cast("B") if view.ndim != 1 or view.format != "B" else view
+        code = _dtypes.code("U8" if dtype is None else dtype)
         size = view.nbytes
-        code = dtype_code(dtype)
         if shape is None:
-            bits = _lib.lib.bp_dtype_bits(code)
+            bits = int(_lib.lib.bp_dtype_bits(code))
             shape = (size * 8 // bits,)
-        extents = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         if view.readonly:
             # ctypes cannot take the address of a read-only buffer: bytes
             # expose theirs through c_char_p, anything else is copied once.
-            source = bytes(view) if not isinstance(data, bytes) else data
-            address = ctypes.cast(ctypes.c_char_p(source), ctypes.c_void_p)
-        else:
-            source = (ctypes.c_char * size).from_buffer(view) if size else None
-            address = ctypes.cast(source, ctypes.c_void_p) if size else None
+            source = data if isinstance(data, bytes) else view.tobytes()
+            return self._create(code, tuple(shape), ctypes.cast(ctypes.c_char_p(source), ctypes.c_void_p).value,
+                                size, device, keep=source)
+        buffer = (ctypes.c_char * size).from_buffer(view.cast("B")) if size else None
+        address = ctypes.addressof(buffer) if buffer is not None else None
+        return self._create(code, tuple(shape), address, size, device, keep=buffer)
+
+    def _create(self, code: int, shape: Sequence[int], address: Optional[int], size: int,
+                device: Optional[DeviceLike], keep: Any) -> Array:
+        extents = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         handle = ctypes.c_void_p()
         _lib.call("bp_array_create", self._live_handle(), self._device(device), code, extents, len(shape), address,
                   size, ctypes.byref(handle))
-        del source  # released only after the call has copied the bytes
+        del keep  # released only after the call has copied the bytes
         return Array(self, handle)
 
-    def from_dlpack(self, obj):
+    def from_dlpack(self, obj: Any) -> Array:
         """Zero-copy import of any object with __dlpack__ (NumPy, PyTorch,
-        CuPy) or of a "dltensor" capsule. Host memory becomes an array on
-        cpu:0, CUDA device memory an array on cuda:N. The array keeps the
+        JAX, CuPy) or of a "dltensor" capsule. Host memory becomes an array
+        on cpu:0, CUDA device memory an array on cuda:N. The array keeps the
         producer's memory alive; it must not change while transfers read it.
         A CUDA producer is asked for stream 1 (the legacy default stream),
         after which the cuda backend orders its own work."""
@@ -201,14 +248,14 @@ class Runtime:
                 if device_type not in _IMPORTABLE_DEVICE_TYPES:
                     raise _lib.error_for(4, f"backplane.Runtime.from_dlpack: DLPack device type {device_type} cannot "
                                             "be imported (only CPU 1, CUDA 2 and CUDA host 3)", "unsupported")
-                if device_type == _KDLCUDA:
+                if device_type == KDLCUDA:
                     stream = _CUDA_LEGACY_DEFAULT_STREAM
             capsule = obj.__dlpack__(stream=stream)
         else:
             capsule = obj
         return Array(self, import_capsule(self, capsule))
 
-    def device_put(self, array, device=None, progress=None):
+    def device_put(self, array: Array, device: Optional[DeviceLike] = None, progress: Any = None) -> Array:
         keep = None
         callback = ctypes.cast(None, _lib.PROGRESS_CALLBACK)
         if progress is not None:
@@ -218,22 +265,46 @@ class Runtime:
                   ctypes.byref(handle))
         return Array(self, handle, keep=keep)
 
-    def take_windows(self, tokens, offsets, length, device=None, dtype=None):
-        """[len(offsets), length] windows of the 1-D host array `tokens` on
+    def take_windows(self, tokens: Array, offsets: Any, length: int, device: Optional[DeviceLike] = None,
+                     dtype: Any = None) -> Array:
+        """[len(offsets), length] windows of the 1-D array `tokens` on
         `device` (default: the default device), converted to `dtype` when
-        given; returns while the transfer runs."""
-        offsets = list(offsets)
-        values = (ctypes.c_int64 * max(len(offsets), 1))(*offsets)
-        code = 0 if dtype is None else dtype_code(dtype)
+        given (widening on the host at memory speed, or on the device where
+        the backend can). `offsets` is a NumPy integer array (passed without
+        a copy when it is contiguous int64) or any sequence of ints. Returns
+        while the transfer runs."""
+        # The hot path of a training loop: every step below is measured
+        # (bench/python/bench_batches.py); keep it free of avoidable calls.
+        starts = _numpy.ascontiguousarray(offsets, dtype=_numpy.int64)
+        if starts.ndim != 1:
+            raise _lib.error_for(1, f"take_windows: offsets must be 1-D, got shape {starts.shape}",
+                                 "invalid argument")
+        count = starts.shape[0]
+        if count == 0:
+            address = None
+        elif starts.flags.writeable:
+            address = ctypes.addressof(_c_char.from_buffer(starts))  # the cheapest way to an address
+        else:
+            address = starts.ctypes.data
+        runtime = self._handle
+        if runtime is None:
+            self._live_handle()  # raises the "used after close()" error
+        source = tokens._handle
+        if source is None:
+            tokens._live()
+        c_device = self._c_device(device)
+        code = 0 if dtype is None else _dtypes.code(dtype)
         handle = ctypes.c_void_p()
-        _lib.call("bp_take_windows", self._live_handle(), tokens._live(), values, len(offsets), length,
-                  self._device(device), code, ctypes.byref(handle))
+        status = _take_windows(runtime, source, address, count, length,
+                               None if c_device is None else ctypes.byref(c_device), code, ctypes.byref(handle))
+        if status != 0:
+            _lib.raise_status(status)
         return Array(self, handle)
 
-    def memory_stats(self, device=None):
+    def memory_stats(self, device: Optional[DeviceLike] = None) -> MemoryStats:
         stats = _lib.bp_memory_stats(struct_size=ctypes.sizeof(_lib.bp_memory_stats))
         _lib.call("bp_memory_stats_get", self._live_handle(), self._device(device), ctypes.byref(stats))
         return memory_stats_from_c(stats)
 
-    def empty_cache(self, device=None):
+    def empty_cache(self, device: Optional[DeviceLike] = None) -> None:
         _lib.call("bp_empty_cache", self._live_handle(), self._device(device))

@@ -1,16 +1,26 @@
 """safetensors files: inspect (header only), load onto a device, save."""
+from __future__ import annotations
+
 import ctypes
+import os
+import sys
 from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from . import _lib
 from ._array import Array
+from ._errors import CancelledError, MissingFileError, NotFoundError
+from ._runtime import DeviceLike, Runtime
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Callable[[int, int], Any]
 
 
 @dataclass(frozen=True)
 class TensorInfo:
     name: str
     dtype: str
-    shape: tuple
+    shape: Tuple[int, ...]
     begin: int  # data_offsets, relative to the data section
     end: int
 
@@ -20,31 +30,54 @@ class Header:
     """A validated header: tensors in data order, metadata (None when the
     file has none), and where the data section starts."""
 
-    tensors: list
-    metadata: dict
+    tensors: List[TensorInfo]
+    metadata: Optional[Dict[str, str]]
     header_size: int
     data_offset: int
     file_size: int
 
 
-@dataclass
-class Loaded:
-    """What load() returns: name -> Array and the file's __metadata__."""
+class Loaded(Mapping[str, Array]):
+    """What load() returns: a read-only mapping name -> Array (in, len,
+    iteration, keys/values/items), and the file's __metadata__ (None when
+    the file has none)."""
 
-    tensors: dict
-    metadata: dict
+    def __init__(self, tensors: Dict[str, Array], metadata: Optional[Dict[str, str]]) -> None:
+        self._tensors = tensors
+        self.metadata = metadata
 
-    def __getitem__(self, name):
-        return self.tensors[name]
+    @property
+    def tensors(self) -> Mapping[str, Array]:
+        return self
+
+    def __getitem__(self, name: str) -> Array:
+        try:
+            return self._tensors[name]
+        except KeyError:
+            known = ", ".join(repr(key) for key in list(self._tensors)[:10]) or "none"
+            raise KeyError(f"no tensor {name!r} was loaded (loaded: {known})") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    def __repr__(self) -> str:
+        return f"<backplane.safetensors.Loaded {len(self)} tensor(s): {', '.join(map(repr, self._tensors))}>"
 
 
-def _require(name):
-    if not _lib.has(name):
-        raise _lib.error_for(4, f"backplane: the loaded libbackplane has no {name} (older than this package)",
-                             "unsupported")
+def _path_bytes(path: PathLike) -> bytes:
+    return os.fsencode(path)
 
 
-def _metadata(handle, count_function, entry_function):
+def _reraise_missing(error: NotFoundError, path: PathLike) -> None:
+    """A file that is not there raises something FileNotFoundError catches."""
+    if not os.path.lexists(path):
+        raise MissingFileError(error.status or 8, error.message, error.status_name, os.fspath(path)) from None
+
+
+def _metadata(handle: ctypes.c_void_p, count_function: str, entry_function: str) -> Optional[Dict[str, str]]:
     count = ctypes.c_int64()
     _lib.call(count_function, handle, ctypes.byref(count))
     if count.value < 0:
@@ -53,16 +86,19 @@ def _metadata(handle, count_function, entry_function):
     for index in range(count.value):
         key, value = ctypes.c_char_p(), ctypes.c_char_p()
         _lib.call(entry_function, handle, index, ctypes.byref(key), ctypes.byref(value))
-        result[key.value.decode()] = value.value.decode()
+        result[_lib.text(key.value)] = _lib.text(value.value)
     return result
 
 
-def inspect(path):
+def inspect(path: PathLike) -> Header:
     """Reads and validates the header of `path` (never the tensor data);
     raises InvalidFileError naming the rule a broken file violates."""
-    _require("bp_safetensors_inspect")
     handle = ctypes.c_void_p()
-    _lib.call("bp_safetensors_inspect", str(path).encode(), ctypes.byref(handle))
+    try:
+        _lib.call("bp_safetensors_inspect", _path_bytes(path), ctypes.byref(handle))
+    except NotFoundError as error:
+        _reraise_missing(error, path)
+        raise
     try:
         count = ctypes.c_size_t()
         _lib.call("bp_safetensors_header_tensor_count", handle, ctypes.byref(count))
@@ -70,37 +106,106 @@ def inspect(path):
         for index in range(count.value):
             info = _lib.bp_safetensors_tensor_info(struct_size=ctypes.sizeof(_lib.bp_safetensors_tensor_info))
             _lib.call("bp_safetensors_header_tensor", handle, index, ctypes.byref(info))
-            tensors.append(TensorInfo(info.name.decode(), info.dtype_name.decode(),
+            tensors.append(TensorInfo(_lib.text(info.name), _lib.text(info.dtype_name),
                                       tuple(info.shape[i] for i in range(info.rank)), info.begin, info.end))
         sizes = [ctypes.c_uint64() for _ in range(3)]
         _lib.call("bp_safetensors_header_sizes", handle, *(ctypes.byref(size) for size in sizes))
         metadata = _metadata(handle, "bp_safetensors_header_metadata_count", "bp_safetensors_header_metadata")
-        return Header(tensors, metadata, *(size.value for size in sizes))
+        return Header(tensors, metadata, sizes[0].value, sizes[1].value, sizes[2].value)
     finally:
         _lib.lib.bp_safetensors_header_destroy(handle)
 
 
-def load(runtime, path, device=None, names=None, progress=None):
-    """Loads `path` onto `device` (default: the default device, scoped
-    overrides included). On cpu the arrays are zero-copy views of a read-only
-    memory map: never write into a DLPack export of them."""
-    _require("bp_safetensors_load")
-    encoded = [name.encode() for name in (names or [])]
+class _ProgressRelay:
+    """Calls the user's progress function from C; the first exception it
+    raises is kept (C cannot carry it) and re-raised by load() as the cause
+    of a CancelledError, and no later report reaches the function."""
+
+    def __init__(self, function: Progress) -> None:
+        self.function = function
+        self.failure: Optional[BaseException] = None
+        self.c_function = _lib.PROGRESS_CALLBACK(self._relay)
+
+    def _relay(self, done: int, total: int, _: Any) -> None:
+        if self.failure is not None:
+            return
+        try:
+            self.function(done, total)
+        except BaseException as error:  # noqa: B902 - KeyboardInterrupt must cancel the load too
+            self.failure = error
+
+
+def _progress_function(progress: Union[None, bool, Progress], path: PathLike) -> Tuple[Optional[Progress], Any]:
+    """The callable for `progress` and what to close afterwards (a tqdm bar)."""
+    if progress is None or progress is False:
+        return None, None
+    if progress is True:
+        if not sys.stderr.isatty():
+            return None, None
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return None, None
+        bar = tqdm(total=0, unit="B", unit_scale=True, desc=os.path.basename(os.fspath(path)))
+
+        def update(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+        return update, bar
+    if not callable(progress):
+        raise TypeError(f"progress must be a callable(done, total), True or None, not {type(progress).__name__}")
+    return progress, None
+
+
+def _names(names: Union[None, str, bytes, Iterable[str]]) -> List[bytes]:
+    if names is None:
+        return []
+    if isinstance(names, (str, bytes)):
+        names = [names.decode() if isinstance(names, bytes) else names]
+    encoded = []
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, got {type(name).__name__}")
+        encoded.append(name.encode())
+    return encoded
+
+
+def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike] = None,
+         names: Union[None, str, Iterable[str]] = None, progress: Union[None, bool, Progress] = None) -> Loaded:
+    """Loads `path` onto `device` (default: the default device, scopes
+    included). `names`: one tensor name or an iterable of them (default:
+    all). `progress(done, total)` is called as bytes arrive; if it raises,
+    the load is cancelled and CancelledError is raised from its exception.
+    `progress=True` shows a tqdm bar when tqdm is installed and stderr is a
+    terminal. On cpu the arrays are zero-copy views of a copy-on-write memory
+    map. A missing file raises MissingFileError, a FileNotFoundError."""
+    runtime = runtime or Runtime.default()
+    encoded = _names(names)
     name_array = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
-    callback = ctypes.cast(None, _lib.PROGRESS_CALLBACK)
-    if progress is not None:
-        callback = _lib.PROGRESS_CALLBACK(lambda done, total, _: progress(done, total))
+    function, bar = _progress_function(progress, path)
+    relay = _ProgressRelay(function) if function is not None else None
     options = _lib.bp_safetensors_load_options(
         struct_size=ctypes.sizeof(_lib.bp_safetensors_load_options),
         names=ctypes.cast(name_array, ctypes.POINTER(ctypes.c_char_p)),
         name_count=len(encoded),
-        progress=callback,
+        progress=relay.c_function if relay is not None else ctypes.cast(None, _lib.PROGRESS_CALLBACK),
         user_data=None,
     )
     handle = ctypes.c_void_p()
-    _lib.call("bp_safetensors_load", runtime._live_handle(), str(path).encode(), runtime._device(device),
-              ctypes.byref(options), ctypes.byref(handle))
     try:
+        _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(path), runtime._device(device),
+                  ctypes.byref(options), ctypes.byref(handle))
+    except NotFoundError as error:
+        _reraise_missing(error, path)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    try:
+        if relay is not None and relay.failure is not None:
+            raise CancelledError(13, f"{os.fspath(path)}: load cancelled: the progress callback raised "
+                                     f"{type(relay.failure).__name__}: {relay.failure}",
+                                 "cancelled") from relay.failure
         count = ctypes.c_size_t()
         _lib.call("bp_tensor_map_count", handle, ctypes.byref(count))
         tensors = {}
@@ -109,22 +214,51 @@ def load(runtime, path, device=None, names=None, progress=None):
             _lib.call("bp_tensor_map_name", handle, index, ctypes.byref(name))
             array = ctypes.c_void_p()
             _lib.call("bp_tensor_map_get", handle, name.value, ctypes.byref(array))
-            tensors[name.value.decode()] = Array(runtime, array)
+            tensors[_lib.text(name.value)] = Array(runtime, array)
         metadata = _metadata(handle, "bp_tensor_map_metadata_count", "bp_tensor_map_metadata")
         return Loaded(tensors, metadata)
     finally:
         _lib.lib.bp_tensor_map_destroy(handle)
 
 
-def save(path, arrays, metadata=None):
-    """Writes {name: Array} (arrays on any device) and optional string
-    metadata to `path`, atomically, as the reference writer lays it out."""
-    _require("bp_safetensors_save")
-    items = list(arrays.items())
+def _as_array(runtime: Runtime, name: str, value: Any) -> Array:
+    if isinstance(value, Array):
+        return value
+    if hasattr(value, "__dlpack__") and not _is_numpy(value):
+        try:
+            return runtime.from_dlpack(value)
+        except (BufferError, TypeError, RuntimeError):
+            pass  # a producer DLPack cannot carry here (e.g. a device we cannot import): copy it below
+    try:
+        return runtime.array(value, device="cpu")
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"save(): tensor {name!r} is a {type(value).__name__}, which is neither a backplane.Array, "
+                        f"a NumPy array nor a DLPack producer ({error})") from error
+
+
+def _is_numpy(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray)
+
+
+def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None,
+         runtime: Optional[Runtime] = None) -> None:
+    """Writes {name: array} to `path` atomically, in the reference layout.
+    Values are backplane Arrays (any device), NumPy arrays, or anything with
+    __dlpack__ (torch, JAX); metadata values are written as strings."""
+    runtime = runtime or Runtime.default()
+    items = [(name, _as_array(runtime, name, value)) for name, value in arrays.items()]
+    for name, _ in items:
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, got {type(name).__name__}")
     names = (ctypes.c_char_p * max(len(items), 1))(*(name.encode() for name, _ in items))
     handles = (ctypes.c_void_p * max(len(items), 1))(*(array._live().value for _, array in items))
     pairs = list((metadata or {}).items())
     keys = (ctypes.c_char_p * max(len(pairs), 1))(*(str(key).encode() for key, _ in pairs))
     values = (ctypes.c_char_p * max(len(pairs), 1))(*(str(value).encode() for _, value in pairs))
-    _lib.call("bp_safetensors_save", str(path).encode(), names, handles, len(items), keys, values,
-              -1 if metadata is None else len(pairs))
+    try:
+        _lib.call("bp_safetensors_save", _path_bytes(path), names, handles, len(items), keys, values,
+                  -1 if metadata is None else len(pairs))
+    except NotFoundError as error:
+        _reraise_missing(error, os.path.dirname(os.path.abspath(os.fspath(path))))
+        raise

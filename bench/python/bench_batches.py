@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Training-batch sampling from Python: backplane against what people write
+today, in one run, on one token file, with pages warm and cold.
+
+    bench_batches.py [--tokens N] [--context T] [--batches 32,256] [--calls K]
+
+Rows (each makes int64 windows of T+1 tokens from a uint16 token file):
+  backplane      rt.take_windows(tokens, offsets, T+1, "cpu", "int64") on the
+                 zero-copy safetensors map, then .numpy() of the result
+  numpy          memmap[offsets[:, None] + arange(T+1)].astype(int64)
+  nanogpt        nanoGPT's get_batch as written (x and y: two torch.stack of
+                 from_numpy(slice.astype(int64)))
+  torch.stack    one torch.stack of from_numpy(slice.astype(int64)) windows
+and the ratio of each to backplane. "cold" drops the file's pages (madvise +
+posix_fadvise DONTNEED) and remaps before each pass, so every call faults its
+windows in from the file system.
+
+The per-call overhead line: the public call against the bare C call through
+ctypes with prepared arguments, minus what ctypes itself costs for a trivial
+call (bp_array_is_ready), i.e. the Python wrapper's own cost beyond the C++
+call. Needs numpy; torch rows are skipped (and say why) without torch.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import mmap
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+import backplane
+from backplane import _lib
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def per_call(function: Callable[[Any], Any], offsets: List[Any], repeats: int = 5) -> float:
+    """Median over `repeats` passes of the mean seconds per call."""
+    function(offsets[0])
+    passes = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for item in offsets:
+            function(item)
+        passes.append((time.perf_counter() - start) / len(offsets))
+    return statistics.median(passes)
+
+
+def drop_pages(path: str) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(descriptor)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=128 << 20, help="tokens in the file (default 128 Mi: 256 MiB)")
+    parser.add_argument("--context", type=int, default=1024)
+    parser.add_argument("--batches", default="32,256")
+    parser.add_argument("--calls", type=int, default=50)
+    args = parser.parse_args()
+    window = args.context + 1
+    runtime = backplane.Runtime.default()
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "tokens.safetensors")
+        values = np.random.default_rng(1).integers(0, 50257, size=args.tokens, dtype=np.uint16)
+        backplane.safetensors.save(path, {"tokens": values})
+        del values
+        data_offset = backplane.safetensors.inspect(path).data_offset
+        print(f"{args.tokens:,} uint16 tokens ({args.tokens * 2 / 2**20:.0f} MiB), T+1 = {window}, "
+              f"{args.calls} calls a pass; backplane {backplane.version()} from {backplane.library_path()}")
+
+        state: Dict[str, Any] = {}
+
+        def open_maps() -> None:
+            with runtime.default_device_scope("cpu"):
+                state["tokens"] = backplane.safetensors.load(runtime, path)["tokens"]
+            state["memmap"] = np.memmap(path, dtype=np.uint16, mode="r", offset=data_offset, shape=(args.tokens,))
+
+        def close_maps() -> None:
+            memmap = state.pop("memmap", None)
+            if memmap is not None:
+                memmap._mmap.madvise(mmap.MADV_DONTNEED)
+            state.pop("tokens", None)
+            del memmap
+            drop_pages(path)
+
+        rows: Dict[str, Callable[[Any], Any]] = {
+            "backplane": lambda offsets: runtime.take_windows(state["tokens"], offsets, window, "cpu",
+                                                              "int64").numpy(),
+            "numpy": lambda offsets: state["memmap"][offsets[:, None] + np.arange(window)].astype(np.int64),
+        }
+        if torch is not None:
+            T = args.context
+
+            def nanogpt(ix: Any) -> Any:
+                data = state["memmap"]
+                x = torch.stack([torch.from_numpy((data[i:i + T]).astype(np.int64)) for i in ix])
+                y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + T]).astype(np.int64)) for i in ix])
+                return x, y
+            rows["nanogpt"] = nanogpt
+            rows["torch.stack"] = lambda ix: torch.stack(
+                [torch.from_numpy(state["memmap"][i:i + window].astype(np.int64)) for i in ix])
+        else:
+            print(f"skipped: nanogpt and torch.stack rows: {sys.executable} cannot import torch")
+
+        rng = np.random.default_rng(2)
+        for batch in [int(b) for b in args.batches.split(",")]:
+            print(f"\nB={batch}          warm µs/call   ratio    cold µs/call   ratio")
+            results: Dict[str, List[float]] = {}
+            for name, function in rows.items():
+                offsets = [rng.integers(0, args.tokens - window, size=batch) for _ in range(args.calls)]
+                open_maps()
+                warm = per_call(function, offsets)
+                cold_passes = []
+                for _ in range(3):
+                    close_maps()
+                    open_maps()
+                    fresh = [rng.integers(0, args.tokens - window, size=batch) for _ in range(args.calls)]
+                    start = time.perf_counter()
+                    for item in fresh:
+                        function(item)
+                    cold_passes.append((time.perf_counter() - start) / len(fresh))
+                close_maps()
+                results[name] = [warm, statistics.median(cold_passes)]
+            base_warm, base_cold = results["backplane"]
+            for name, (warm, cold) in results.items():
+                print(f"  {name:<12} {warm * 1e6:10.1f}  {warm / base_warm:6.2f}x  {cold * 1e6:12.1f}  "
+                      f"{cold / base_cold:6.2f}x")
+            print(f"  (ratio: row time / backplane time; numpy/backplane = {results['numpy'][0] / base_warm:.2f}x "
+                  f"warm, {results['numpy'][1] / base_cold:.2f}x cold)")
+
+        overhead(runtime, path, window)
+    return 0
+
+
+def overhead(runtime: backplane.Runtime, path: str, window: int) -> None:
+    """The wrapper's own cost: public call vs prepared bare C call."""
+    with runtime.default_device_scope("cpu"):
+        tokens = backplane.safetensors.load(runtime, path)["tokens"]
+    offsets = np.random.default_rng(3).integers(0, tokens.shape[0] - window, size=32)
+    cpu = backplane.Device("cpu", 0)._to_c()
+    handle = ctypes.c_void_p()
+    lib = _lib.lib
+    arguments = (runtime._live_handle(), tokens._live(), offsets.__array_interface__["data"][0], len(offsets),
+                 window, ctypes.byref(cpu), 5, ctypes.byref(handle))
+    ready = ctypes.c_int32()
+    ready_arguments = (tokens._live(), ctypes.byref(ready))
+
+    def bare(_: Any) -> None:
+        lib.bp_take_windows(*arguments)
+        lib.bp_array_destroy(handle)
+
+    def public(_: Any) -> None:
+        runtime.take_windows(tokens, offsets, window, "cpu", "int64")
+
+    def trivial(_: Any) -> None:
+        lib.bp_array_is_ready(*ready_arguments)
+        lib.bp_array_is_ready(*ready_arguments)
+
+    calls = [None] * 2000
+    samples = []
+    for _ in range(5):  # interleaved so that drift hits both alike
+        t_bare = per_call(bare, calls, 3)
+        t_public = per_call(public, calls, 3)
+        t_trivial = per_call(trivial, calls, 3)
+        samples.append((t_bare, t_public, t_trivial))
+    t_bare, t_public, t_trivial = (statistics.median(s[i] for s in samples) for i in range(3))
+    # The bare call = the C++ call + one ctypes crossing (+ one for destroy).
+    cxx = t_bare - t_trivial
+    print(f"\nper-call overhead, B=32 T+1={window} U16->I64 on cpu (median of 5 x 3 x 2000 calls):")
+    print(f"  bare C call via ctypes {t_bare * 1e6:.2f} µs, ctypes crossing x2 {t_trivial * 1e6:.2f} µs, "
+          f"so the C++ call ~{cxx * 1e6:.2f} µs")
+    print(f"  public runtime.take_windows {t_public * 1e6:.2f} µs: overhead beyond the C++ call "
+          f"{(t_public - cxx) * 1e6:.2f} µs (goal <= 5 µs)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
