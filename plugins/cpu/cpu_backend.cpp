@@ -5,6 +5,7 @@
 
 #include <backplane/plugin_support.hpp>
 
+#include <pthread.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -332,6 +333,10 @@ class CpuBackend {
     }
   }
 
+  // For fork(): see install_fork_handlers.
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
+
   ~CpuBackend() {
     for (auto& [handle, buffer] : buffers_) std::free(buffer->data);
   }
@@ -366,6 +371,29 @@ struct LiveBackends {
 LiveBackends& live_backends() {
   static LiveBackends live;
   return live;
+}
+
+// Host memory survives fork(), so this backend works in a child, provided no
+// lock is left held by a thread that stayed in the parent (the core's
+// transfer threads call in here). fork() therefore takes every lock of the
+// plugin first and releases them on both sides. No code path waits for
+// `live.mutex` while holding a backend's mutex, so taking that one first
+// cannot deadlock. glibc drops the handlers if the plugin is unloaded.
+void install_fork_handlers() {
+  static const bool installed = [] {
+    auto prepare = [] {
+      LiveBackends& live = live_backends();
+      live.mutex.lock();
+      for (BP_Backend* handle : live.handles) reinterpret_cast<CpuBackend*>(handle)->lock_for_fork();
+    };
+    auto release = [] {
+      LiveBackends& live = live_backends();
+      for (BP_Backend* handle : live.handles) reinterpret_cast<CpuBackend*>(handle)->unlock_after_fork();
+      live.mutex.unlock();
+    };
+    return pthread_atfork(prepare, release, release) == 0;
+  }();
+  (void)installed;
 }
 
 CpuBackend& backend_of(BP_Backend* handle, const char* call) {
@@ -438,6 +466,7 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
                                                      " (known options: devices)");
       }
     }
+    install_fork_handlers();
     auto backend = std::make_unique<CpuBackend>(devices);
     auto* handle = reinterpret_cast<BP_Backend*>(backend.get());
     LiveBackends& live = live_backends();

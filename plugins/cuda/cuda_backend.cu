@@ -106,6 +106,7 @@ void ensure_probed(BP_Backend& backend) {
 // The backend, probed and available, or an UNAVAILABLE error with the reason.
 BP_Backend& usable_backend(BP_Backend* handle, const char* call) {
   BP_Backend& backend = backend_of(handle, call);
+  require_driver_process(call);
   ensure_probed(backend);
   if (!backend.available) {
     throw Failure(BP_ERROR_UNAVAILABLE,
@@ -393,6 +394,9 @@ void backend_destroy(BP_Backend* handle) {
   }
   std::unique_ptr<BP_Backend> backend(handle);
   if (backend->driver == nullptr) return;  // never available: nothing to release
+  // In a child the contexts, memory and events are the parent's: only the
+  // bookkeeping is freed here.
+  if (driver_forked()) return;
   const DriverApi& driver = *backend->driver;
   for (BP_Event* event : backend->events) release_event(driver, event);
   for (BP_Buffer* buffer : backend->buffers) {
@@ -418,6 +422,13 @@ BP_Error* probe(BP_ProbeArgs* args) {
     require_args(args, "probe");
     BP_Backend& backend = backend_of(args->backend, "probe");
     ensure_probed(backend);
+    if (driver_forked()) {  // probed in the parent: its answer no longer holds
+      static const std::string forked = forked_driver_message();
+      args->available = 0;
+      args->reason = forked.data();
+      args->reason_size = forked.size();
+      return nullptr;
+    }
     args->available = backend.available ? 1 : 0;
     args->reason = backend.reason.data();
     args->reason_size = backend.reason.size();
@@ -440,6 +451,7 @@ BP_Error* device_info(BP_DeviceInfoArgs* args) {
     require_args(args, "device_info");
     BP_Backend& backend = backend_of(args->backend, "device_info");
     ensure_probed(backend);
+    require_driver_process("device_info");
     Device& device = device_at(backend, args->ordinal, "device_info");
     const DriverApi& driver = *backend.driver;
 
@@ -505,6 +517,7 @@ BP_Error* event_wait(BP_EventArgs* args) {
   return guarded([&]() -> BP_Error* {
     require_args(args, "event_wait");
     BP_Backend& backend = backend_of(args->backend, "event_wait");
+    require_driver_process("event_wait");
     BP_Event& event = event_of(backend, args->event, "event_wait");
     wait_for(*backend.driver, event.event, event.operation);
     return nullptr;
@@ -517,6 +530,7 @@ BP_Error* event_query(BP_EventArgs* args) {
   return guarded([&]() -> BP_Error* {
     require_args(args, "event_query");
     BP_Backend& backend = backend_of(args->backend, "event_query");
+    require_driver_process("event_query");
     BP_Event& event = event_of(backend, args->event, "event_query");
     args->done = backend.driver->cuEventQuery(event.event) == CUDA_ERROR_NOT_READY ? 0 : 1;
     return nullptr;
@@ -525,6 +539,7 @@ BP_Error* event_query(BP_EventArgs* args) {
 
 void event_destroy(BP_Backend* handle, BP_Event* event) {
   if (handle == nullptr || event == nullptr || !is_live(handle)) return;
+  if (driver_forked()) return;  // the parent's event: leaked, the driver must not be called
   {
     std::lock_guard lock(handle->mutex);
     if (handle->events.erase(event) == 0) return;  // not ours: nothing to release

@@ -3,7 +3,9 @@
 
 #include <backplane/plugin_support.hpp>
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <iterator>
@@ -83,6 +85,30 @@ const DriverLoad& load_driver() noexcept {
     }
   }();
   return load;
+}
+
+namespace {
+std::atomic<pid_t> initialised_in{0};  // 0: cuInit has not succeeded
+}  // namespace
+
+void note_driver_initialised() noexcept {
+  pid_t expected = 0;
+  initialised_in.compare_exchange_strong(expected, getpid());
+}
+
+bool driver_forked() noexcept {
+  const pid_t pid = initialised_in.load();
+  return pid != 0 && pid != getpid();
+}
+
+std::string forked_driver_message() {
+  return "CUDA was initialised in process " + std::to_string(initialised_in.load()) +
+         " before fork(); a CUDA context does not survive fork: use the cuda backend only in the parent, "
+         "or start workers with the 'spawn' method";
+}
+
+void require_driver_process(const char* call) {
+  if (driver_forked()) throw plugin::Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + forked_driver_message());
 }
 
 std::string describe_result(const DriverApi& driver, CUresult result) {

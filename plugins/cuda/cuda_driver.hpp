@@ -84,6 +84,21 @@ struct DriverLoad {
 // contexts may outlive any one backend).
 const DriverLoad& load_driver() noexcept;
 
+// Fork: a CUDA context does not survive fork(); a child must not call the
+// driver that its parent initialised (it fails or hangs there). run_probe
+// records the process whose cuInit succeeded; in any other process (a child)
+// every call that needs the driver fails with forked_driver_message() instead.
+void note_driver_initialised() noexcept;
+// True in a child of the process that initialised the driver.
+bool driver_forked() noexcept;
+// "CUDA was initialised in process 1234 before fork(); a CUDA context does not
+// survive fork: use the cuda backend only in the parent, or start workers with
+// the 'spawn' method".
+std::string forked_driver_message();
+// Throws Failure(BP_ERROR_UNAVAILABLE, "<call>: " + forked_driver_message())
+// when driver_forked().
+void require_driver_process(const char* call);
+
 // "CUDA_ERROR_OUT_OF_MEMORY: out of memory" (or a numeric fallback).
 std::string describe_result(const DriverApi& driver, CUresult result);
 

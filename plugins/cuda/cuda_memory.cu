@@ -186,6 +186,7 @@ BP_Error* memory_free(BP_MemoryFreeArgs* args) {
   return guarded([&]() -> BP_Error* {
     require_args(args, "memory_free");
     BP_Backend& backend = backend_of(args->backend, "memory_free");
+    require_driver_process("memory_free");
     if (args->buffer == nullptr) return nullptr;
     {
       std::lock_guard lock(backend.mutex);

@@ -85,6 +85,10 @@ std::unique_ptr<Device> describe_device(const DriverApi& driver, int ordinal) {
 }  // namespace
 
 void run_probe(BP_Backend& backend) {
+  if (driver_forked()) {  // cuInit in a child of an initialised process must not run
+    backend.reason = forked_driver_message();
+    return;
+  }
   const DriverLoad& load = load_driver();
   if (load.api == nullptr) {
     backend.reason = load.failure;
@@ -109,6 +113,7 @@ void run_probe(BP_Backend& backend) {
     backend.reason = "CUDA initialisation failed: cuInit: " + describe_result(driver, init);
     return;
   }
+  note_driver_initialised();
   int count = 0;
   const CUresult counted = driver.cuDeviceGetCount(&count);
   if (counted != CUDA_SUCCESS) {

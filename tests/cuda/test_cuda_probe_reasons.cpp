@@ -1,6 +1,7 @@
-// Every probe reason, on any machine: each case re-runs itself in a child
+// Every probe reason, and the answer in a forked child, on any machine: each case re-runs itself in a child
 // process whose libcuda.so.1 is the fake in fake_driver/ (LD_LIBRARY_PATH is
 // searched before the system's driver), configured through its environment.
+#include "../fork_child.hpp"
 #include "cuda_plugin_fixture.hpp"
 
 #include <filesystem>
@@ -138,4 +139,38 @@ TEST_CASE("[cuda] fake driver: devices are described without a context") {
 
   allocate.ordinal = 2;
   CHECK(take(api().memory_allocate(&allocate)).code == BP_ERROR_OUT_OF_RANGE);
+}
+
+TEST_CASE("[cuda] fake driver: a forked child gets a clear error, the parent keeps the driver") {
+  if (!over_fake_driver("*fake driver: a forked child*", {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_DEVICES=2"})) {
+    return;
+  }
+  Backend backend;  // cuInit succeeds in this process
+  REQUIRE(backend.available());
+  const std::string expected = "CUDA was initialised in process " + std::to_string(getpid()) +
+                               " before fork(); a CUDA context does not survive fork: use the cuda backend only "
+                               "in the parent, or start workers with the 'spawn' method";
+  const auto child = fork_test::run_forked([&] {
+    fork_test::Checks checks;
+    BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16, nullptr, nullptr};
+    const auto failed = take(api().memory_allocate(&allocate));
+    checks.expect(failed.code == BP_ERROR_UNAVAILABLE, "memory_allocate: wrong code " + std::to_string(failed.code));
+    checks.expect(failed.message == "memory_allocate: " + expected, "memory_allocate: " + failed.message);
+    checks.expect(context_calls() == 0, "the child called the driver for a context");
+    // A backend made in the child: probe answers unavailable with the reason.
+    BP_BackendCreateArgs create{sizeof(create), nullptr, 0, nullptr};
+    checks.expect(take(api().backend_create(&create)).ok(), "backend_create failed in the child");
+    BP_ProbeArgs probe{sizeof(probe), create.backend, 1, nullptr, 0};
+    checks.expect(take(api().probe(&probe)).ok(), "probe failed in the child");
+    checks.expect(probe.available == 0, "probe said available in the child");
+    checks.expect(std::string(probe.reason, probe.reason_size) == expected,
+                  "probe reason: " + std::string(probe.reason, probe.reason_size));
+    api().backend_destroy(create.backend);
+    return checks.failures();
+  });
+  CHECK_CHILD_PASSED(child);
+  // The parent still reaches the driver (the fake answers context calls with
+  // NOT_SUPPORTED).
+  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16, nullptr, nullptr};
+  CHECK(take(api().memory_allocate(&allocate)).code == BP_ERROR_UNSUPPORTED);
 }

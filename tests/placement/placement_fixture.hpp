@@ -32,6 +32,8 @@ inline Runtime::Options placement_options(Pairs sim_options = {}) {
 
 inline const Device kCpu0{"cpu", 0};
 inline const Device kCpu1{"cpu", 1};
+inline const Device kCpu2{"cpu", 2};
+inline const Device kCpu3{"cpu", 3};
 inline const Device kSim0{"sim", 0};
 inline const Device kSim1{"sim", 1};
 

@@ -94,15 +94,18 @@ void CachingAllocator::throw_out_of_memory(std::uint64_t size, std::uint64_t rel
 }
 
 void CachingAllocator::give_back(BP_Buffer* buffer, void* address, std::uint64_t size) noexcept {
-  const std::lock_guard lock(mutex_);
-  counters_.in_use -= size;
-  try {
-    cache_[size].push_back(Cached{buffer, address});
-    counters_.cached += size;
-  } catch (...) {  // no memory for the cache entry: hand the block back instead
-    ++counters_.backend_frees;
-    backend_->free(buffer);
+  {
+    const std::lock_guard lock(mutex_);
+    counters_.in_use -= size;
+    try {
+      cache_[size].push_back(Cached{buffer, address});
+      counters_.cached += size;
+      return;
+    } catch (...) {  // no memory for the cache entry: hand the block back instead
+      ++counters_.backend_frees;
+    }
   }
+  backend_->free(buffer);  // outside the lock: see mutex_
 }
 
 std::uint64_t CachingAllocator::empty_cache() {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "registry/backend.hpp"
+#include "util/fork.hpp"
 
 #include <backplane/array.hpp>
 
@@ -89,7 +90,9 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   const BP_MemoryKind kind_;
   const std::string selector_;
 
-  mutable std::mutex mutex_;
+  // Transfer threads take it for a moment around each block; fork() takes it
+  // too, so a child never finds it locked. Never held across a plugin call.
+  mutable ForkSafeMutex mutex_;
   // Free blocks by size. Emptied lists stay in the map so that the steady
   // state (same sizes over and over) allocates no map nodes either.
   std::map<std::uint64_t, std::vector<Cached>> cache_;

@@ -1,26 +1,45 @@
 #include "placement/completion.hpp"
 
+#include "util/fork.hpp"
+
 #include <fmt/format.h>
 
 namespace backplane {
 
+Completion::Completion(std::string description)
+    : description_(std::move(description)), generation_(fork_generation()) {}
+
 Completion::Completion(std::string description, std::shared_ptr<Backend> backend, int ordinal, BP_Event* event,
                        std::vector<std::shared_ptr<const void>> keep_alive)
     : description_(std::move(description)),
+      generation_(fork_generation()),
       backend_(std::move(backend)),
       ordinal_(ordinal),
       event_(event),
       keep_alive_(std::move(keep_alive)) {}
 
 Completion::~Completion() {
+  if (from_parent()) {
+    // The event is the parent's: waiting on it here could block forever or
+    // touch driver state that did not survive fork. It is leaked; nothing in
+    // this process writes the kept buffers, so they can go back to the cache.
+    keep_alive_.clear();
+    return;
+  }
   const std::lock_guard lock(event_mutex_);
   settle_event_locked();
+}
+
+bool Completion::from_parent() const noexcept { return generation_ != fork_generation(); }
+
+void Completion::throw_if_failed() const {
+  if (code_ != ErrorCode::kOk) throw Error(code_, fmt::format("{} failed: {}", description_, message_));
 }
 
 void Completion::finish_ok() {
   {
     const std::lock_guard lock(mutex_);
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
   done_signal_.notify_all();
 }
@@ -28,9 +47,9 @@ void Completion::finish_ok() {
 void Completion::finish_error(ErrorCode code, const std::string& message) {
   {
     const std::lock_guard lock(mutex_);
-    done_ = true;
     code_ = code == ErrorCode::kOk ? ErrorCode::kInternal : code;
     message_ = message;
+    done_.store(true, std::memory_order_release);
   }
   done_signal_.notify_all();
 }
@@ -60,26 +79,41 @@ void Completion::settle_event_locked() noexcept {
 }
 
 void Completion::wait() {
+  if (from_parent()) {
+    if (!done_.load(std::memory_order_acquire)) {
+      throw Error(ErrorCode::kUnavailable,
+                  fmt::format("{} failed: the transfer was in flight in the parent process when it forked; its "
+                              "data never arrives in this process: put the array again here from a source that "
+                              "was complete before fork()",
+                              description_));
+    }
+    throw_if_failed();
+    return;
+  }
   {
     const std::lock_guard lock(event_mutex_);
     settle_event_locked();
   }
   std::unique_lock lock(mutex_);
-  done_signal_.wait(lock, [this] { return done_; });
-  if (code_ != ErrorCode::kOk) throw Error(code_, fmt::format("{} failed: {}", description_, message_));
+  done_signal_.wait(lock, [this] { return done_.load(std::memory_order_relaxed); });
+  throw_if_failed();
 }
 
 bool Completion::ready() noexcept {
+  // In a child, a parent's completion is settled for good: done, or failed by
+  // wait() for having been in flight.
+  if (from_parent()) return true;
   {
     std::unique_lock lock(event_mutex_, std::try_to_lock);
     // Busy means another thread is settling the event right now: not done yet.
     if (lock.owns_lock() && event_ != nullptr && backend_->query_event(event_)) settle_event_locked();
   }
   const std::lock_guard lock(mutex_);
-  return done_;
+  return done_.load(std::memory_order_relaxed);
 }
 
 bool Completion::succeeded() noexcept {
+  if (from_parent()) return done_.load(std::memory_order_acquire) && code_ == ErrorCode::kOk;
   if (!ready()) return false;
   const std::lock_guard lock(mutex_);
   return code_ == ErrorCode::kOk;

@@ -3,13 +3,21 @@
 // Two kinds: one finished by a transfer job (finish_*), and one tracking a
 // plugin event directly (an asynchronous copy issued on the caller's thread),
 // which holds whatever the copy reads or writes until the event completed.
+//
+// Fork: a completion made before fork() and not done by then never finishes in
+// the child (the thread or device that would finish it stays in the parent).
+// In the child it reports kUnavailable "the transfer was in flight in the
+// parent process when it forked" instead of waiting, and the child never takes
+// its mutexes (a parent thread may have held them at fork time).
 #pragma once
 
 #include "registry/backend.hpp"
 
 #include <backplane/error.hpp>
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,7 +29,7 @@ namespace backplane {
 class Completion {
  public:
   // `description` names the operation, size and devices; it prefixes errors.
-  explicit Completion(std::string description) : description_(std::move(description)) {}
+  explicit Completion(std::string description);
   Completion(std::string description, std::shared_ptr<Backend> backend, int ordinal, BP_Event* event,
              std::vector<std::shared_ptr<const void>> keep_alive);
   // A pending event is waited for (event_destroy waits), so buffers return to
@@ -46,8 +54,15 @@ class Completion {
  private:
   // With event_mutex_ held: collects the event's result and releases it.
   void settle_event_locked() noexcept;
+  // True when made before a fork() this process is a child of.
+  bool from_parent() const noexcept;
+  // The result as it was at fork time, for from_parent() completions: set
+  // before done_ was published, and never written after.
+  void throw_if_failed() const;
+
 
   const std::string description_;
+  const std::uint64_t generation_;  // fork_generation() when made
 
   std::mutex event_mutex_;  // serialises waits on the plugin event
   std::shared_ptr<Backend> backend_;
@@ -57,7 +72,7 @@ class Completion {
 
   std::mutex mutex_;  // guards the result
   std::condition_variable done_signal_;
-  bool done_ = false;
+  std::atomic<bool> done_{false};  // written with mutex_ held; read lock-free after fork
   ErrorCode code_ = ErrorCode::kOk;
   std::string message_;
 };

@@ -1,6 +1,9 @@
 #include "registry/backend.hpp"
 
+#include "util/fork.hpp"
 #include "util/log.hpp"
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -59,7 +62,27 @@ Backend::Created Backend::create(std::shared_ptr<PluginLibrary> library, const P
   return created;
 }
 
-Backend::~Backend() { api().backend_destroy(handle_); }
+Backend::Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
+    : library_(std::move(library)), handle_(handle), fork_generation_(fork_generation()), created_pid_(getpid()) {}
+
+// The plugin's state for this backend belongs to the parent: leaked, not
+// destroyed, in a child (see usable_here).
+Backend::~Backend() {
+  if (usable_here()) api().backend_destroy(handle_);
+}
+
+bool Backend::usable_here() const noexcept {
+  return fork_generation_ == fork_generation() || has(BP_CAPABILITY_HOST_ADDRESSABLE);
+}
+
+Error Backend::fork_error(int ordinal) const {
+  return Error(ErrorCode::kUnavailable,
+               fmt::format("{0}:{1} cannot be used in this process: the {0} backend was set up in process {2} "
+                           "before fork(), and a backend whose memory is not host memory does not survive fork "
+                           "(its device state stays in the parent); use {0} only in the parent, or start workers "
+                           "with the 'spawn' method",
+                           name(), ordinal, created_pid_));
+}
 
 std::pair<std::optional<Backend::ProbeAnswer>, std::optional<PluginFailure>> Backend::probe() {
   BP_ProbeArgs args{};
@@ -138,7 +161,7 @@ BP_Event* require_event(BP_Event* event, std::string_view name, int ordinal, con
 }  // namespace
 
 Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = make_args<BP_MemoryAllocateArgs>(handle_);
   args.ordinal = ordinal;
   args.kind = kind;
@@ -153,7 +176,7 @@ Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint
 }
 
 void Backend::free(BP_Buffer* buffer) noexcept {
-  if (buffer == nullptr) return;
+  if (buffer == nullptr || !usable_here()) return;
   auto args = make_args<BP_MemoryFreeArgs>(handle_);
   args.buffer = buffer;
   try {
@@ -178,7 +201,7 @@ BP_Buffer* Backend::wrap(int ordinal, void* address, std::uint64_t size) {
                                                   api().abi_major, api().abi_minor)
                                     : std::string("the plugin does not offer the optional memory_wrap")));
   }
-  note_device_use();
+  note_device_use(ordinal);
   auto args = make_args<BP_MemoryWrapArgs>(handle_);
   args.ordinal = ordinal;
   args.address = address;
@@ -235,28 +258,28 @@ BP_CopyDeviceToDeviceArgs device_to_device_args(BP_Backend* handle, BP_Buffer* s
 
 void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                              std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = to_device_args(handle_, destination, offset, source, size);
   throw_if_error(api().copy_to_device(&args), copy_context(name(), ordinal, "copy_to_device", size));
 }
 
 void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                            std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = to_host_args(handle_, source, offset, destination, size);
   throw_if_error(api().copy_to_host(&args), copy_context(name(), ordinal, "copy_to_host", size));
 }
 
 void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
                                     std::uint64_t destination_offset, std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
   throw_if_error(api().copy_device_to_device(&args), copy_context(name(), ordinal, "copy_device_to_device", size));
 }
 
 BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = to_device_args(handle_, destination, offset, source, size);
   throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
   return require_event(args.event, name(), ordinal, "copy_to_device_async");
@@ -264,7 +287,7 @@ BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std
 
 BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                                       std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = to_host_args(handle_, source, offset, destination, size);
   throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
   return require_event(args.event, name(), ordinal, "copy_to_host_async");
@@ -273,7 +296,7 @@ BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint6
 BP_Event* Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
                                                BP_Buffer* destination, std::uint64_t destination_offset,
                                                std::uint64_t size) {
-  note_device_use();
+  note_device_use(ordinal);
   auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
   throw_if_error(api().copy_device_to_device_async(&args),
                  copy_context(name(), ordinal, "copy_device_to_device_async", size));
@@ -287,7 +310,7 @@ BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_
   if (!has(BP_CAPABILITY_CONVERT_INTEGERS) || api().convert_integers == nullptr) {
     throw Error(ErrorCode::kUnsupported, fmt::format("{}:{}: the backend does not convert integers", name(), ordinal));
   }
-  note_device_use();
+  note_device_use(ordinal);
   auto args = make_args<BP_ConvertIntegersArgs>(handle_);
   args.source = source;
   args.source_offset = source_offset;
@@ -302,12 +325,14 @@ BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_
 }
 
 std::optional<PluginFailure> Backend::wait_event(BP_Event* event) {
+  if (!usable_here()) return PluginFailure{ErrorCode::kUnavailable, fork_error(0).what()};
   auto args = make_args<BP_EventArgs>(handle_);
   args.event = event;
   return consume_error(api().event_wait(&args));
 }
 
 bool Backend::query_event(BP_Event* event) noexcept {
+  if (!usable_here()) return true;  // wait_event reports why
   auto args = make_args<BP_EventArgs>(handle_);
   args.event = event;
   BP_Error* error = api().event_query(&args);
@@ -319,7 +344,7 @@ bool Backend::query_event(BP_Event* event) noexcept {
 }
 
 void Backend::destroy_event(BP_Event* event) noexcept {
-  if (event != nullptr) api().event_destroy(handle_, event);
+  if (event != nullptr && usable_here()) api().event_destroy(handle_, event);
 }
 
 }  // namespace backplane

@@ -69,6 +69,18 @@ class Backend {
   // ---- device operations (placement). Each throws Error("<backend>:<ordinal>:
   // <call> of N bytes: <plugin message>") with the plugin's code, and marks the
   // backend used on first call. Thread-safe as the ABI requires of plugins.
+  //
+  // Fork: a backend whose memory is host memory (BP_CAPABILITY_HOST_ADDRESSABLE)
+  // keeps working in a child. Any other backend made before fork() is refused
+  // there without calling the plugin: a device's driver state (contexts,
+  // streams, a simulator's threads) stays in the parent, and a plugin that
+  // does not expect fork could hang or crash. Each device operation then
+  // throws kUnavailable (see fork_error); event waits report it; frees,
+  // event and backend destruction leak instead of calling the plugin.
+
+  // False in a child of fork() for a backend made before it that is not
+  // host-addressable.
+  bool usable_here() const noexcept;
   BP_Capabilities capabilities() const { return api().capabilities; }
   bool has(BP_Capabilities capability) const { return (capabilities() & capability) != 0; }
 
@@ -111,15 +123,19 @@ class Backend {
   void destroy_event(BP_Event* event) noexcept;
 
  private:
-  Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
-      : library_(std::move(library)), handle_(handle) {}
-  void note_device_use() {
+  Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle);
+  // Throws fork_error unless usable_here(); marks the plugin used.
+  void note_device_use(int ordinal) {
+    if (!usable_here()) [[unlikely]] throw fork_error(ordinal);
     std::call_once(used_once_, [this] { mark_used(); });
   }
+  Error fork_error(int ordinal) const;
 
   std::shared_ptr<PluginLibrary> library_;
   BP_Backend* handle_;
   std::once_flag used_once_;
+  std::uint64_t fork_generation_;  // fork_generation() when created
+  int created_pid_;                // getpid() when created, for fork_error
 };
 
 struct Backend::Created {

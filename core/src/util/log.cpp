@@ -1,6 +1,7 @@
 #include "util/log.hpp"
 
 #include "util/environment.hpp"
+#include "util/fork.hpp"
 
 #include <cstdio>
 #include <mutex>
@@ -37,8 +38,10 @@ LogLevel log_level() {
 }
 
 void log_write(LogLevel level, std::string_view message) {
-  static std::mutex mutex;
-  std::lock_guard lock(mutex);
+  // Fork-safe: a transfer thread logging at fork time must not leave it
+  // locked in the child. Leaked so that logging works during static destruction.
+  static auto* mutex = new ForkSafeMutex;
+  std::lock_guard lock(*mutex);
   std::fprintf(stderr, "backplane: %s: %.*s\n", kLevelNames[static_cast<int>(level)].data(),
                static_cast<int>(message.size()), message.data());
 }
