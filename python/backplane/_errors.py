@@ -69,6 +69,11 @@ class FileSystemError(Error, OSError):
     pass
 
 
+class CancelledError(Error):
+    """A long operation stopped by its caller, e.g. a progress callback that
+    raised; the callback's exception is the __cause__."""
+
+
 # BP_STATUS_* values, never renumbered.
 STATUS_CLASSES: Dict[int, Type[Error]] = {
     1: InvalidArgumentError,
@@ -83,6 +88,7 @@ STATUS_CLASSES: Dict[int, Type[Error]] = {
     10: InvalidFileError,
     11: PluginError,
     12: FileSystemError,
+    13: CancelledError,
 }
 
 
@@ -94,11 +100,6 @@ class MissingFileError(NotFoundError, FileNotFoundError):
         self.errno = errno.ENOENT
         self.strerror = message
         self.filename = filename
-
-
-class CancelledError(Error):
-    """A long operation stopped by its caller, e.g. a progress callback that
-    raised; the callback's exception is the __cause__."""
 
 
 def error_for(status: int, message: str, status_name: str = "") -> Error:

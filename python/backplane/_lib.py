@@ -91,6 +91,7 @@ class bp_safetensors_tensor_info(ctypes.Structure):
 
 
 PROGRESS_CALLBACK = ctypes.CFUNCTYPE(None, c_uint64, c_uint64, c_void_p)
+CANCELLABLE_PROGRESS_CALLBACK = ctypes.CFUNCTYPE(c_int32, c_uint64, c_uint64, c_void_p)
 
 
 class bp_safetensors_load_options(ctypes.Structure):
@@ -100,6 +101,7 @@ class bp_safetensors_load_options(ctypes.Structure):
         ("name_count", c_size_t),
         ("progress", PROGRESS_CALLBACK),
         ("user_data", c_void_p),
+        ("cancellable_progress", CANCELLABLE_PROGRESS_CALLBACK),  # API 0.2
     ]
 
 

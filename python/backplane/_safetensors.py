@@ -117,22 +117,24 @@ def inspect(path: PathLike) -> Header:
 
 
 class _ProgressRelay:
-    """Calls the user's progress function from C; the first exception it
-    raises is kept (C cannot carry it) and re-raised by load() as the cause
-    of a CancelledError, and no later report reaches the function."""
+    """Calls the user's progress function from C. An exception cannot cross
+    C, so the first one is kept, the load is cancelled (the callback answers
+    non-zero), and load() raises CancelledError from it."""
 
     def __init__(self, function: Progress) -> None:
         self.function = function
         self.failure: Optional[BaseException] = None
-        self.c_function = _lib.PROGRESS_CALLBACK(self._relay)
+        self.c_function = _lib.CANCELLABLE_PROGRESS_CALLBACK(self._relay)
 
-    def _relay(self, done: int, total: int, _: Any) -> None:
+    def _relay(self, done: int, total: int, _: Any) -> int:
         if self.failure is not None:
-            return
+            return 1
         try:
             self.function(done, total)
-        except BaseException as error:  # noqa: B902 - KeyboardInterrupt must cancel the load too
+        except BaseException as error:  # KeyboardInterrupt must cancel the load too
             self.failure = error
+            return 1
+        return 0
 
 
 def _progress_function(progress: Union[None, bool, Progress], path: PathLike) -> Tuple[Optional[Progress], Any]:
@@ -188,13 +190,21 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
         struct_size=ctypes.sizeof(_lib.bp_safetensors_load_options),
         names=ctypes.cast(name_array, ctypes.POINTER(ctypes.c_char_p)),
         name_count=len(encoded),
-        progress=relay.c_function if relay is not None else ctypes.cast(None, _lib.PROGRESS_CALLBACK),
+        progress=ctypes.cast(None, _lib.PROGRESS_CALLBACK),
         user_data=None,
+        cancellable_progress=relay.c_function if relay is not None else ctypes.cast(
+            None, _lib.CANCELLABLE_PROGRESS_CALLBACK),
     )
     handle = ctypes.c_void_p()
     try:
         _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(path), runtime._device(device),
                   ctypes.byref(options), ctypes.byref(handle))
+    except CancelledError as error:
+        failure = relay.failure if relay is not None else None
+        if failure is None:
+            raise
+        raise CancelledError(error.status or 13, f"{error.message}: it raised {type(failure).__name__}: {failure}",
+                             error.status_name) from failure
     except NotFoundError as error:
         _reraise_missing(error, path)
         raise
@@ -202,10 +212,6 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
         if bar is not None:
             bar.close()
     try:
-        if relay is not None and relay.failure is not None:
-            raise CancelledError(13, f"{os.fspath(path)}: load cancelled: the progress callback raised "
-                                     f"{type(relay.failure).__name__}: {relay.failure}",
-                                 "cancelled") from relay.failure
         count = ctypes.c_size_t()
         _lib.call("bp_tensor_map_count", handle, ctypes.byref(count))
         tensors = {}

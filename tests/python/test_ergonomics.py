@@ -139,7 +139,8 @@ class ErgonomicsTest(unittest.TestCase):
         with self.assertRaises(backplane.CancelledError) as caught:
             backplane.safetensors.load(self.runtime, path, device="sim", progress=progress)
         self.assertIsInstance(caught.exception.__cause__, KeyError)
-        self.assertIn("progress callback raised KeyError", caught.exception.message)
+        self.assertIn("load cancelled by the progress callback", caught.exception.message)
+        self.assertIn("it raised KeyError", caught.exception.message)
         self.assertEqual(len(calls), 1)  # no report after the failure
 
     def test_progress_true_without_a_terminal_loads_quietly(self):

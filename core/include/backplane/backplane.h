@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 1
+#define BP_API_VERSION_MINOR 2
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -53,6 +53,7 @@ typedef int32_t bp_status;
 #define BP_STATUS_INVALID_FILE ((bp_status)10)
 #define BP_STATUS_PLUGIN ((bp_status)11) /* a plugin broke the ABI contract */
 #define BP_STATUS_IO ((bp_status)12)     /* the file system refused a read or write */
+#define BP_STATUS_CANCELLED ((bp_status)13) /* the caller stopped it (a progress callback) */
 
 /* The message of the last failing call on this thread ("" if none). Valid
  * until the next failing call on this thread. */
@@ -291,6 +292,8 @@ bp_status bp_array_slice(const bp_array* array, int64_t begin, int64_t end, bp_a
  * thread, possibly concurrently with the caller; must not block for long.
  * `user_data` is the pointer given alongside the callback. */
 typedef void (*bp_progress_callback)(uint64_t done, uint64_t total, void* user_data);
+/* A progress report that can stop the work: a non-zero return cancels it. */
+typedef int32_t (*bp_cancellable_progress_callback)(uint64_t done, uint64_t total, void* user_data);
 
 /* `array` on `device` (NULL: the default device). Asynchronous: returns at
  * once a new handle whose data may still be arriving (bp_array_wait). When
@@ -440,6 +443,11 @@ typedef struct bp_safetensors_load_options {
    * before bp_safetensors_load returns. May be NULL. */
   bp_progress_callback progress;
   void* user_data;
+  /* API 0.2, read only when struct_size covers it; may be NULL. Called like
+   * `progress` (after it, with the same user_data); a non-zero return
+   * cancels the load, which fails with BP_STATUS_CANCELLED once the copies
+   * in flight have finished. Nothing loaded is handed out. */
+  bp_cancellable_progress_callback cancellable_progress;
 } bp_safetensors_load_options;
 
 /* Loads `path` onto `device` (NULL: the default device); `options` may be

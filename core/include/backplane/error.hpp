@@ -29,6 +29,7 @@ enum class ErrorCode : std::int32_t {
   kInvalidFile = 10,     // a data file is malformed
   kPlugin = 11,          // a plugin broke the ABI contract
   kIo = 12,              // the file system refused a read or write
+  kCancelled = 13,       // the caller stopped the operation (a progress callback said so)
 };
 
 std::string_view to_string(ErrorCode code) noexcept;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -167,19 +168,31 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
     require_non_null(out, "bp_safetensors_load", "out");
     safetensors::LoadOptions load_options;
     if (options != nullptr) {
-      if (options->struct_size < sizeof(bp_safetensors_load_options)) {
+      // API 0.1 callers pass the struct without cancellable_progress.
+      constexpr std::size_t api_0_1_size = offsetof(bp_safetensors_load_options, cancellable_progress);
+      if (options->struct_size < api_0_1_size) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("bp_safetensors_load: options->struct_size {} is smaller than {}",
-                                options->struct_size, sizeof(bp_safetensors_load_options)));
+                                options->struct_size, api_0_1_size));
       }
+      const bool has_cancellable = options->struct_size >= sizeof(bp_safetensors_load_options);
       if (options->name_count > 0) require_non_null(options->names, "bp_safetensors_load", "options->names");
       for (size_t i = 0; i < options->name_count; ++i) {
         require_non_null(options->names[i], "bp_safetensors_load", "options->names[i]");
         load_options.names.emplace_back(options->names[i]);
       }
-      if (options->progress != nullptr) {
-        load_options.progress = [progress = options->progress, user_data = options->user_data](
-                                    std::uint64_t done, std::uint64_t total) { progress(done, total, user_data); };
+      bp_cancellable_progress_callback cancellable = has_cancellable ? options->cancellable_progress : nullptr;
+      if (options->progress != nullptr || cancellable != nullptr) {
+        load_options.progress = [progress = options->progress, cancellable, user_data = options->user_data,
+                                 file = std::string(path)](std::uint64_t done, std::uint64_t total) {
+          if (progress != nullptr) progress(done, total, user_data);
+          // The loader drains its copies when this throws, then rethrows.
+          if (cancellable != nullptr && cancellable(done, total, user_data) != 0) {
+            throw Error(ErrorCode::kCancelled,
+                        fmt::format("{}: load cancelled by the progress callback after {} of {} bytes", file, done,
+                                    total));
+          }
+        };
       }
     }
     // NULL means "the default device": load() resolves nullopt the same way.

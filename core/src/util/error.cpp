@@ -17,6 +17,7 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::kInvalidFile: return "invalid file";
     case ErrorCode::kPlugin: return "plugin error";
     case ErrorCode::kIo: return "I/O error";
+    case ErrorCode::kCancelled: return "cancelled";
   }
   return "unknown error";
 }
