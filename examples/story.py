@@ -1,84 +1,129 @@
 #!/usr/bin/env python3
-"""The user story from Python: list backends (no try/except), keep the
-token file in host RAM while everything else defaults to the fastest device,
-and sample training batches onto that device.
+"""The user story from Python: a tiny language model trained on a token file
+that stays in host RAM (a zero-copy memory map) while every batch lands on
+the default device, in PyTorch or in JAX.
 
-    python3 examples/story.py [TOKENS.safetensors] [--steps N] [--batch B] [--context T]
+    python3 examples/story.py [--framework torch|jax] [--tokens FILE.safetensors]
+                              [--steps N] [--batch B] [--context T]
 
-Without a file it writes a small one (1,000,000 random U16 tokens, tensor
-`tokens`) into a temporary directory with backplane's own writer. Needs
-libbackplane: set BACKPLANE_LIBRARY, or run from a build tree.
+Without --tokens it writes a small file (1,000,000 U16 tokens from a
+repetitive pattern a bigram model can learn, tensor `tokens`). The model is
+a bigram table (an embedding of vocabulary x vocabulary logits): small enough
+for a CPU-only machine, real enough that the loss falls. Install the package
+first (`pip install .`), or run from a build tree with BACKPLANE_LIBRARY and
+PYTHONPATH=python set.
 """
+from __future__ import annotations
+
 import argparse
 import pathlib
-import random
-import struct
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Iterator, Tuple
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "python"))
-import backplane  # noqa: E402  (after the path tweak, for running from a checkout)
+import numpy as np
 
+import backplane
 
-def write_tokens(runtime, path, count, vocabulary=50257):
-    rng = random.Random(1234)
-    tokens = struct.pack(f"<{count}H", *(rng.randrange(vocabulary) for _ in range(count)))
-    array = runtime.array(tokens, "U16", (count,), device="cpu")
-    backplane.safetensors.save(path, {"tokens": array}, metadata={"vocabulary": str(vocabulary)})
+VOCABULARY = 256
 
 
-def main():
+def write_tokens(path: pathlib.Path, count: int) -> None:
+    """A stream where each token mostly predicts the next one."""
+    rng = np.random.default_rng(1234)
+    successor = rng.permutation(VOCABULARY).astype(np.uint16)
+    tokens = np.empty(count, dtype=np.uint16)
+    tokens[0] = 0
+    noise = rng.random(count) < 0.1
+    random_tokens = rng.integers(0, VOCABULARY, size=count, dtype=np.uint16)
+    for index in range(1, count):
+        tokens[index] = random_tokens[index] if noise[index] else successor[tokens[index - 1]]
+    backplane.safetensors.save(path, {"tokens": tokens}, metadata={"vocabulary": str(VOCABULARY)})
+
+
+def train_torch(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable[[int, float], None]) -> float:
+    import torch
+    model = torch.nn.Embedding(VOCABULARY, VOCABULARY)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    loss = torch.tensor(0.0)
+    for step, (x, y) in zip(range(steps), batches):
+        logits = model(x)  # x, y: int64 [B, T] tensors sharing backplane's batch buffer
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCABULARY), y.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        report(step, float(loss))
+    return float(loss)
+
+
+def train_jax(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable[[int, float], None]) -> float:
+    import jax
+    import jax.numpy as jnp
+
+    def loss_of(table: Any, x: Any, y: Any) -> Any:
+        logits = table[x]
+        picked = jnp.take_along_axis(jax.nn.log_softmax(logits), y[..., None], axis=-1)
+        return -picked.mean()
+
+    @jax.jit
+    def step_of(table: Any, x: Any, y: Any) -> Tuple[Any, Any]:
+        loss, gradient = jax.value_and_grad(loss_of)(table, x, y)
+        return table - 1.0 * gradient * VOCABULARY, loss
+
+    table = jnp.zeros((VOCABULARY, VOCABULARY))
+    loss = jnp.array(0.0)
+    for step, (x, y) in zip(range(steps), batches):
+        table, loss = step_of(table, x, y)
+        report(step, float(loss))
+    return float(loss)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tokens", nargs="?", help="a safetensors file with a 1-D U16 tensor 'tokens'")
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--framework", choices=["torch", "jax"], default="torch")
+    parser.add_argument("--tokens", help="a safetensors file with a 1-D U16 tensor 'tokens'")
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--context", type=int, default=64)
     args = parser.parse_args()
 
-    runtime = backplane.Runtime.default()
     print("backends:")
-    for backend in runtime.backends():  # a plain call: unavailable ones are listed with their reason
+    for backend in backplane.backends():  # a plain call: unavailable ones are listed with their reason
         print(f"  {backend.name:<12} {backend.status:<12} {backend.reason}")
-    chosen = runtime.default_device()
+    chosen = backplane.default_device()
     print(f"default device: {chosen.device} (decided by: {chosen.source})")
 
     with tempfile.TemporaryDirectory() as scratch:
-        path = args.tokens
-        if path is None:
-            path = pathlib.Path(scratch) / "tokens.safetensors"
-            write_tokens(runtime, path, 1_000_000)
+        path = pathlib.Path(args.tokens) if args.tokens else pathlib.Path(scratch) / "tokens.safetensors"
+        if not args.tokens:
+            write_tokens(path, 1_000_000)
             print(f"wrote {path} (1,000,000 U16 tokens)")
-
-        header = backplane.safetensors.inspect(path)
-        print(f"{path}: " + ", ".join(f"{t.name} {t.dtype}{list(t.shape)}" for t in header.tensors))
-        # The token file stays in host RAM (a zero-copy memory map on cpu),
+        # The token file stays in host RAM as a zero-copy memory map on cpu,
         # whatever the default device is.
-        with runtime.default_device_scope("cpu"):
-            tokens = backplane.safetensors.load(runtime, path, names=["tokens"])["tokens"]
+        with backplane.default_device_scope("cpu"):
+            tokens = backplane.safetensors.load(None, path, names="tokens")["tokens"]
         print(f"tokens: {tokens.shape[0]:,} on {tokens.device}")
 
-        # Each step: B random windows of T+1 tokens, one transfer to the
-        # default device, converted to I64 for an embedding lookup. The
-        # next batch is issued before waiting on the current one.
-        rng = random.Random(0)
-        window = args.context + 1
-        limit = tokens.shape[0] - window
-        def offsets():
-            return [rng.randrange(limit + 1) for _ in range(args.batch)]
+        # One take_windows per step onto the default device, prefetched:
+        # step k+1 is on its way while step k trains.
+        batches = backplane.batches(tokens, args.batch, args.context, dtype="int64", seed=0, to=args.framework)
         start = time.perf_counter()
-        batch = runtime.take_windows(tokens, offsets(), window, dtype="I64")
-        for _ in range(args.steps):
-            upcoming = runtime.take_windows(tokens, offsets(), window, dtype="I64")
-            batch.wait()  # a training step would consume `batch` here
-            batch = upcoming
-        batch.wait()
+        first: list = []
+
+        def report(step: int, loss: float) -> None:
+            if not first:
+                first.append(loss)
+            if step % 20 == 0 or step == args.steps - 1:
+                print(f"step {step:4d}  loss {loss:.3f}")
+
+        trainer = train_torch if args.framework == "torch" else train_jax
+        last = trainer(batches, args.steps, report)
         elapsed = time.perf_counter() - start
-        print(f"batch: {batch.dtype}{list(batch.shape)} on {batch.device}")
-        print(f"{args.steps / elapsed:,.0f} batches/s "
-              f"({args.steps * args.batch * window * 8 / elapsed / 1e6:,.1f} MB/s of I64 windows)")
-        del tokens, batch, upcoming  # release the memory map before the directory goes
-    return 0
+        print(f"{args.framework}: {args.steps} steps of {args.batch} x {args.context} tokens in {elapsed:.2f} s; "
+              f"loss {first[0]:.3f} -> {last:.3f}")
+        del tokens, batches
+        return 0 if last < first[0] else 1
 
 
 if __name__ == "__main__":
