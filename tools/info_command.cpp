@@ -105,6 +105,7 @@ int print_json(const Runtime& runtime) {
   if (chosen.device) {
     default_device = {{"selector", chosen.device->device.selector()},
                       {"source", to_string(chosen.device->source)},
+                      {"description", chosen.device->description},
                       {"note", chosen.device->fallback_note}};
   } else {
     default_device = {{"error", chosen.error}};
@@ -153,7 +154,7 @@ int print_text(const Runtime& runtime) {
   }
   auto chosen = find_default(runtime);
   if (chosen.device) {
-    fmt::print("\ndefault device: {} ({})\n", chosen.device->device.selector(), to_string(chosen.device->source));
+    fmt::print("\ndefault device: {} ({})\n", chosen.device->device.selector(), chosen.device->description);
     if (!chosen.device->fallback_note.empty()) fmt::print("  {}\n", chosen.device->fallback_note);
   } else {
     fmt::print("\ndefault device: none: {}\n", chosen.error);

@@ -1,6 +1,8 @@
 // take_windows from a memory-mapped token file onto a CPU device against a
 // hand-written gather loop in the same program (goal: ratio >= 0.9), plus
-// batches/s; optionally the nanoGPT way in Python for comparison.
+// batches/s; for U16 -> I64 also against memcpy of the same output bytes
+// (memory speed, what widening can at best reach); optionally the nanoGPT way
+// in Python for comparison.
 //
 //   bench_placement_take_windows PLUGIN_DIR [--file-mib=2048] [--batches=32,256]
 //       [--length=1024] [--steps=200] [--repeats=7]
@@ -17,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -172,6 +175,26 @@ int main(int argc, char** argv) {
                  steps / baseline_seconds, baseline_seconds / our_seconds);
       if (widen) ours_i64.emplace_back(batch, steps / our_seconds);
     }
+
+    // Memory speed: each output row as one memcpy of its 8-byte-per-token
+    // size from the same mapping (offsets clamped so the 4x longer reads fit).
+    const auto last_wide = static_cast<std::int64_t>(file_bytes / 2) - 4 * length;
+    auto copy_i64 = [&] {
+      for (std::int64_t step = 0; step < steps; ++step) {
+        const std::int64_t* at = offsets.data() + step * batch;
+        for (std::size_t index = 0; index < rows; ++index) {
+          std::memcpy(out64.data() + index * row, base + std::min(at[index], last_wide), row * 8);
+        }
+        bench::keep(out64[0]);
+      }
+    };
+    auto widened = ours(DType::kI64);
+    copy_i64();
+    const auto [copy_seconds, widen_seconds] = bench::paired_medians(repeats, copy_i64, widened);
+    fmt::print("  B={:4} I64: take_windows {:9.1f} batches/s ({:5.1f} us/batch)   memcpy of the output bytes {:9.1f} "
+               "batches/s ({:5.1f} us)   ratio {:.2f} (1.0 = memory speed)\n",
+               batch, steps / widen_seconds, widen_seconds / steps * 1e6, steps / copy_seconds,
+               copy_seconds / steps * 1e6, copy_seconds / widen_seconds);
   }
 
   const auto python = flags.text("python");

@@ -1,5 +1,6 @@
 // Default device precedence, scoped overrides across threads, selectors
 // resolved against real backends, and the backend set/order.
+#include "selection_fixture.hpp"
 #include "temp_dir.hpp"
 
 #include <backplane/backplane.hpp>
@@ -22,39 +23,7 @@ using backplane::ErrorCode;
 using backplane::Runtime;
 using backplane::testing::TempDir;
 
-namespace {
-
-const std::filesystem::path kPluginDir = BP_TEST_PLUGIN_DIR;
-const std::filesystem::path kFixtureDir = BP_TEST_FIXTURE_DIR;
-
-// cpu with four devices, the simulated accelerator (priority above cpu) and
-// the broken fixtures; no process environment, no config unless given.
-Runtime::Options test_options(std::map<std::string, std::string> environment = {},
-                              std::optional<std::filesystem::path> config = std::nullopt) {
-  Runtime::Options options;
-  options.plugin_paths = {kPluginDir, kFixtureDir};
-  options.skip_default_paths = true;
-  options.environment = std::move(environment);
-  options.config_file = std::move(config);
-  options.backend_options["cpu"] = {{"devices", "4"}};
-  return options;
-}
-
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
-
-// Runs `call`, which must throw backplane::Error; returns it.
-template <class Call>
-backplane::Error error_from(Call&& call) {
-  try {
-    call();
-  } catch (const backplane::Error& error) {
-    return error;
-  }
-  FAIL("expected backplane::Error");
-  return backplane::Error(ErrorCode::kInternal, "unreachable");
-}
-
-}  // namespace
+using namespace backplane::testing;
 
 TEST_CASE("[selection] each precedence level wins over all below it and loses to all above") {
   // Level i, when set, names cpu:(3-i); the automatic choice is sim:0.

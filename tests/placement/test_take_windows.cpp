@@ -2,6 +2,9 @@
 #include "placement_fixture.hpp"
 
 #include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
 
 using namespace backplane;
 using namespace backplane::testing;
@@ -145,4 +148,94 @@ TEST_CASE("[placement] 100 take_windows steps in steady state call the backend a
     CHECK(after.pinned_backend_allocations == before.pinned_backend_allocations);
     CHECK(after.peak == before.peak);
   }
+}
+
+namespace {
+
+// Values at and next to the limits of T (and around zero), repeated over
+// `count` elements in a shifting order.
+template <class T>
+std::vector<T> limit_values(std::size_t count) {
+  using Limits = std::numeric_limits<T>;
+  const std::vector<T> edges = {Limits::min(), static_cast<T>(Limits::min() + 1), static_cast<T>(0), static_cast<T>(1),
+                                static_cast<T>(-1), static_cast<T>(Limits::max() - 1), Limits::max(),
+                                static_cast<T>(Limits::max() / 2 + 1)};
+  std::vector<T> values(count);
+  for (std::size_t index = 0; index < count; ++index) values[index] = edges[(index * 5 + index / 8) % edges.size()];
+  return values;
+}
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, std::uint8_t>) return DType::kU8;
+  if constexpr (std::is_same_v<T, std::int8_t>) return DType::kI8;
+  if constexpr (std::is_same_v<T, std::uint16_t>) return DType::kU16;
+  if constexpr (std::is_same_v<T, std::int16_t>) return DType::kI16;
+  if constexpr (std::is_same_v<T, std::uint32_t>) return DType::kU32;
+  if constexpr (std::is_same_v<T, std::int32_t>) return DType::kI32;
+  if constexpr (std::is_same_v<T, std::uint64_t>) return DType::kU64;
+  return DType::kI64;
+}
+
+template <class... Types>
+struct TypeList {};
+using Integers = TypeList<std::uint8_t, std::int8_t, std::uint16_t, std::int16_t, std::uint32_t, std::int32_t,
+                          std::uint64_t, std::int64_t>;
+
+template <class... Types, class Visit>
+void for_each_type(TypeList<Types...>, Visit&& visit) {
+  (visit(Types{}), ...);
+}
+
+}  // namespace
+
+TEST_CASE("[placement] take_windows converts every integer pair exactly, limits included, from unaligned tokens") {
+  Runtime runtime(placement_options());
+  // 300 elements: one full block of the vectorised loop plus a tail; windows
+  // shorter than a block too.
+  constexpr std::size_t kCount = 300;
+  for_each_type(Integers{}, [&](auto source_zero) {
+    using Source = decltype(source_zero);
+    const std::vector<Source> values = limit_values<Source>(kCount);
+    // One byte past an aligned start: memory-mapped tensors need not be aligned.
+    auto storage = std::make_shared<std::vector<std::byte>>(kCount * sizeof(Source) + 1);
+    std::memcpy(storage->data() + 1, values.data(), kCount * sizeof(Source));
+    Array tokens = Array::wrap_host(runtime, kCpu0, dtype_of<Source>(), {static_cast<std::int64_t>(kCount)},
+                                    storage->data() + 1, storage);
+    for_each_type(Integers{}, [&](auto destination_zero) {
+      using Destination = decltype(destination_zero);
+      CAPTURE(dtype_name(dtype_of<Source>()));
+      CAPTURE(dtype_name(dtype_of<Destination>()));
+      for (const std::int64_t length : {std::int64_t{1}, std::int64_t{37}, std::int64_t{299}}) {
+        CAPTURE(length);
+        const std::vector<std::int64_t> offsets = {0, 1, static_cast<std::int64_t>(kCount) - length};
+        std::vector<Destination> expected;
+        for (std::int64_t offset : offsets) {
+          for (std::int64_t index = 0; index < length; ++index) {
+            expected.push_back(static_cast<Destination>(values[static_cast<std::size_t>(offset + index)]));
+          }
+        }
+        for (const Device& device : {kCpu1, kSim0}) {
+          CAPTURE(device.selector());
+          Array batch = take_windows(runtime, tokens, offsets, length, device, dtype_of<Destination>());
+          CHECK(batch.to_vector<Destination>() == expected);
+        }
+      }
+    });
+  });
+}
+
+TEST_CASE("[placement] take_windows widening keeps the largest unsigned values") {
+  Runtime runtime(placement_options());
+  const std::vector<std::uint16_t> tokens = {65535, 65534, 0, 32768};
+  Array source = tokens_array(runtime, tokens);
+  const std::vector<std::int64_t> offsets = {0};
+  CHECK(take_windows(runtime, source, offsets, 4, kCpu0, DType::kI64).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{65535, 65534, 0, 32768});
+  CHECK(take_windows(runtime, source, offsets, 4, kCpu0, DType::kI32).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{65535, 65534, 0, 32768});
+  const std::vector<std::uint32_t> wide = {4294967295u, 2147483648u};
+  Array wide_source = Array::from_host(runtime, kCpu0, DType::kU32, {2}, wide.data(), 8);
+  CHECK(take_windows(runtime, wide_source, offsets, 2, kSim0, DType::kI64).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{4294967295, 2147483648});
 }

@@ -16,10 +16,12 @@ namespace {
 const std::string kTool = BP_TEST_TOOL;
 const std::string kFixtureDir = BP_TEST_FIXTURE_DIR;
 
-// The tool with a clean backplane environment plus `variables`.
+// The tool with a clean backplane environment (no launcher's local rank
+// either, as when the tests run inside a Slurm job) plus `variables`.
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
-         "-u BACKPLANE_LOG " + variables + " " + kTool + " " + args;
+         "-u BACKPLANE_LOG -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID " + variables + " " + kTool +
+         " " + args;
 }
 
 const json* find_backend(const json& info, const std::string& name, const std::string& status) {
@@ -108,6 +110,20 @@ TEST_CASE("[cli] info shows the default device and the source that decided it") 
   json info = json::parse(as_json.output);
   CHECK(info["default_device"]["selector"] == "cpu:0");
   CHECK(info["default_device"]["source"] == "BACKPLANE_DEFAULT_DEVICE");
+}
+
+TEST_CASE("[cli] info names the launcher's local rank when it picked the default device") {
+  auto config = std::filesystem::temp_directory_path() / "backplane-test-cli-local-rank.toml";
+  { std::ofstream(config) << "[backend.cpu]\ndevices = 2\n[backend.cuda]\nenabled = false\n"; }
+  const std::string variables = "BACKPLANE_CONFIG=" + config.string() + " LOCAL_RANK=3";
+  auto text = run_command(tool(variables, "info"));
+  auto as_json = run_command(tool(variables, "info --json"));
+  std::filesystem::remove(config);
+  CHECK(text.output.find("default device: cpu:1 (LOCAL_RANK=3)") != std::string::npos);
+  json info = json::parse(as_json.output);
+  CHECK(info["default_device"]["selector"] == "cpu:1");
+  CHECK(info["default_device"]["source"] == "local rank");
+  CHECK(info["default_device"]["description"] == "LOCAL_RANK=3");
 }
 
 TEST_CASE("[cli] a default device that cannot be used is reported, with the backends that exist") {

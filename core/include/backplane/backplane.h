@@ -179,6 +179,10 @@ typedef int32_t bp_device_source;
 #define BP_SOURCE_ENVIRONMENT ((bp_device_source)2) /* BACKPLANE_DEFAULT_DEVICE */
 #define BP_SOURCE_CONFIG_FILE ((bp_device_source)3)
 #define BP_SOURCE_AUTOMATIC ((bp_device_source)4)
+/* Level 5 in a data-parallel job: device local_rank % device_count of the
+ * backend the automatic choice picks, local_rank from LOCAL_RANK,
+ * OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID (the first one set). */
+#define BP_SOURCE_LOCAL_RANK ((bp_device_source)5)
 
 /* The default device and (when `source` is not NULL) what decided it. A
  * device the user named that cannot be used is an error with its reason. */
@@ -187,12 +191,38 @@ bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_sourc
 /* A short description of a source ("BACKPLANE_DEFAULT_DEVICE"). Static. */
 const char* bp_device_source_name(bp_device_source source);
 
+/* As bp_default_device, plus (when `description` is not NULL) what decided
+ * it in words: bp_device_source_name's text, except that BP_SOURCE_LOCAL_RANK
+ * names the variable and its value ("LOCAL_RANK=1"). `source` may be NULL.
+ * The string belongs to the library and stays valid until the next call of
+ * this function on the same thread. */
+bp_status bp_default_device_describe(bp_runtime* runtime, bp_device* out, bp_device_source* source,
+                                     const char** description);
+
 /* The process-wide setting; `selector` NULL clears it. Validated at once. */
 bp_status bp_default_device_set(bp_runtime* runtime, const char* selector);
 
-/* Scoped override on the calling thread: push makes `selector` the default
- * until the matching pop on the same thread. Nestable. Popping with nothing
- * pushed for this runtime on this thread is INVALID_ARGUMENT. */
+/* Scoped override on the calling thread: makes `selector` the default until
+ * the scope is exited on the same thread. Nestable; each runtime has its own
+ * scopes. *token (not NULL) receives a number naming this scope, unique in
+ * the process and never 0. Errors: as bp_device_resolve. */
+bp_status bp_default_device_push_scope(bp_runtime* runtime, const char* selector, uint64_t* token);
+
+/* Exits the scope `token`, which must be the innermost open scope of this
+ * runtime on this thread. Otherwise INVALID_ARGUMENT and nothing changes:
+ * for a scope exited while a later one is still open, the message names both
+ * ("default-device scope cuda:1 (token 7) exited while scope cpu:0 (token 9),
+ * entered later, is still open; exit scopes innermost first"); also for a
+ * token of another runtime, and for a token not open on this thread (already
+ * exited, pushed on another thread, or never handed out). */
+bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token);
+
+/* The same without tokens: push is push_scope; pop exits the innermost scope
+ * this runtime pushed through the C API on this thread, with pop_scope's
+ * checks (a C++ DefaultDeviceScope of the runtime entered after it and still
+ * open makes it fail). Popping with nothing pushed for this runtime on this
+ * thread is INVALID_ARGUMENT. Prefer the token pair: a pop cannot tell
+ * whether it closes the scope its caller meant. */
 bp_status bp_default_device_push(bp_runtime* runtime, const char* selector);
 bp_status bp_default_device_pop(bp_runtime* runtime);
 

@@ -92,6 +92,10 @@ enum class DeviceSource {
   kEnvironment,     // BACKPLANE_DEFAULT_DEVICE
   kConfigFile,      // default_device in the config file
   kAutomatic,       // device 0 of the highest-priority available backend
+  // Level 5 in a data-parallel job: the highest-priority available backend's
+  // device local_rank % device_count, local_rank read from LOCAL_RANK,
+  // OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID (the first one set).
+  kLocalRank,
 };
 std::string_view to_string(DeviceSource source) noexcept;
 
@@ -101,6 +105,9 @@ struct DefaultDevice {
   // For the automatic choice: why higher-priority backends were passed over
   // ("cuda (unavailable: no NVIDIA driver)"); empty otherwise.
   std::string fallback_note;
+  // The source in words: to_string(source), except for kLocalRank, where it
+  // names the variable and its value ("LOCAL_RANK=1").
+  std::string description;
 };
 
 // The configuration file the runtime used (see docs/configuration.md).
@@ -184,6 +191,12 @@ class Runtime {
 // Makes `device` the default on the current thread until destroyed. Nestable;
 // restored on unwind; other threads are unaffected. Not movable: it must be
 // destroyed on the thread that created it, in reverse order of creation.
+//
+// A scope destroyed while a later scope of the same runtime is still open on
+// this thread (a misuse a destructor cannot throw for) logs an error naming
+// both scopes and removes only its own entry: the inner scope keeps deciding
+// the default until it is destroyed, so code never runs on a device that no
+// open scope chose.
 class DefaultDeviceScope {
  public:
   // Resolves the selector first (throws as Runtime::resolve).
@@ -196,8 +209,13 @@ class DefaultDeviceScope {
   DefaultDeviceScope(const DefaultDeviceScope&) = delete;
   DefaultDeviceScope& operator=(const DefaultDeviceScope&) = delete;
 
+  // Unique in the process (the C API hands the same tokens out); 0 when a
+  // nullopt capture entered nothing.
+  std::uint64_t token() const noexcept { return token_; }
+
  private:
-  bool pushed_ = false;
+  std::uint64_t runtime_id_ = 0;
+  std::uint64_t token_ = 0;
 };
 
 }  // namespace backplane

@@ -1,10 +1,13 @@
 // bp_device_*, bp_default_device_*: selectors, device info, the default device.
 #include "c_api/c_api_support.hpp"
+#include "registry/runtime_impl.hpp"
+#include "registry/scoped_overrides.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
-#include <memory>
+#include <string>
 #include <vector>
 
 struct bp_device_info {
@@ -16,15 +19,44 @@ namespace {
 
 static_assert(static_cast<int>(BackendStatus::kShadowed) == BP_BACKEND_SHADOWED);
 static_assert(static_cast<int>(DeviceSource::kAutomatic) == BP_SOURCE_AUTOMATIC);
+static_assert(static_cast<int>(DeviceSource::kLocalRank) == BP_SOURCE_LOCAL_RANK);
 static_assert(static_cast<int>(DeviceKind::kAccelerator) == BP_DEVICE_ACCELERATOR);
 static_assert(static_cast<int>(ErrorCode::kIo) == BP_STATUS_IO);
 
-// Scopes pushed through the C API on this thread, innermost last.
+// Scopes pushed through the C API on this thread, innermost last; the stack
+// they live on (shared with C++ scopes) is in registry/scoped_overrides.
 struct PushedScope {
-  bp_runtime* runtime;
-  std::unique_ptr<DefaultDeviceScope> scope;
+  std::uint64_t runtime_id;
+  std::uint64_t token;
 };
 thread_local std::vector<PushedScope> pushed_scopes;
+
+// bp_default_device_describe's string, valid until its next call here.
+thread_local std::string described;
+
+std::uint64_t push_scope(bp_runtime* runtime, const char* selector, const char* function) {
+  Runtime& cxx = runtime_of(runtime, function);
+  require_non_null(selector, function, "selector");
+  Device device = cxx.resolve(selector);
+  pushed_scopes.reserve(pushed_scopes.size() + 1);  // no failure after entering
+  const std::uint64_t token = detail::enter_scope(cxx.impl().id, std::move(device));
+  pushed_scopes.push_back({cxx.impl().id, token});
+  return token;
+}
+
+void pop_scope(std::uint64_t runtime_id, std::uint64_t token, const char* function) {
+  detail::check_scope_exit(runtime_id, token, function);
+  auto pushed = std::find_if(pushed_scopes.begin(), pushed_scopes.end(),
+                             [&](const PushedScope& scope) { return scope.token == token; });
+  if (pushed == pushed_scopes.end()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: default-device scope with token {} was entered by a C++ DefaultDeviceScope; it "
+                            "exits when that object is destroyed",
+                            function, token));
+  }
+  pushed_scopes.erase(pushed);
+  detail::remove_scope(token);
+}
 
 LiveHandles<bp_device_info> live_infos;
 
@@ -125,8 +157,23 @@ bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_sourc
   });
 }
 
+bp_status bp_default_device_describe(bp_runtime* runtime, bp_device* out, bp_device_source* source,
+                                     const char** description) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_default_device_describe");
+    require_non_null(out, "bp_default_device_describe", "out");
+    DefaultDevice chosen = cxx.default_device();
+    *out = from_device(chosen.device);
+    if (source != nullptr) *source = static_cast<bp_device_source>(chosen.source);
+    if (description != nullptr) {
+      described = std::move(chosen.description);
+      *description = described.c_str();
+    }
+  });
+}
+
 const char* bp_device_source_name(bp_device_source source) {
-  if (source < BP_SOURCE_SCOPED_OVERRIDE || source > BP_SOURCE_AUTOMATIC) return "unknown source";
+  if (source < BP_SOURCE_SCOPED_OVERRIDE || source > BP_SOURCE_LOCAL_RANK) return "unknown source";
   return to_string(static_cast<DeviceSource>(source)).data();  // static literals
 }
 
@@ -141,25 +188,34 @@ bp_status bp_default_device_set(bp_runtime* runtime, const char* selector) {
   });
 }
 
-bp_status bp_default_device_push(bp_runtime* runtime, const char* selector) {
+bp_status bp_default_device_push_scope(bp_runtime* runtime, const char* selector, uint64_t* token) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_default_device_push");
-    require_non_null(selector, "bp_default_device_push", "selector");
-    auto scope = std::make_unique<DefaultDeviceScope>(cxx, std::string_view(selector));
-    pushed_scopes.push_back({runtime, std::move(scope)});
+    require_non_null(token, "bp_default_device_push_scope", "token");
+    *token = push_scope(runtime, selector, "bp_default_device_push_scope");
   });
+}
+
+bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token) {
+  return guarded([&] {
+    Runtime& cxx = runtime_of(runtime, "bp_default_device_pop_scope");
+    pop_scope(cxx.impl().id, token, "bp_default_device_pop_scope");
+  });
+}
+
+bp_status bp_default_device_push(bp_runtime* runtime, const char* selector) {
+  return guarded([&] { push_scope(runtime, selector, "bp_default_device_push"); });
 }
 
 bp_status bp_default_device_pop(bp_runtime* runtime) {
   return guarded([&] {
-    runtime_of(runtime, "bp_default_device_pop");
-    if (pushed_scopes.empty() || pushed_scopes.back().runtime != runtime) {
+    const std::uint64_t runtime_id = runtime_of(runtime, "bp_default_device_pop").impl().id;
+    auto innermost = std::find_if(pushed_scopes.rbegin(), pushed_scopes.rend(),
+                                  [&](const PushedScope& scope) { return scope.runtime_id == runtime_id; });
+    if (innermost == pushed_scopes.rend()) {
       throw Error(ErrorCode::kInvalidArgument,
-                  pushed_scopes.empty()
-                      ? "bp_default_device_pop: nothing was pushed on this thread"
-                      : "bp_default_device_pop: the innermost scope on this thread belongs to another runtime");
+                  "bp_default_device_pop: nothing was pushed for this runtime on this thread");
     }
-    pushed_scopes.pop_back();
+    pop_scope(runtime_id, innermost->token, "bp_default_device_pop");
   });
 }
 

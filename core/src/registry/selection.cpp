@@ -1,29 +1,65 @@
-// Selectors and the default device (DESIGN.md "Default backend and default
-// device"): five precedence levels, the highest that is set decides.
+// Selectors and the default device: five precedence levels, the highest that
+// is set decides (docs/configuration.md "Default device precedence").
 #include "config/selector.hpp"
 #include "registry/runtime_impl.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <vector>
 
 namespace backplane {
 namespace {
 
-// The thread's scoped overrides, innermost last. Each entry is tagged with
-// its runtime's id (not its address, which a later runtime may reuse) so that
-// independent runtimes never see each other's scopes.
-struct ScopedOverride {
-  std::uint64_t runtime_id;
-  Device device;
-};
-thread_local std::vector<ScopedOverride> scoped_overrides;
-
 std::string device_list(const std::string& backend, int count) {
   if (count == 0) return "no devices";
   if (count == 1) return fmt::format("1 device ({}:0)", backend);
   return fmt::format("{} devices ({}:0..{}:{})", count, backend, backend, count - 1);
+}
+
+// The launchers' local-rank variables, in the order they are consulted:
+// torchrun, Open MPI, Slurm.
+constexpr std::string_view kLocalRankVariables[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+
+struct LocalRank {
+  std::string_view variable;
+  std::string value;
+  std::uint64_t rank = 0;
+};
+
+// The first local-rank variable that is set and not empty. A malformed value
+// is an error rather than a warning: ignoring it would put every rank of a job
+// on device 0, the silent pile-up this level exists to prevent.
+std::optional<LocalRank> local_rank(const Environment& environment) {
+  for (std::string_view variable : kLocalRankVariables) {
+    auto value = environment.get(variable);
+    if (!value || value->empty()) continue;
+    LocalRank found{variable, *value};
+    const char* end = value->data() + value->size();
+    auto [parsed_to, error] = std::from_chars(value->data(), end, found.rank);
+    if (error != std::errc() || parsed_to != end) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}='{}' is not a non-negative integer; the launcher's local rank picks the default "
+                              "device (set BACKPLANE_DEFAULT_DEVICE or choose a device in code to override it)",
+                              variable, *value));
+    }
+    return found;
+  }
+  return std::nullopt;
+}
+
+// Level 5 on `backend`: device 0, or in a data-parallel job the local rank's
+// share of the backend's devices.
+DefaultDevice automatic_choice(const std::optional<LocalRank>& rank, const std::string& backend, int device_count,
+                               std::string note) {
+  if (!rank) {
+    return {Device{backend, 0}, DeviceSource::kAutomatic, std::move(note),
+            std::string(to_string(DeviceSource::kAutomatic))};
+  }
+  const auto ordinal = static_cast<int>(rank->rank % static_cast<std::uint64_t>(device_count));
+  return {Device{backend, ordinal}, DeviceSource::kLocalRank, std::move(note),
+          fmt::format("{}={}", rank->variable, rank->value)};
 }
 
 }  // namespace
@@ -35,6 +71,7 @@ std::string_view to_string(DeviceSource source) noexcept {
     case DeviceSource::kEnvironment: return "BACKPLANE_DEFAULT_DEVICE";
     case DeviceSource::kConfigFile: return "config default_device";
     case DeviceSource::kAutomatic: return "highest-priority available backend";
+    case DeviceSource::kLocalRank: return "local rank";
   }
   return "unknown";
 }
@@ -70,13 +107,6 @@ Device Runtime::resolve(std::string_view selector) const {
   return Device{parsed.backend, ordinal};
 }
 
-std::optional<Device> Runtime::current_scoped_device() const {
-  for (auto entry = scoped_overrides.rbegin(); entry != scoped_overrides.rend(); ++entry) {
-    if (entry->runtime_id == impl_->id) return entry->device;
-  }
-  return std::nullopt;
-}
-
 void Runtime::set_default_device(std::optional<std::string_view> selector) {
   std::optional<Device> device;
   if (selector) device = resolve(*selector);
@@ -86,10 +116,13 @@ void Runtime::set_default_device(std::optional<std::string_view> selector) {
 
 DefaultDevice Runtime::default_device() const {
   impl_->ensure_discovered();
-  if (auto scoped = current_scoped_device()) return {*scoped, DeviceSource::kScopedOverride, {}};
+  auto named = [](Device device, DeviceSource source) {
+    return DefaultDevice{std::move(device), source, {}, std::string(to_string(source))};
+  };
+  if (auto scoped = current_scoped_device()) return named(*scoped, DeviceSource::kScopedOverride);
   {
     std::lock_guard lock(impl_->process_default_mutex);
-    if (impl_->process_default) return {*impl_->process_default, DeviceSource::kProcessSetting, {}};
+    if (impl_->process_default) return named(*impl_->process_default, DeviceSource::kProcessSetting);
   }
   auto resolve_named = [&](const std::string& selector, std::string_view where) {
     try {
@@ -99,16 +132,19 @@ DefaultDevice Runtime::default_device() const {
     }
   };
   if (auto selector = impl_->environment.get("BACKPLANE_DEFAULT_DEVICE"); selector && !selector->empty()) {
-    return {resolve_named(*selector, "BACKPLANE_DEFAULT_DEVICE=" + *selector), DeviceSource::kEnvironment, {}};
+    return named(resolve_named(*selector, "BACKPLANE_DEFAULT_DEVICE=" + *selector), DeviceSource::kEnvironment);
   }
   if (impl_->config.default_device) {
-    return {resolve_named(*impl_->config.default_device,
-                          fmt::format("default_device in {}", impl_->config.path->string())),
-            DeviceSource::kConfigFile, {}};
+    return named(resolve_named(*impl_->config.default_device,
+                               fmt::format("default_device in {}", impl_->config.path->string())),
+                 DeviceSource::kConfigFile);
   }
 
   // Automatic: a backend the user listed explicitly must be usable; otherwise
-  // fall back down the priority order and record why.
+  // fall back down the priority order and record why. The backend order picks
+  // the backend only: in a data-parallel job the local rank still picks its
+  // device.
+  const std::optional<LocalRank> rank = local_rank(impl_->environment);
   if (impl_->backend_order) {
     for (const auto& name : *impl_->backend_order) {
       if (impl_->find(name) == nullptr) {
@@ -118,7 +154,8 @@ DefaultDevice Runtime::default_device() const {
     }
     const std::string& first = impl_->backend_order->front();
     try {
-      return {resolve(first), DeviceSource::kAutomatic, {}};
+      resolve(first);  // usable, with at least one device
+      return automatic_choice(rank, first, impl_->live_backend(first).device_count(), {});
     } catch (const Error& error) {
       throw Error(error.code(), fmt::format("{} puts '{}' first: {}", impl_->backend_order_source, first, error.what()));
     }
@@ -137,29 +174,10 @@ DefaultDevice Runtime::default_device() const {
     }
     std::string note;
     if (!passed_over.empty()) note = fmt::format("passed over: {}", fmt::join(passed_over, "; "));
-    return {Device{info.name, 0}, DeviceSource::kAutomatic, std::move(note)};
+    return automatic_choice(rank, info.name, backend->backend->device_count(), std::move(note));
   }
   throw Error(ErrorCode::kUnavailable,
               fmt::format("no available backend has a device; backends: {}", impl_->describe_backends()));
-}
-
-DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::string_view selector)
-    : DefaultDeviceScope(runtime, runtime.resolve(selector)) {}
-
-DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, Device device) {
-  scoped_overrides.push_back({runtime.impl().id, std::move(device)});
-  pushed_ = true;
-}
-
-DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::optional<Device> captured) {
-  if (captured) {
-    scoped_overrides.push_back({runtime.impl().id, std::move(*captured)});
-    pushed_ = true;
-  }
-}
-
-DefaultDeviceScope::~DefaultDeviceScope() {
-  if (pushed_) scoped_overrides.pop_back();
 }
 
 }  // namespace backplane
