@@ -82,18 +82,5 @@ class SafetensorsTest(unittest.TestCase):
         self.assertIn("__metadata__", caught.exception.message)
 
 
-class StoryTest(unittest.TestCase):
-    def test_the_story_script_runs(self):
-        import subprocess
-        import sys
-        source = pathlib.Path(os.environ.get("BACKPLANE_TEST_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
-        result = subprocess.run([sys.executable, str(source / "examples" / "story.py"), "--steps", "20"],
-                                capture_output=True, text=True, timeout=120)
-        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
-        self.assertIn("backends:", result.stdout)
-        self.assertIn("tokens: 1,000,000 on cpu:0", result.stdout)
-        self.assertIn("batches/s", result.stdout)
-
-
 if __name__ == "__main__":
     unittest.main()
