@@ -20,7 +20,7 @@ import pathlib
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 import numpy as np
 
@@ -109,7 +109,7 @@ def main() -> int:
         # step k+1 is on its way while step k trains.
         batches = backplane.batches(tokens, args.batch, args.context, dtype="int64", seed=0, to=args.framework)
         start = time.perf_counter()
-        first: list = []
+        first: List[float] = []
 
         def report(step: int, loss: float) -> None:
             if not first:

@@ -44,7 +44,7 @@ def main():
         from safetensors import safe_open
         from safetensors.numpy import load_file, save_file
     except ImportError as error:
-        print(f"skipped: the reference cannot be imported ({error}); scripts/pip-reference installs it")
+        print(f"skipped: the reference cannot be imported ({error}); scripts/pip-test-packages installs it")
         return 77
     binary, plugin_dir = sys.argv[1], sys.argv[2]
     mib, repeats = flag("mib", 512), flag("repeats", 5)

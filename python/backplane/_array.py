@@ -2,6 +2,7 @@
 import."""
 from __future__ import annotations
 
+import builtins
 import ctypes
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
@@ -33,14 +34,14 @@ _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
     ("PyCapsule_GetPointer", _pythonapi))
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule: int) -> None:
+def _destroy_capsule(capsule: int) -> None:
     # A consumer renames the capsule to "used_dltensor" and owns the tensor;
     # only an unconsumed capsule still owns it and must release it.
     if _capsule_is_valid(capsule, _DLTENSOR):
         _lib.lib.bp_dlpack_tensor_delete(_capsule_pointer(capsule, _DLTENSOR))
 
 
+_capsule_destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)
 _DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
 
 
@@ -218,8 +219,8 @@ class Array:
         _lib.call("bp_array_slice", self._live(), begin, end, ctypes.byref(handle))
         return Array(self._runtime, handle)
 
-    def __getitem__(self, key: slice) -> "Array":
-        if not isinstance(key, slice) or key.step not in (None, 1):
+    def __getitem__(self, key: builtins.slice) -> "Array":
+        if not isinstance(key, builtins.slice) or key.step not in (None, 1):
             raise TypeError("backplane.Array supports only [begin:end] slices along axis 0; for more, view it "
                             "through numpy.asarray() or a DLPack consumer")
         begin, end, _ = key.indices(len(self))

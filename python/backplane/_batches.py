@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import collections
 import os
-from typing import Any, Callable, Deque, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Deque, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 
@@ -106,12 +106,13 @@ def batches(tokens: Array, batch_size: int, context: int, *, device: Union[None,
     targets: List[Device]
     many = isinstance(device, (list, tuple))
     if many:
-        targets = [runtime.device(item) for item in device]  # type: ignore[union-attr]
+        targets = [runtime.device(item) for item in cast(Sequence[DeviceLike], device)]
         if not targets or batch_size % len(targets) != 0:
             raise _lib.error_for(1, f"batches(): batch_size {batch_size} does not split evenly over "
                                     f"{len(targets)} device(s)", "invalid argument")
     else:
-        targets = [runtime.device(device) if device is not None else runtime.default_device().device]
+        single = cast(Optional[DeviceLike], device)
+        targets = [runtime.device(single) if single is not None else runtime.default_device().device]
     convert = _converter(to)
     starts = shape[0] - window + 1
     global_batch = batch_size * world_size

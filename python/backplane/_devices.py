@@ -113,4 +113,4 @@ def device_info_from_c(handle: ctypes.c_void_p, device: Device) -> DeviceInfo:
 
 
 def memory_stats_from_c(stats: Any) -> MemoryStats:
-    return MemoryStats(**{name: getattr(stats, name) for name, _ in _lib.bp_memory_stats._fields_[1:]})
+    return MemoryStats(**{field[0]: getattr(stats, field[0]) for field in _lib.bp_memory_stats._fields_[1:]})

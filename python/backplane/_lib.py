@@ -10,8 +10,9 @@ The library is found, first hit wins, at:
 4. a build tree: <build>/core/libbackplane.so next to <build>/python;
 5. the system's search path (ctypes.util.find_library).
 
-Why ctypes and not a compiled extension: one wheel serves every Python 3
-version (the library has a C ABI already), and with the arguments passed as
+Why ctypes and not a compiled extension: the library has a C ABI already,
+so one wheel (tagged abi3) serves every later CPython with no per-version
+build, and with the arguments passed as
 raw buffer addresses a call costs about a microsecond more than the C call
 (bench/python/bench_take_windows.py measures it); docs/embedding.md has the
 numbers. Python objects never outlive what the C API says a pointer is valid
@@ -25,7 +26,7 @@ import os
 import pathlib
 from typing import Any, Iterator, List, NoReturn, Optional
 
-from ._errors import error_for
+from ._errors import error_for as error_for  # re-exported: callers raise through _lib
 
 c_int32 = ctypes.c_int32
 c_int64 = ctypes.c_int64

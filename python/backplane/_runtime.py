@@ -122,7 +122,7 @@ class Runtime:
         for an unavailable backend."""
         count = ctypes.c_size_t()
         _lib.call("bp_backend_count", self._live_handle(), ctypes.byref(count))
-        result = []
+        result: List[Backend] = []
         for index in range(count.value):
             info = _lib.bp_backend_info(struct_size=ctypes.sizeof(_lib.bp_backend_info))
             _lib.call("bp_backend_get", self._live_handle(), index, ctypes.byref(info))
@@ -145,7 +145,7 @@ class Runtime:
     def devices(self, backend: Optional[str] = None) -> List[Device]:
         """Devices of one available backend, or of every available backend."""
         names = [backend] if backend is not None else [b.name for b in self.backends() if b.available]
-        result = []
+        result: List[Device] = []
         for name in dict.fromkeys(names):  # a shadowed duplicate name lists once
             count = ctypes.c_int32()
             _lib.call("bp_device_count", self._live_handle(), name.encode(), ctypes.byref(count))
@@ -257,7 +257,7 @@ class Runtime:
 
     def device_put(self, array: Array, device: Optional[DeviceLike] = None, progress: Any = None) -> Array:
         keep = None
-        callback = ctypes.cast(None, _lib.PROGRESS_CALLBACK)
+        callback = _lib.PROGRESS_CALLBACK()  # NULL
         if progress is not None:
             callback = keep = _lib.PROGRESS_CALLBACK(lambda done, total, _: progress(done, total))
         handle = ctypes.c_void_p()
@@ -275,7 +275,7 @@ class Runtime:
         while the transfer runs."""
         # The hot path of a training loop: every step below is measured
         # (bench/python/bench_batches.py); keep it free of avoidable calls.
-        starts = _numpy.ascontiguousarray(offsets, dtype=_numpy.int64)
+        starts: Any = _numpy.ascontiguousarray(offsets, dtype=_numpy.int64)
         if starts.ndim != 1:
             raise _lib.error_for(1, f"take_windows: offsets must be 1-D, got shape {starts.shape}",
                                  "invalid argument")

@@ -190,10 +190,9 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
         struct_size=ctypes.sizeof(_lib.bp_safetensors_load_options),
         names=ctypes.cast(name_array, ctypes.POINTER(ctypes.c_char_p)),
         name_count=len(encoded),
-        progress=ctypes.cast(None, _lib.PROGRESS_CALLBACK),
+        progress=_lib.PROGRESS_CALLBACK(),  # NULL
         user_data=None,
-        cancellable_progress=relay.c_function if relay is not None else ctypes.cast(
-            None, _lib.CANCELLABLE_PROGRESS_CALLBACK),
+        cancellable_progress=relay.c_function if relay is not None else _lib.CANCELLABLE_PROGRESS_CALLBACK(),
     )
     handle = ctypes.c_void_p()
     try:

@@ -11,6 +11,7 @@ from support import optional_module
 SOURCE = pathlib.Path(os.environ.get("BACKPLANE_TEST_SOURCE_DIR", pathlib.Path(__file__).parents[2]))
 
 
+@unittest.skipIf(os.environ.get("BACKPLANE_TEST_SANITIZER"), "torch and jaxlib under a preloaded sanitizer runtime")
 class StoryTest(unittest.TestCase):
     def run_story(self, framework):
         if optional_module(framework) is None:
