@@ -6,6 +6,7 @@
 #include "c_test.h"
 
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 static char path[512];
@@ -225,10 +226,46 @@ static void broken_files_and_bad_saves_are_errors(void) {
   bp_runtime_destroy(runtime);
 }
 
+static int cancel_calls;
+static int32_t cancel_at_first_report(uint64_t done, uint64_t total, void* user_data) {
+  (void)done;
+  (void)total;
+  CHECK(user_data == &cancel_calls);
+  ++cancel_calls;
+  return 1;
+}
+
+/* API 0.2's cancellable_progress stops a load; an API 0.1 caller's smaller
+ * struct still loads. */
+static void a_progress_callback_cancels_a_load(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_tensor_map* map = NULL;
+  bp_safetensors_load_options options;
+  tensor_path("cancel");
+  write_model(runtime, 1);
+  memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
+  options.cancellable_progress = cancel_at_first_report;
+  options.user_data = &cancel_calls;
+  CHECK(bp_safetensors_load(runtime, path, NULL, &options, &map) == BP_STATUS_CANCELLED); /* sim: streamed */
+  CHECK_CONTAINS(bp_last_error(), "load cancelled by the progress callback");
+  CHECK_CONTAINS(bp_last_error(), "test_c_safetensors-cancel.safetensors");
+  CHECK(strcmp(bp_status_name(BP_STATUS_CANCELLED), "cancelled") == 0);
+  CHECK(map == NULL && cancel_calls == 1);
+
+  options.struct_size = offsetof(bp_safetensors_load_options, cancellable_progress); /* an API 0.1 caller */
+  CHECK(bp_safetensors_load(runtime, path, NULL, &options, &map) == BP_OK);         /* the field is not read */
+  CHECK(cancel_calls == 1);
+  bp_tensor_map_destroy(map);
+  remove(path);
+  bp_runtime_destroy(runtime);
+}
+
 int main(void) {
   c_test_program = "test_c_safetensors";
   RUN(save_then_inspect);
   RUN(load_onto_devices);
+  RUN(a_progress_callback_cancels_a_load);
   RUN(broken_files_and_bad_saves_are_errors);
   return c_test_summary();
 }
