@@ -142,8 +142,23 @@ def main() -> int:
             print(f"  (ratio: row time / backplane time; numpy/backplane = {results['numpy'][0] / base_warm:.2f}x "
                   f"warm, {results['numpy'][1] / base_cold:.2f}x cold)")
 
+        widening(runtime, window)
         overhead(runtime, path, window)
     return 0
+
+
+def widening(runtime: backplane.Runtime, window: int) -> None:
+    """U16 -> I64 of the same contiguous tokens: take_windows' host widening
+    against NumPy's astype (both read warm memory, both allocate the output)."""
+    print("\nwidening U16 -> I64 of contiguous tokens (one window), warm:")
+    for count in (32 * window, 256 * window):
+        values = np.random.default_rng(4).integers(0, 50257, size=count + 1, dtype=np.uint16)
+        tokens = runtime.array(values, device="cpu")
+        start = np.zeros(1, dtype=np.int64)
+        ours = per_call(lambda _: runtime.take_windows(tokens, start, count, "cpu", "int64").wait(), [None] * 200)
+        numpy_time = per_call(lambda _: values[:count].astype(np.int64), [None] * 200)
+        print(f"  {count:>8,} tokens: backplane {ours * 1e6:8.1f} µs ({count * 10 / ours / 1e9:5.1f} GB/s moved), "
+              f"numpy astype {numpy_time * 1e6:8.1f} µs: ratio numpy/backplane {numpy_time / ours:.2f}x")
 
 
 def overhead(runtime: backplane.Runtime, path: str, window: int) -> None:
