@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The install story end to end (DESIGN.md "Install", issue 8), without
+# The install story end to end (docs/plugin-authors.md and the README's Install), without
 # rebuilding anything:
 #   1. `meson install` into a staging DESTDIR;
 #   2. the example plugin (examples/plugin-template) built against the staged

@@ -1,4 +1,4 @@
-// The ordered plugin search path (DESIGN.md "Discovery").
+// The ordered plugin search path (docs/plugin-abi.md, "Discovery and statuses").
 #pragma once
 
 #include <backplane/backplane.hpp>
