@@ -40,12 +40,14 @@ using namespace backplane;
 
 constexpr std::string_view kUsage =
     "usage: token_batches [--tokens FILE] [--generate-mib N] [--batch B] [--context T] [--steps N] [--seed S]\n"
+    "                     [--device SELECTOR]\n"
     "  --tokens FILE     a safetensors file with a 1-D U16 tensor `tokens` (default: generate one)\n"
     "  --generate-mib N  size of the generated token file (default 64)\n"
     "  --batch B         windows per batch (default 32)\n"
     "  --context T       tokens per window are T+1 (default 1024)\n"
     "  --steps N         batches to sample (default 200)\n"
-    "  --seed S          random seed (default 1)\n";
+    "  --seed S          random seed (default 1)\n"
+    "  --device SELECTOR where batches go, e.g. cuda:0 (default: the runtime's default device)\n";
 
 struct Settings {
   std::optional<std::filesystem::path> tokens;
@@ -54,6 +56,7 @@ struct Settings {
   std::int64_t context = 1024;
   std::int64_t steps = 200;
   std::uint64_t seed = 1;
+  std::optional<std::string> device;
 };
 
 template <class Integer>
@@ -85,6 +88,8 @@ std::optional<Settings> parse(int argc, char** argv) {
       ok = parse_number(value, settings.steps) && settings.steps > 0;
     } else if (arg == "--seed") {
       ok = parse_number(value, settings.seed);
+    } else if (arg == "--device") {
+      settings.device = std::string(value);
     } else {
       ok = false;
     }
@@ -163,7 +168,8 @@ int run(const Settings& settings) {
     fmt::print(stderr, "token_batches: {} tokens cannot hold a window of {}\n", count, length);
     return 1;
   }
-  const Device target = runtime.default_device().device;  // outside the scope: the fastest device again
+  // Outside the scope: the fastest device again, unless one was asked for.
+  const Device target = settings.device ? runtime.resolve(*settings.device) : runtime.default_device().device;
   fmt::print("tokens: {} on {} (loaded in {:.3f} s); batches go to {}\n", count, tokens.device().selector(),
              load_seconds, target.selector());
 

@@ -223,6 +223,25 @@ CUevent submit(BP_Backend& backend, Device& device, Device* after, Enqueue&& enq
   return completion;
 }
 
+// Why the widening kernel cannot run on `device` (empty when it can), found
+// once per device. A driver that cannot start the CUDA runtime, or a GPU
+// this build has no code for, makes every launch fail; answering UNSUPPORTED
+// up front lets the caller widen on the host instead of failing transfers.
+const std::string& widen_unavailable(BP_Backend& backend, Device& device) {
+  std::lock_guard lock(device.mutex);
+  if (!device.widen_checked) {
+    ContextScope scope(*backend.driver, device);
+    const LaunchStatus status = widen_kernel_status();
+    if (status.code != 0) {
+      device.widen_unavailable = std::string("the widening kernel cannot run on ") + device.label +
+                                 " (cudaFuncGetAttributes: " + status.name + ": " + status.text +
+                                 "); widen on the host instead";
+    }
+    device.widen_checked = true;
+  }
+  return device.widen_unavailable;
+}
+
 // Waits for `event`; throws with `operation` named when the work failed.
 void wait_for(const DriverApi& driver, CUevent event, const std::string& operation) {
   check(driver, driver.cuEventSynchronize(event), operation);
@@ -589,6 +608,9 @@ BP_Error* convert_integers(BP_ConvertIntegersArgs* args) {
                     std::string(call) + ": source and destination ranges overlap");
     }
     Device& device = *source.device;
+    if (const std::string& unavailable = widen_unavailable(backend, device); !unavailable.empty()) {
+      throw Failure(BP_ERROR_UNSUPPORTED, std::string(call) + ": " + unavailable);
+    }
     std::string operation = std::string(call) + " of " + std::to_string(args->count) + " " +
                             pair + " on " + device.label;
     const CUevent event = submit(backend, device, nullptr, [&](CUstream stream) {

@@ -12,7 +12,10 @@
 //   copies           host<->device and device<->device (peer between GPUs where
 //                    the driver allows it, staged by the driver otherwise), each
 //                    sync and async; events are completion handles
-//   convert_integers widening of unsigned integers by a device kernel
+//   convert_integers widening of unsigned integers by a device kernel; where
+//                    the kernel cannot run (no code for this GPU, a driver the
+//                    CUDA runtime cannot use) BP_ERROR_UNSUPPORTED saying why,
+//                    so the caller widens on the host
 //
 // Ordering: every operation on a device runs on that device's one stream, so
 // operations on one device complete in submission order (a conversion queued

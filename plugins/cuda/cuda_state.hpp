@@ -31,6 +31,10 @@ struct Device {
   std::mutex mutex;             // guards first use
   CUcontext context = nullptr;  // retained primary context, set on first use
   CUstream stream = nullptr;    // every operation on this device runs here
+  // Whether the widening kernel runs here, asked on the first conversion
+  // (guarded by mutex): empty when it does, else why not.
+  bool widen_checked = false;
+  std::string widen_unavailable;
 };
 
 }  // namespace backplane::cuda

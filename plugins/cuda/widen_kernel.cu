@@ -71,6 +71,14 @@ bool widen_supported(BP_IntegerType source_type, BP_IntegerType destination_type
   return unsigned_source && integer_type_size(destination_type) > integer_type_size(source_type);
 }
 
+LaunchStatus widen_kernel_status() noexcept {
+  cudaFuncAttributes attributes{};
+  const cudaError_t error = cudaFuncGetAttributes(&attributes, widen<std::uint16_t, std::int64_t>);
+  if (error == cudaSuccess) return {};
+  cudaGetLastError();  // not sticky: leave no error behind for a later launch
+  return {static_cast<int>(error), cudaGetErrorName(error), cudaGetErrorString(error)};
+}
+
 LaunchStatus launch_widen(const void* source, BP_IntegerType source_type, void* destination,
                           BP_IntegerType destination_type, std::uint64_t count,
                           void* stream) noexcept {

@@ -25,6 +25,12 @@ struct LaunchStatus {
   const char* text = "";
 };
 
+// Whether the kernel can run in the context current on the calling thread:
+// asks the CUDA runtime for it, which loads it. Fails (code != 0) where the
+// runtime cannot start on this driver, or the plugin holds no code for this
+// GPU's architecture; a launch would fail the same way.
+LaunchStatus widen_kernel_status() noexcept;
+
 // Enqueues `count` conversions on `stream` (a CUstream) in the context
 // current on the calling thread. Preconditions: the pair is widen_supported,
 // both pointers are device-accessible, suitably aligned and do not overlap.

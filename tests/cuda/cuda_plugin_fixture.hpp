@@ -75,6 +75,39 @@ inline int run_in_child(const std::string& test_case, std::vector<std::string> s
   return WEXITSTATUS(status);
 }
 
+// The libcuda.so.1 emulator, when it is the driver this process loaded.
+inline bool on_emulator() {
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return driver != nullptr && dlsym(driver, "bp_fake_cuda_context_calls") != nullptr;
+}
+
+// In the parent: runs `test_case` again in a child process whose libcuda.so.1
+// is the emulator in fake_driver/ (LD_LIBRARY_PATH is searched before the
+// system's driver), once per entry of `runs` (its BP_FAKE_CUDA_* settings),
+// and checks each child passed. Returns false there; true in the child, which
+// then runs the case.
+inline bool over_fake_driver_runs(const char* test_case, const std::vector<std::vector<std::string>>& runs) {
+  if (in_child()) return true;
+  const std::string directory = fake_driver_directory();
+  REQUIRE_MESSAGE(std::filesystem::exists(directory + "/libcuda.so.1"),
+                  "the fake driver is not built in " << directory);
+  const char* search_path = std::getenv("LD_LIBRARY_PATH");
+  for (std::vector<std::string> settings : runs) {
+    std::string shown;
+    for (const std::string& setting : settings) shown += " " + setting;
+    settings.push_back("LD_LIBRARY_PATH=" + directory +
+                       (search_path != nullptr ? std::string(":") + search_path : ""));
+    CHECK_MESSAGE(run_in_child(test_case, settings) == 0,
+                  "the child process running '" << test_case << "' with" << shown
+                                                << " failed (its output is above)");
+  }
+  return false;
+}
+
+inline bool over_fake_driver(const char* test_case, std::vector<std::string> settings) {
+  return over_fake_driver_runs(test_case, {std::move(settings)});
+}
+
 inline BP_PluginEntryFn entry_function() {
   static BP_PluginEntryFn entry = [] {
     void* library = dlopen(plugin_path().c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -55,7 +55,15 @@ void convert(Context& context, const Widening& widening) {
   args.destination_type = widening.destination;
   args.count = kCount;
   const std::string what = fmt::format("convert_integers {} of {} elements", widening.name, kCount);
-  context.require_ok(context.api.convert_integers(&args), what);
+  // UNSUPPORTED with a reason: the plugin converts in general but cannot on
+  // this device (its kernel does not run here); callers widen on the host.
+  // Anything else is the plugin failing.
+  if (auto failure = context.take(context.api.convert_integers(&args))) {
+    if (failure->code == BP_ERROR_UNSUPPORTED && !failure->message.empty()) {
+      throw NotApplicable(fmt::format("{}: UNSUPPORTED on {}: {}", what, context.label(0), failure->message));
+    }
+    throw CheckFailure(fmt::format("{} failed: {}: {}", what, error_code_name(failure->code), failure->message));
+  }
   context.finish(args.event, what);
 
   const auto widened = context.read(destination, destination_offset, kCount * widening.destination_bytes);

@@ -9,6 +9,7 @@
 
 #include <backplane/backplane.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,7 +29,9 @@ struct DeviceContext {
   int ordinal = 0;
   bool host_addressable = false;  // buffer addresses are host pointers
   bool asynchronous = false;      // async copies overlap the caller
-  bool converts_integers = false;
+  // Cleared when the backend answers convert_integers with kUnsupported (its
+  // kernel cannot run on this device): later batches widen on the host.
+  std::atomic<bool> converts_integers = false;
   std::shared_ptr<CachingAllocator> memory;  // device memory
   std::shared_ptr<CachingAllocator> pinned;  // pinned staging; null when not offered
   // The runtime's placement state, for device_put without a Runtime; expired

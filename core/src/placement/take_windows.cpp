@@ -3,6 +3,7 @@
 // into one staging buffer, then one host->device copy moves the whole batch.
 #include "placement/bytes.hpp"
 #include "placement/transfer.hpp"
+#include "util/log.hpp"
 
 #include <fmt/format.h>
 
@@ -182,9 +183,24 @@ Array take_on(PlacementState& placement, const Array& tokens, std::span<const st
         [context, block, narrow, staging_owner, staging, staged_bytes, from, to, count = extent.elements]() {
           Backend& backend = *context->backend;
           backend.copy_to_device(context->ordinal, narrow->buffer(), 0, staging, staged_bytes);
-          BP_Event* event = backend.convert_integers(context->ordinal, narrow->buffer(), 0,
-                                                     static_cast<BP_IntegerType>(from), block->buffer(), 0,
-                                                     static_cast<BP_IntegerType>(to), count);
+          BP_Event* event = nullptr;
+          try {
+            event = backend.convert_integers(context->ordinal, narrow->buffer(), 0, static_cast<BP_IntegerType>(from),
+                                             block->buffer(), 0, static_cast<BP_IntegerType>(to), count);
+          } catch (const Error& error) {
+            // The capability is the plugin's in general; this device may still
+            // lack it (no kernel for this GPU). The batch is not lost for that.
+            if (error.code() != ErrorCode::kUnsupported) throw;
+            if (context->converts_integers.exchange(false)) {
+              log(LogLevel::kWarn, "{}: widening integers on the host from now on: {}", context->selector,
+                  error.what());
+            }
+            std::vector<std::byte> wide(count * static_cast<std::uint64_t>(dtype_bits(to) / 8));
+            const std::int64_t whole[] = {0};
+            gather(staging, from, whole, static_cast<std::int64_t>(count), wide.data(), to);
+            backend.copy_to_device(context->ordinal, block->buffer(), 0, wide.data(), wide.size());
+            return;
+          }
           std::optional<PluginFailure> failure = backend.wait_event(event);
           backend.destroy_event(event);
           if (failure) {
