@@ -42,18 +42,17 @@ namespace {
 LiveHandles<bp_safetensors_header> live_headers;
 LiveHandles<bp_tensor_map> live_maps;
 
-const bp_safetensors_header& header_of(const bp_safetensors_header* header, const char* function) {
-  if (!live_headers.contains(header)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: header is NULL or destroyed", function));
-  }
-  return *header;
+// The header or map kept alive while the result is held (hold it for the whole call).
+std::shared_ptr<const bp_safetensors_header> header_of(const bp_safetensors_header* header, const char* function) {
+  auto live = live_headers.acquire(header);
+  if (!live) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: header is NULL or destroyed", function));
+  return live;
 }
 
-const bp_tensor_map& map_of(const bp_tensor_map* map, const char* function) {
-  if (!live_maps.contains(map)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: map is NULL or destroyed", function));
-  }
-  return *map;
+std::shared_ptr<const bp_tensor_map> map_of(const bp_tensor_map* map, const char* function) {
+  auto live = live_maps.acquire(map);
+  if (!live) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: map is NULL or destroyed", function));
+  return live;
 }
 
 void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
@@ -93,22 +92,22 @@ bp_status bp_safetensors_inspect(const char* path, bp_safetensors_header** out) 
   return guarded([&] {
     require_non_null(path, "bp_safetensors_inspect", "path");
     require_non_null(out, "bp_safetensors_inspect", "out");
-    auto handle = std::make_unique<bp_safetensors_header>();
+    auto handle = std::make_shared<bp_safetensors_header>();
     handle->header = safetensors::read_header(path);
     handle->metadata = entries_of(handle->header.metadata);
-    *out = live_headers.add(handle.release());
+    *out = live_headers.add(std::move(handle));
   });
 }
 
 void bp_safetensors_header_destroy(bp_safetensors_header* header) {
-  if (!live_headers.remove(header)) return;  // NULL, or destroyed twice
-  delete header;
+  live_headers.remove(header);  // NULL or destroyed twice: nothing
 }
 
 bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size,
                                       uint64_t* data_offset, uint64_t* file_size) {
   return guarded([&] {
-    const auto& cxx = header_of(header, "bp_safetensors_header_sizes").header;
+    const auto live = header_of(header, "bp_safetensors_header_sizes");
+    const auto& cxx = live->header;
     if (header_size != nullptr) *header_size = cxx.header_size;
     if (data_offset != nullptr) *data_offset = cxx.data_offset;
     if (file_size != nullptr) *file_size = cxx.file_size;
@@ -117,7 +116,8 @@ bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint6
 
 bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out) {
   return guarded([&] {
-    const auto& cxx = header_of(header, "bp_safetensors_header_tensor_count").header;
+    const auto live = header_of(header, "bp_safetensors_header_tensor_count");
+    const auto& cxx = live->header;
     require_non_null(out, "bp_safetensors_header_tensor_count", "out");
     *out = cxx.tensors.size();
   });
@@ -126,7 +126,8 @@ bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header
 bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size_t index,
                                        bp_safetensors_tensor_info* out) {
   return guarded([&] {
-    const auto& cxx = header_of(header, "bp_safetensors_header_tensor").header;
+    const auto live = header_of(header, "bp_safetensors_header_tensor");
+    const auto& cxx = live->header;
     require_non_null(out, "bp_safetensors_header_tensor", "out");
     check_struct_size(out->struct_size, sizeof(bp_safetensors_tensor_info), "bp_safetensors_header_tensor");
     if (index >= cxx.tensors.size()) {
@@ -147,7 +148,7 @@ bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size
 
 bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* header, int64_t* out) {
   return guarded([&] {
-    metadata_count(header_of(header, "bp_safetensors_header_metadata_count").metadata, out,
+    metadata_count(header_of(header, "bp_safetensors_header_metadata_count")->metadata, out,
                    "bp_safetensors_header_metadata_count");
   });
 }
@@ -155,7 +156,7 @@ bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* head
 bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, size_t index, const char** key,
                                          const char** value) {
   return guarded([&] {
-    metadata_entry(header_of(header, "bp_safetensors_header_metadata").metadata, index, key, value,
+    metadata_entry(header_of(header, "bp_safetensors_header_metadata")->metadata, index, key, value,
                    "bp_safetensors_header_metadata");
   });
 }
@@ -163,7 +164,8 @@ bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, si
 bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_device* device,
                               const bp_safetensors_load_options* options, bp_tensor_map** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_safetensors_load");
+    const auto runtime_lease = runtime_of(runtime, "bp_safetensors_load");
+    Runtime& cxx = *runtime_lease;
     require_non_null(path, "bp_safetensors_load", "path");
     require_non_null(out, "bp_safetensors_load", "out");
     safetensors::LoadOptions load_options;
@@ -199,48 +201,47 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
     std::optional<Device> where;
     if (device != nullptr) where = device_or_default(cxx, device);
     safetensors::Loaded loaded = safetensors::load(cxx, path, where, load_options);
-    auto map = std::make_unique<bp_tensor_map>();
+    auto map = std::make_shared<bp_tensor_map>();
     map->tensors.assign(std::make_move_iterator(loaded.tensors.begin()), std::make_move_iterator(loaded.tensors.end()));
     map->metadata = entries_of(loaded.metadata);
-    *out = live_maps.add(map.release());
+    *out = live_maps.add(std::move(map));
   });
 }
 
 void bp_tensor_map_destroy(bp_tensor_map* map) {
-  if (!live_maps.remove(map)) return;  // NULL, or destroyed twice
-  delete map;
+  live_maps.remove(map);  // NULL or destroyed twice: nothing
 }
 
 bp_status bp_tensor_map_count(const bp_tensor_map* map, size_t* out) {
   return guarded([&] {
-    const auto& cxx = map_of(map, "bp_tensor_map_count");
+    const auto cxx = map_of(map, "bp_tensor_map_count");
     require_non_null(out, "bp_tensor_map_count", "out");
-    *out = cxx.tensors.size();
+    *out = cxx->tensors.size();
   });
 }
 
 bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char** out) {
   return guarded([&] {
-    const auto& cxx = map_of(map, "bp_tensor_map_name");
+    const auto cxx = map_of(map, "bp_tensor_map_name");
     require_non_null(out, "bp_tensor_map_name", "out");
-    if (index >= cxx.tensors.size()) {
+    if (index >= cxx->tensors.size()) {
       throw Error(ErrorCode::kOutOfRange, fmt::format("bp_tensor_map_name: index {} is out of range: {} tensors",
-                                                      index, cxx.tensors.size()));
+                                                      index, cxx->tensors.size()));
     }
-    *out = cxx.tensors[index].first.c_str();
+    *out = cxx->tensors[index].first.c_str();
   });
 }
 
 bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array** out) {
   return guarded([&] {
-    const auto& cxx = map_of(map, "bp_tensor_map_get");
+    const auto cxx = map_of(map, "bp_tensor_map_get");
     require_non_null(name, "bp_tensor_map_get", "name");
     require_non_null(out, "bp_tensor_map_get", "out");
-    auto found = std::lower_bound(cxx.tensors.begin(), cxx.tensors.end(), std::string_view(name),
+    auto found = std::lower_bound(cxx->tensors.begin(), cxx->tensors.end(), std::string_view(name),
                                   [](const auto& entry, std::string_view key) { return entry.first < key; });
-    if (found == cxx.tensors.end() || found->first != name) {
+    if (found == cxx->tensors.end() || found->first != name) {
       throw Error(ErrorCode::kNotFound,
-                  fmt::format("bp_tensor_map_get: no tensor '{}' among the {} loaded", name, cxx.tensors.size()));
+                  fmt::format("bp_tensor_map_get: no tensor '{}' among the {} loaded", name, cxx->tensors.size()));
     }
     *out = new_array_handle(found->second);
   });
@@ -248,13 +249,13 @@ bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array
 
 bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out) {
   return guarded([&] {
-    metadata_count(map_of(map, "bp_tensor_map_metadata_count").metadata, out, "bp_tensor_map_metadata_count");
+    metadata_count(map_of(map, "bp_tensor_map_metadata_count")->metadata, out, "bp_tensor_map_metadata_count");
   });
 }
 
 bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key, const char** value) {
   return guarded([&] {
-    metadata_entry(map_of(map, "bp_tensor_map_metadata").metadata, index, key, value, "bp_tensor_map_metadata");
+    metadata_entry(map_of(map, "bp_tensor_map_metadata")->metadata, index, key, value, "bp_tensor_map_metadata");
   });
 }
 
@@ -270,8 +271,7 @@ bp_status bp_safetensors_save(const char* path, const char* const* names, const 
     std::map<std::string, Array> tensors;
     for (size_t i = 0; i < count; ++i) {
       require_non_null(names[i], "bp_safetensors_save", "names[i]");
-      const Array& array = array_of(arrays[i], "bp_safetensors_save");
-      if (!tensors.emplace(names[i], array).second) {
+      if (!tensors.emplace(names[i], *array_of(arrays[i], "bp_safetensors_save")).second) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("bp_safetensors_save: tensor '{}' is named twice", names[i]));
       }
