@@ -1,5 +1,6 @@
 // bp_safetensors_*, bp_tensor_map_*: inspect, load and save safetensors files.
 #include "c_api/c_api_support.hpp"
+#include "safetensors/text.hpp"
 
 #include <backplane/safetensors.hpp>
 
@@ -67,17 +68,118 @@ void metadata_count(const MetadataEntries& metadata, int64_t* out, const char* f
   *out = metadata ? static_cast<int64_t>(metadata->size()) : -1;
 }
 
-void metadata_entry(const MetadataEntries& metadata, size_t index, const char** key, const char** value,
-                    const char* function) {
-  require_non_null(key, function, "key");
-  require_non_null(value, function, "value");
+// A NUL-terminated result would silently cut `text` at its first NUL byte
+// (safetensors allows "\u0000" in names and metadata): refuse it, naming the
+// thing (`what` `named`, the NUL escaped) and the function that carries it whole.
+void refuse_nul(std::string_view text, std::string_view what, std::string_view named, std::string_view where,
+                const char* function, const char* sized_function) {
+  if (text.find('\0') == std::string_view::npos) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("{}: {} {} has a NUL byte in its {}, which a NUL-terminated string cannot carry (use {})",
+                          function, what, safetensors::detail::quote(named), where, sized_function));
+}
+
+const std::pair<std::string, std::string>& metadata_at(const MetadataEntries& metadata, size_t index,
+                                                      const char* function) {
   const std::size_t size = metadata ? metadata->size() : 0;
   if (index >= size) {
     throw Error(ErrorCode::kOutOfRange, fmt::format("{}: index {} is out of range: {} metadata entries{}", function,
                                                     index, size, metadata ? "" : " (the file has no __metadata__)"));
   }
-  *key = (*metadata)[index].first.c_str();
-  *value = (*metadata)[index].second.c_str();
+  return (*metadata)[index];
+}
+
+void metadata_entry(const MetadataEntries& metadata, size_t index, const char** key, const char** value,
+                    const char* function, const char* sized_function) {
+  require_non_null(key, function, "key");
+  require_non_null(value, function, "value");
+  const auto& entry = metadata_at(metadata, index, function);
+  refuse_nul(entry.first, "metadata key", entry.first, "key", function, sized_function);
+  refuse_nul(entry.second, "metadata key", entry.first, "value", function, sized_function);
+  *key = entry.first.c_str();
+  *value = entry.second.c_str();
+}
+
+void metadata_entry_n(const MetadataEntries& metadata, size_t index, const char** key, size_t* key_size,
+                      const char** value, size_t* value_size, const char* function) {
+  require_non_null(key, function, "key");
+  require_non_null(key_size, function, "key_size");
+  require_non_null(value, function, "value");
+  require_non_null(value_size, function, "value_size");
+  const auto& entry = metadata_at(metadata, index, function);
+  *key = entry.first.c_str();
+  *key_size = entry.first.size();
+  *value = entry.second.c_str();
+  *value_size = entry.second.size();
+}
+
+const std::string& tensor_name(const bp_tensor_map& map, size_t index, const char* function) {
+  if (index >= map.tensors.size()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: index {} is out of range: {} tensors", function, index, map.tensors.size()));
+  }
+  return map.tensors[index].first;
+}
+
+const Array& tensor_named(const bp_tensor_map& map, std::string_view name, const char* function) {
+  auto found = std::lower_bound(map.tensors.begin(), map.tensors.end(), name,
+                                [](const auto& entry, std::string_view key) { return entry.first < key; });
+  if (found == map.tensors.end() || found->first != name) {
+    throw Error(ErrorCode::kNotFound, fmt::format("{}: no tensor {} among the {} loaded", function,
+                                                  safetensors::detail::quote(name), map.tensors.size()));
+  }
+  return found->second;
+}
+
+// texts[i] as a string: sizes[i] bytes when `sizes` is given, else up to its NUL.
+std::string text_at(const char* const* texts, const size_t* sizes, size_t i, const char* function, const char* what) {
+  if (sizes != nullptr && sizes[i] == 0) return {};
+  require_non_null(texts[i], function, what);
+  return sizes != nullptr ? std::string(texts[i], sizes[i]) : std::string(texts[i]);
+}
+
+void save(const char* path, const char* const* names, const size_t* name_sizes, const bp_array* const* arrays,
+          size_t count, const char* const* metadata_keys, const size_t* metadata_key_sizes,
+          const char* const* metadata_values, const size_t* metadata_value_sizes, int64_t metadata_count,
+          const char* function) {
+  require_non_null(path, function, "path");
+  if (count > 0) {
+    require_non_null(names, function, "names");
+    require_non_null(arrays, function, "arrays");
+  }
+  std::map<std::string, Array> tensors;
+  for (size_t i = 0; i < count; ++i) {
+    std::string name = text_at(names, name_sizes, i, function, "names[i]");
+    Array array = *array_of(arrays[i], function);
+    auto [where, inserted] = tensors.emplace(std::move(name), std::move(array));
+    if (!inserted) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: tensor {} is named twice", function, safetensors::detail::quote(where->first)));
+    }
+  }
+  std::optional<safetensors::Metadata> metadata;
+  if (metadata_count < -1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: metadata_count {} (use -1 for no metadata)", function, metadata_count));
+  }
+  if (metadata_count >= 0) {
+    metadata.emplace();
+    if (metadata_count > 0) {
+      require_non_null(metadata_keys, function, "metadata_keys");
+      require_non_null(metadata_values, function, "metadata_values");
+    }
+    for (int64_t i = 0; i < metadata_count; ++i) {
+      const auto at = static_cast<size_t>(i);
+      std::string key = text_at(metadata_keys, metadata_key_sizes, at, function, "metadata_keys[i]");
+      std::string value = text_at(metadata_values, metadata_value_sizes, at, function, "metadata_values[i]");
+      auto [where, inserted] = metadata->emplace(std::move(key), std::move(value));
+      if (!inserted) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: metadata key {} is given twice", function,
+                                                             safetensors::detail::quote(where->first)));
+      }
+    }
+  }
+  safetensors::save(path, tensors, metadata);
 }
 
 }  // namespace
@@ -129,14 +231,22 @@ bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size
     const auto live = header_of(header, "bp_safetensors_header_tensor");
     const auto& cxx = live->header;
     require_non_null(out, "bp_safetensors_header_tensor", "out");
-    check_struct_size(out->struct_size, sizeof(bp_safetensors_tensor_info), "bp_safetensors_header_tensor");
+    // API 0.2 callers pass the struct without name_size.
+    constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_tensor_info, name_size);
+    check_struct_size(out->struct_size, api_0_2_size, "bp_safetensors_header_tensor");
+    const bool has_name_size = out->struct_size >= sizeof(bp_safetensors_tensor_info);
     if (index >= cxx.tensors.size()) {
       throw Error(ErrorCode::kOutOfRange, fmt::format("bp_safetensors_header_tensor: index {} is out of range: {} "
                                                       "tensors",
                                                       index, cxx.tensors.size()));
     }
     const safetensors::TensorEntry& tensor = cxx.tensors[index];
+    if (!has_name_size) {
+      refuse_nul(tensor.name, "tensor", tensor.name, "name", "bp_safetensors_header_tensor",
+                 "the API 0.3 bp_safetensors_tensor_info, whose name_size carries it");
+    }
     out->name = tensor.name.c_str();
+    if (has_name_size) out->name_size = tensor.name.size();
     out->dtype_name = tensor.dtype.c_str();
     out->dtype = static_cast<bp_dtype>(safetensors::dtype_of(tensor));
     out->rank = tensor.shape.size();
@@ -157,7 +267,15 @@ bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, si
                                          const char** value) {
   return guarded([&] {
     metadata_entry(header_of(header, "bp_safetensors_header_metadata")->metadata, index, key, value,
-                   "bp_safetensors_header_metadata");
+                   "bp_safetensors_header_metadata", "bp_safetensors_header_metadata_n");
+  });
+}
+
+bp_status bp_safetensors_header_metadata_n(const bp_safetensors_header* header, size_t index, const char** key,
+                                           size_t* key_size, const char** value, size_t* value_size) {
+  return guarded([&] {
+    metadata_entry_n(header_of(header, "bp_safetensors_header_metadata_n")->metadata, index, key, key_size, value,
+                     value_size, "bp_safetensors_header_metadata_n");
   });
 }
 
@@ -177,11 +295,13 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
                     fmt::format("bp_safetensors_load: options->struct_size {} is smaller than {}",
                                 options->struct_size, api_0_1_size));
       }
-      const bool has_cancellable = options->struct_size >= sizeof(bp_safetensors_load_options);
+      constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_load_options, name_sizes);
+      const bool has_cancellable = options->struct_size >= api_0_2_size;
+      const size_t* name_sizes = options->struct_size >= sizeof(bp_safetensors_load_options) ? options->name_sizes
+                                                                                              : nullptr;
       if (options->name_count > 0) require_non_null(options->names, "bp_safetensors_load", "options->names");
       for (size_t i = 0; i < options->name_count; ++i) {
-        require_non_null(options->names[i], "bp_safetensors_load", "options->names[i]");
-        load_options.names.emplace_back(options->names[i]);
+        load_options.names.push_back(text_at(options->names, name_sizes, i, "bp_safetensors_load", "options->names[i]"));
       }
       bp_cancellable_progress_callback cancellable = has_cancellable ? options->cancellable_progress : nullptr;
       if (options->progress != nullptr || cancellable != nullptr) {
@@ -224,11 +344,20 @@ bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char*
   return guarded([&] {
     const auto cxx = map_of(map, "bp_tensor_map_name");
     require_non_null(out, "bp_tensor_map_name", "out");
-    if (index >= cxx->tensors.size()) {
-      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_tensor_map_name: index {} is out of range: {} tensors",
-                                                      index, cxx->tensors.size()));
-    }
-    *out = cxx->tensors[index].first.c_str();
+    const std::string& name = tensor_name(*cxx, index, "bp_tensor_map_name");
+    refuse_nul(name, "tensor", name, "name", "bp_tensor_map_name", "bp_tensor_map_name_n");
+    *out = name.c_str();
+  });
+}
+
+bp_status bp_tensor_map_name_n(const bp_tensor_map* map, size_t index, const char** out, size_t* size) {
+  return guarded([&] {
+    const auto cxx = map_of(map, "bp_tensor_map_name_n");
+    require_non_null(out, "bp_tensor_map_name_n", "out");
+    require_non_null(size, "bp_tensor_map_name_n", "size");
+    const std::string& name = tensor_name(*cxx, index, "bp_tensor_map_name_n");
+    *out = name.c_str();
+    *size = name.size();
   });
 }
 
@@ -237,13 +366,16 @@ bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array
     const auto cxx = map_of(map, "bp_tensor_map_get");
     require_non_null(name, "bp_tensor_map_get", "name");
     require_non_null(out, "bp_tensor_map_get", "out");
-    auto found = std::lower_bound(cxx->tensors.begin(), cxx->tensors.end(), std::string_view(name),
-                                  [](const auto& entry, std::string_view key) { return entry.first < key; });
-    if (found == cxx->tensors.end() || found->first != name) {
-      throw Error(ErrorCode::kNotFound,
-                  fmt::format("bp_tensor_map_get: no tensor '{}' among the {} loaded", name, cxx->tensors.size()));
-    }
-    *out = new_array_handle(found->second);
+    *out = new_array_handle(tensor_named(*cxx, name, "bp_tensor_map_get"));
+  });
+}
+
+bp_status bp_tensor_map_get_n(const bp_tensor_map* map, const char* name, size_t size, bp_array** out) {
+  return guarded([&] {
+    const auto cxx = map_of(map, "bp_tensor_map_get_n");
+    if (size > 0) require_non_null(name, "bp_tensor_map_get_n", "name");
+    require_non_null(out, "bp_tensor_map_get_n", "out");
+    *out = new_array_handle(tensor_named(*cxx, std::string_view(size > 0 ? name : "", size), "bp_tensor_map_get_n"));
   });
 }
 
@@ -255,7 +387,16 @@ bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out) {
 
 bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key, const char** value) {
   return guarded([&] {
-    metadata_entry(map_of(map, "bp_tensor_map_metadata")->metadata, index, key, value, "bp_tensor_map_metadata");
+    metadata_entry(map_of(map, "bp_tensor_map_metadata")->metadata, index, key, value, "bp_tensor_map_metadata",
+                   "bp_tensor_map_metadata_n");
+  });
+}
+
+bp_status bp_tensor_map_metadata_n(const bp_tensor_map* map, size_t index, const char** key, size_t* key_size,
+                                   const char** value, size_t* value_size) {
+  return guarded([&] {
+    metadata_entry_n(map_of(map, "bp_tensor_map_metadata_n")->metadata, index, key, key_size, value, value_size,
+                     "bp_tensor_map_metadata_n");
   });
 }
 
@@ -263,40 +404,18 @@ bp_status bp_safetensors_save(const char* path, const char* const* names, const 
                               const char* const* metadata_keys, const char* const* metadata_values,
                               int64_t metadata_count) {
   return guarded([&] {
-    require_non_null(path, "bp_safetensors_save", "path");
-    if (count > 0) {
-      require_non_null(names, "bp_safetensors_save", "names");
-      require_non_null(arrays, "bp_safetensors_save", "arrays");
-    }
-    std::map<std::string, Array> tensors;
-    for (size_t i = 0; i < count; ++i) {
-      require_non_null(names[i], "bp_safetensors_save", "names[i]");
-      if (!tensors.emplace(names[i], *array_of(arrays[i], "bp_safetensors_save")).second) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("bp_safetensors_save: tensor '{}' is named twice", names[i]));
-      }
-    }
-    std::optional<safetensors::Metadata> metadata;
-    if (metadata_count < -1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bp_safetensors_save: metadata_count {} (use -1 for no metadata)", metadata_count));
-    }
-    if (metadata_count >= 0) {
-      metadata.emplace();
-      if (metadata_count > 0) {
-        require_non_null(metadata_keys, "bp_safetensors_save", "metadata_keys");
-        require_non_null(metadata_values, "bp_safetensors_save", "metadata_values");
-      }
-      for (int64_t i = 0; i < metadata_count; ++i) {
-        require_non_null(metadata_keys[i], "bp_safetensors_save", "metadata_keys[i]");
-        require_non_null(metadata_values[i], "bp_safetensors_save", "metadata_values[i]");
-        if (!metadata->emplace(metadata_keys[i], metadata_values[i]).second) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("bp_safetensors_save: metadata key '{}' is given twice", metadata_keys[i]));
-        }
-      }
-    }
-    safetensors::save(path, tensors, metadata);
+    save(path, names, nullptr, arrays, count, metadata_keys, nullptr, metadata_values, nullptr, metadata_count,
+         "bp_safetensors_save");
+  });
+}
+
+bp_status bp_safetensors_save_n(const char* path, const char* const* names, const size_t* name_sizes,
+                                const bp_array* const* arrays, size_t count, const char* const* metadata_keys,
+                                const size_t* metadata_key_sizes, const char* const* metadata_values,
+                                const size_t* metadata_value_sizes, int64_t metadata_count) {
+  return guarded([&] {
+    save(path, names, name_sizes, arrays, count, metadata_keys, metadata_key_sizes, metadata_values,
+         metadata_value_sizes, metadata_count, "bp_safetensors_save_n");
   });
 }
 
