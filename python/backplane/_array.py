@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import threading
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _dtypes, _lib
@@ -58,6 +59,11 @@ def import_capsule(runtime: "Runtime", capsule: Any) -> ctypes.c_void_p:
 _PREVIEW_LIMIT = 1 << 20  # device arrays up to this size are copied for repr()
 
 
+# Serialises taking a handle in close(); reentrant because the garbage
+# collector may run another array's __del__ on the same thread meanwhile.
+_HANDLE_SWAP = threading.RLock()
+
+
 class Array:
     """An array on one device (backplane::Array through bp_array).
 
@@ -75,10 +81,20 @@ class Array:
         self._keep = keep  # what C may still call back into (a progress callback)
 
     def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
+        # Take the handle before destroying it, and only one thread may take
+        # it: a second destroy of the same address could free a new array the
+        # library has placed there since. A thread racing close() passes the
+        # handle (the library keeps it alive for that call, or refuses it as
+        # destroyed) or None (a clean error).
+        lock = _HANDLE_SWAP  # None while the interpreter shuts down
+        if lock is None:
+            handle, self._handle = getattr(self, "_handle", None), None
+        else:
+            with lock:
+                handle = getattr(self, "_handle", None)
+                self._handle = None
         if handle is not None and handle.value and _lib is not None and _lib.lib is not None:
             _lib.lib.bp_array_destroy(handle)
-        self._handle = None
 
     def _live(self) -> ctypes.c_void_p:
         if self._handle is None:

@@ -15,6 +15,47 @@ from ._runtime import DeviceLike, Runtime
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[int, int], Any]
 
+# Names and metadata may hold NUL bytes ("\u0000" in the file): they cross
+# the C API as (pointer, size) through the API 0.3 functions and fields, never
+# as NUL-terminated strings, which would cut "a\0b" to "a".
+_c_size_p = ctypes.POINTER(ctypes.c_size_t)
+_c_text_p = ctypes.POINTER(ctypes.c_void_p)  # read with string_at(pointer, size), NULs included
+
+
+# The API 0.3 structs: _lib's, grown by their new last field (passed cast to
+# _lib's pointer type, whose prototype stays as _lib declares it).
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [(field, ctypes.c_void_p if field == "name" else kind)
+                for field, kind in _lib.bp_safetensors_tensor_info._fields_] + [("name_size", ctypes.c_size_t)]
+
+
+class _LoadOptions(ctypes.Structure):
+    _fields_ = list(_lib.bp_safetensors_load_options._fields_) + [("name_sizes", _c_size_p)]
+
+
+for _name, _arguments in {
+    "bp_safetensors_header_metadata_n": [ctypes.c_void_p, ctypes.c_size_t, _c_text_p, _c_size_p, _c_text_p, _c_size_p],
+    "bp_tensor_map_metadata_n": [ctypes.c_void_p, ctypes.c_size_t, _c_text_p, _c_size_p, _c_text_p, _c_size_p],
+    "bp_tensor_map_name_n": [ctypes.c_void_p, ctypes.c_size_t, _c_text_p, _c_size_p],
+    "bp_tensor_map_get_n": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
+    "bp_safetensors_save_n": [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64],
+}.items():
+    _function = getattr(_lib.lib, _name)
+    _function.argtypes = _arguments
+    _function.restype = ctypes.c_int32
+
+
+def _text(pointer: Optional[int], size: int) -> str:
+    return ctypes.string_at(pointer, size).decode("utf-8", errors="replace") if size else ""
+
+
+def _texts(values: List[bytes]) -> Tuple[Any, Any]:
+    """A C array of pointers to `values` and one of their sizes."""
+    pointers = (ctypes.c_char_p * max(len(values), 1))(*values)
+    sizes = (ctypes.c_size_t * max(len(values), 1))(*(len(value) for value in values))
+    return pointers, sizes
+
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -84,9 +125,11 @@ def _metadata(handle: ctypes.c_void_p, count_function: str, entry_function: str)
         return None
     result = {}
     for index in range(count.value):
-        key, value = ctypes.c_char_p(), ctypes.c_char_p()
-        _lib.call(entry_function, handle, index, ctypes.byref(key), ctypes.byref(value))
-        result[_lib.text(key.value)] = _lib.text(value.value)
+        key, value = ctypes.c_void_p(), ctypes.c_void_p()
+        key_size, value_size = ctypes.c_size_t(), ctypes.c_size_t()
+        _lib.call(entry_function, handle, index, ctypes.byref(key), ctypes.byref(key_size), ctypes.byref(value),
+                  ctypes.byref(value_size))
+        result[_text(key.value, key_size.value)] = _text(value.value, value_size.value)
     return result
 
 
@@ -104,13 +147,15 @@ def inspect(path: PathLike) -> Header:
         _lib.call("bp_safetensors_header_tensor_count", handle, ctypes.byref(count))
         tensors = []
         for index in range(count.value):
-            info = _lib.bp_safetensors_tensor_info(struct_size=ctypes.sizeof(_lib.bp_safetensors_tensor_info))
-            _lib.call("bp_safetensors_header_tensor", handle, index, ctypes.byref(info))
-            tensors.append(TensorInfo(_lib.text(info.name), _lib.text(info.dtype_name),
+            info = _TensorInfo(struct_size=ctypes.sizeof(_TensorInfo))
+            _lib.call("bp_safetensors_header_tensor", handle, index,
+                      ctypes.cast(ctypes.pointer(info), ctypes.POINTER(_lib.bp_safetensors_tensor_info)))
+            name = _text(info.name, info.name_size)
+            tensors.append(TensorInfo(name, _lib.text(info.dtype_name),
                                       tuple(info.shape[i] for i in range(info.rank)), info.begin, info.end))
         sizes = [ctypes.c_uint64() for _ in range(3)]
         _lib.call("bp_safetensors_header_sizes", handle, *(ctypes.byref(size) for size in sizes))
-        metadata = _metadata(handle, "bp_safetensors_header_metadata_count", "bp_safetensors_header_metadata")
+        metadata = _metadata(handle, "bp_safetensors_header_metadata_count", "bp_safetensors_header_metadata_n")
         return Header(tensors, metadata, sizes[0].value, sizes[1].value, sizes[2].value)
     finally:
         _lib.lib.bp_safetensors_header_destroy(handle)
@@ -183,12 +228,13 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
     map. A missing file raises MissingFileError, a FileNotFoundError."""
     runtime = runtime or Runtime.default()
     encoded = _names(names)
-    name_array = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
+    name_array, name_sizes = _texts(encoded)
     function, bar = _progress_function(progress, path)
     relay = _ProgressRelay(function) if function is not None else None
-    options = _lib.bp_safetensors_load_options(
-        struct_size=ctypes.sizeof(_lib.bp_safetensors_load_options),
+    options = _LoadOptions(
+        struct_size=ctypes.sizeof(_LoadOptions),
         names=ctypes.cast(name_array, ctypes.POINTER(ctypes.c_char_p)),
+        name_sizes=ctypes.cast(name_sizes, _c_size_p),
         name_count=len(encoded),
         progress=_lib.PROGRESS_CALLBACK(),  # NULL
         user_data=None,
@@ -197,7 +243,8 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
     handle = ctypes.c_void_p()
     try:
         _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(path), runtime._device(device),
-                  ctypes.byref(options), ctypes.byref(handle))
+                  ctypes.cast(ctypes.pointer(options), ctypes.POINTER(_lib.bp_safetensors_load_options)),
+                  ctypes.byref(handle))
     except CancelledError as error:
         failure = relay.failure if relay is not None else None
         if failure is None:
@@ -215,12 +262,13 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
         _lib.call("bp_tensor_map_count", handle, ctypes.byref(count))
         tensors = {}
         for index in range(count.value):
-            name = ctypes.c_char_p()
-            _lib.call("bp_tensor_map_name", handle, index, ctypes.byref(name))
+            name, size = ctypes.c_void_p(), ctypes.c_size_t()
+            _lib.call("bp_tensor_map_name_n", handle, index, ctypes.byref(name), ctypes.byref(size))
+            raw = ctypes.string_at(name.value, size.value) if size.value else b""
             array = ctypes.c_void_p()
-            _lib.call("bp_tensor_map_get", handle, name.value, ctypes.byref(array))
-            tensors[_lib.text(name.value)] = Array(runtime, array)
-        metadata = _metadata(handle, "bp_tensor_map_metadata_count", "bp_tensor_map_metadata")
+            _lib.call("bp_tensor_map_get_n", handle, raw, size.value, ctypes.byref(array))
+            tensors[raw.decode("utf-8", errors="replace")] = Array(runtime, array)
+        metadata = _metadata(handle, "bp_tensor_map_metadata_count", "bp_tensor_map_metadata_n")
         return Loaded(tensors, metadata)
     finally:
         _lib.lib.bp_tensor_map_destroy(handle)
@@ -256,14 +304,14 @@ def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[s
     for name, _ in items:
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {type(name).__name__}")
-    names = (ctypes.c_char_p * max(len(items), 1))(*(name.encode() for name, _ in items))
+    names, name_sizes = _texts([name.encode() for name, _ in items])
     handles = (ctypes.c_void_p * max(len(items), 1))(*(array._live().value for _, array in items))
     pairs = list((metadata or {}).items())
-    keys = (ctypes.c_char_p * max(len(pairs), 1))(*(str(key).encode() for key, _ in pairs))
-    values = (ctypes.c_char_p * max(len(pairs), 1))(*(str(value).encode() for _, value in pairs))
+    keys, key_sizes = _texts([str(key).encode() for key, _ in pairs])
+    values, value_sizes = _texts([str(value).encode() for _, value in pairs])
     try:
-        _lib.call("bp_safetensors_save", _path_bytes(path), names, handles, len(items), keys, values,
-                  -1 if metadata is None else len(pairs))
+        _lib.call("bp_safetensors_save_n", _path_bytes(path), names, name_sizes, handles, len(items), keys, key_sizes,
+                  values, value_sizes, -1 if metadata is None else len(pairs))
     except NotFoundError as error:
         _reraise_missing(error, os.path.dirname(os.path.abspath(os.fspath(path))))
         raise

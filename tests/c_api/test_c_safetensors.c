@@ -261,11 +261,141 @@ static void a_progress_callback_cancels_a_load(void) {
   bp_runtime_destroy(runtime);
 }
 
+/* safetensors allows NUL bytes in names and metadata ("\u0000" in the JSON):
+ * tensors "a\0b", "a\0c" and "a" are three tensors, carried whole by the _n
+ * functions, and the NUL-terminated functions refuse such text, naming it,
+ * instead of returning it cut at the NUL. */
+static void names_with_nul_bytes_are_kept_whole(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_device cpu = c_test_device(runtime, "cpu");
+  const uint8_t data[3][2] = {{1, 2}, {3, 4}, {5, 6}};
+  int64_t shape[1] = {2};
+  bp_array* arrays[3] = {NULL, NULL, NULL};
+  const char* names[3] = {"a\0b", "a\0c", "a"};
+  const size_t name_sizes[3] = {3, 3, 1};
+  const char* keys[2] = {"k\0x", "plain"};
+  const size_t key_sizes[2] = {3, 5};
+  const char* values[2] = {"v", "w\0y"};
+  const size_t value_sizes[2] = {1, 3};
+  bp_safetensors_header* header = NULL;
+  bp_safetensors_tensor_info info;
+  bp_tensor_map* map = NULL;
+  bp_array* array = NULL;
+  const char* name = NULL;
+  const char* key = NULL;
+  const char* value = NULL;
+  size_t size = 0, key_size = 0, value_size = 0, count = 0, i;
+  uint8_t bytes[2] = {0, 0};
+  char json[256] = {0};
+  FILE* file;
+  tensor_path("nul-names");
+  for (i = 0; i < 3; ++i) {
+    CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U8, shape, 1, data[i], 2, &arrays[i]) == BP_OK);
+  }
+  CHECK(bp_safetensors_save_n(path, names, name_sizes, (const bp_array* const*)arrays, 3, keys, key_sizes, values,
+                              value_sizes, 2) == BP_OK);
+  /* The file spells the NUL as the reference writer does. */
+  file = fopen(path, "rb");
+  CHECK(file != NULL);
+  if (file != NULL) {
+    CHECK(fread(json, 1, sizeof(json) - 1, file) > 8);
+    fclose(file);
+  }
+  CHECK_CONTAINS(json + 8, "\"a\\u0000b\":{");
+  CHECK_CONTAINS(json + 8, "\"k\\u0000x\":\"v\"");
+
+  CHECK(bp_safetensors_inspect(path, &header) == BP_OK);
+  CHECK(bp_safetensors_header_tensor_count(header, &count) == BP_OK && count == 3);
+  memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  { /* Data order; each of the three once, whole. */
+    int seen[3] = {0, 0, 0};
+    size_t with_nul = 0, plain = 0;
+    for (i = 0; i < 3; ++i) {
+      size_t n;
+      info.struct_size = sizeof(info);
+      CHECK(bp_safetensors_header_tensor(header, i, &info) == BP_OK);
+      for (n = 0; n < 3; ++n) {
+        if (info.name_size == name_sizes[n] && memcmp(info.name, names[n], name_sizes[n] + 1) == 0) seen[n] += 1;
+      }
+      if (info.name_size == 3) with_nul = i;
+      else plain = i;
+      /* An API 0.2 caller has no name_size: refused, never cut to "a". */
+      info.struct_size = offsetof(bp_safetensors_tensor_info, name_size);
+      info.name = NULL;
+      if (info.name_size == 3) {
+        CHECK(bp_safetensors_header_tensor(header, with_nul, &info) == BP_STATUS_INVALID_ARGUMENT && !info.name);
+        CHECK_CONTAINS(bp_last_error(), "bp_safetensors_header_tensor: tensor 'a\\u0000");
+        CHECK_CONTAINS(bp_last_error(), "has a NUL byte in its name");
+      } else {
+        CHECK(bp_safetensors_header_tensor(header, plain, &info) == BP_OK && strcmp(info.name, "a") == 0);
+      }
+    }
+    CHECK(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
+  }
+  CHECK(bp_safetensors_header_metadata_n(header, 0, &key, &key_size, &value, &value_size) == BP_OK);
+  CHECK(key_size == 3 && memcmp(key, "k\0x", 3) == 0 && value_size == 1 && strcmp(value, "v") == 0);
+  CHECK(bp_safetensors_header_metadata(header, 0, &key, &value) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_safetensors_header_metadata: metadata key 'k\\u0000x' has a NUL byte in its key");
+  CHECK_CONTAINS(bp_last_error(), "(use bp_safetensors_header_metadata_n)");
+  bp_safetensors_header_destroy(header);
+
+  CHECK(bp_safetensors_load(runtime, path, &cpu, NULL, &map) == BP_OK);
+  CHECK(bp_tensor_map_count(map, &count) == BP_OK && count == 3);
+  /* Bytewise order: "a" < "a\0b" < "a\0c". */
+  CHECK(bp_tensor_map_name_n(map, 0, &name, &size) == BP_OK && size == 1 && strcmp(name, "a") == 0);
+  CHECK(bp_tensor_map_name_n(map, 1, &name, &size) == BP_OK && size == 3 && memcmp(name, "a\0b", 3) == 0);
+  CHECK(bp_tensor_map_name_n(map, 2, &name, &size) == BP_OK && size == 3 && memcmp(name, "a\0c", 3) == 0);
+  CHECK(bp_tensor_map_name(map, 0, &name) == BP_OK && strcmp(name, "a") == 0);
+  CHECK(bp_tensor_map_name(map, 2, &name) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK(strcmp(bp_last_error(), "bp_tensor_map_name: tensor 'a\\u0000c' has a NUL byte in its name, which a "
+                                "NUL-terminated string cannot carry (use bp_tensor_map_name_n)") == 0);
+  for (i = 0; i < 3; ++i) {
+    CHECK(bp_tensor_map_get_n(map, names[i], name_sizes[i], &array) == BP_OK);
+    CHECK(bp_array_copy_to_host(array, bytes, 2) == BP_OK && bytes[0] == data[i][0] && bytes[1] == data[i][1]);
+    bp_array_destroy(array);
+  }
+  CHECK(bp_tensor_map_get(map, "a", &array) == BP_OK);
+  CHECK(bp_array_copy_to_host(array, bytes, 2) == BP_OK && bytes[0] == 5);
+  bp_array_destroy(array);
+  CHECK(bp_tensor_map_get_n(map, "a\0d", 3, &array) == BP_STATUS_NOT_FOUND);
+  CHECK_CONTAINS(bp_last_error(), "bp_tensor_map_get_n: no tensor 'a\\u0000d' among the 3 loaded");
+  CHECK(bp_tensor_map_metadata_n(map, 1, &key, &key_size, &value, &value_size) == BP_OK);
+  CHECK(key_size == 5 && strcmp(key, "plain") == 0 && value_size == 3 && memcmp(value, "w\0y", 3) == 0);
+  CHECK(bp_tensor_map_metadata(map, 1, &key, &value) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "metadata key 'plain' has a NUL byte in its value");
+  bp_tensor_map_destroy(map);
+
+  { /* Selecting one of them by name and size loads that one only. */
+    bp_safetensors_load_options options;
+    memset(&options, 0, sizeof(options));
+    options.struct_size = sizeof(options);
+    options.names = &names[1];
+    options.name_sizes = &name_sizes[1];
+    options.name_count = 1;
+    CHECK(bp_safetensors_load(runtime, path, &cpu, &options, &map) == BP_OK);
+    CHECK(bp_tensor_map_count(map, &count) == BP_OK && count == 1);
+    CHECK(bp_tensor_map_name_n(map, 0, &name, &size) == BP_OK && size == 3 && memcmp(name, "a\0c", 3) == 0);
+    bp_tensor_map_destroy(map);
+  }
+  /* A duplicate that only differs after the NUL is not a duplicate; the same
+   * bytes twice are, named with the NUL escaped. */
+  {
+    const char* twice[2] = {"a\0b", "a\0b"};
+    CHECK(bp_safetensors_save_n(path, twice, name_sizes, (const bp_array* const*)arrays, 2, NULL, NULL, NULL, NULL,
+                                -1) == BP_STATUS_INVALID_ARGUMENT);
+    CHECK_CONTAINS(bp_last_error(), "bp_safetensors_save_n: tensor 'a\\u0000b' is named twice");
+  }
+  for (i = 0; i < 3; ++i) bp_array_destroy(arrays[i]);
+  bp_runtime_destroy(runtime);
+}
+
 int main(void) {
   c_test_program = "test_c_safetensors";
   RUN(save_then_inspect);
   RUN(load_onto_devices);
   RUN(a_progress_callback_cancels_a_load);
   RUN(broken_files_and_bad_saves_are_errors);
+  RUN(names_with_nul_bytes_are_kept_whole);
   return c_test_summary();
 }

@@ -18,6 +18,10 @@
  *
  * Compatibility: functions are only ever added. Structs that the caller
  * fills start with `struct_size` (set it to sizeof), so they can grow.
+ *
+ * Changes: 0.2 cancellable safetensors loads. 0.3 safetensors names and
+ * metadata carried with their sizes (the *_n functions, name_size,
+ * name_sizes), since the format allows NUL bytes in them.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -30,7 +34,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 2
+#define BP_API_VERSION_MINOR 3
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -436,16 +440,26 @@ bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint6
                                       uint64_t* data_offset, uint64_t* file_size);
 bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out);
 
-/* One tensor of a header, in data order. Set struct_size to sizeof first. */
+/* Text from a safetensors file (tensor names, metadata keys and values) may
+ * hold NUL bytes ("\u0000" in the JSON). The *_n functions and size fields
+ * carry such text whole, as (pointer, size) (the pointer is still followed by
+ * a NUL). A function that can only return NUL-terminated text fails with
+ * INVALID_ARGUMENT naming the text (NUL shown as \u0000) rather than return
+ * it cut short. */
+
+/* One tensor of a header, in data order. Set struct_size to sizeof first
+ * (sizeof of API 0.2, without name_size, is accepted too: then a name with
+ * a NUL byte is INVALID_ARGUMENT naming the tensor). */
 typedef struct bp_safetensors_tensor_info {
   size_t struct_size;
-  const char* name;
+  const char* name; /* name_size bytes, then a NUL */
   const char* dtype_name; /* "U16" */
   bp_dtype dtype;
   size_t rank;
   const uint64_t* shape; /* rank extents; may be NULL when rank is 0 */
   uint64_t begin;        /* data_offsets, relative to the data section */
   uint64_t end;
+  size_t name_size; /* API 0.3: bytes of name, NUL bytes included */
 } bp_safetensors_tensor_info;
 
 /* OUT_OF_RANGE past the end. */
@@ -454,10 +468,15 @@ bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size
 
 /* Number of __metadata__ entries, or -1 when the file has none (absent or
  * null); then key/value of entry `index` in key order (OUT_OF_RANGE past the
- * end). */
+ * end; INVALID_ARGUMENT naming the key when the key or value holds a NUL:
+ * use the _n form). */
 bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* header, int64_t* out);
 bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, size_t index, const char** key,
                                          const char** value);
+/* API 0.3: as bp_safetensors_header_metadata, with the sizes in bytes (NUL
+ * bytes included) in *key_size and *value_size; never refuses a NUL. */
+bp_status bp_safetensors_header_metadata_n(const bp_safetensors_header* header, size_t index, const char** key,
+                                           size_t* key_size, const char** value, size_t* value_size);
 
 /* Tensors loaded from a file: name -> array, plus the file's metadata.
  * Opaque; destroy when done (the arrays handed out live on). Strings are
@@ -478,6 +497,10 @@ typedef struct bp_safetensors_load_options {
    * cancels the load, which fails with BP_STATUS_CANCELLED once the copies
    * in flight have finished. Nothing loaded is handed out. */
   bp_cancellable_progress_callback cancellable_progress;
+  /* API 0.3, read only when struct_size covers it; may be NULL. When set,
+   * names[i] is name_sizes[i] bytes long (NUL bytes included) instead of
+   * NUL-terminated. */
+  const size_t* name_sizes;
 } bp_safetensors_load_options;
 
 /* Loads `path` onto `device` (NULL: the default device); `options` may be
@@ -491,14 +514,24 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
 void bp_tensor_map_destroy(bp_tensor_map* map);
 
 bp_status bp_tensor_map_count(const bp_tensor_map* map, size_t* out);
-/* Names in bytewise order; OUT_OF_RANGE past the end. */
+/* Names in bytewise order; OUT_OF_RANGE past the end; INVALID_ARGUMENT
+ * naming the tensor for a name with a NUL byte (use bp_tensor_map_name_n). */
 bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char** out);
+/* API 0.3: as bp_tensor_map_name, with the name's size in bytes (NUL bytes
+ * included) in *size; never refuses a NUL. */
+bp_status bp_tensor_map_name_n(const bp_tensor_map* map, size_t index, const char** out, size_t* size);
 /* A new handle to the tensor (destroy it with bp_array_destroy); NOT_FOUND
  * naming the tensor when the map has none of that name. */
 bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array** out);
+/* API 0.3: as bp_tensor_map_get for the `size` bytes at `name` (NUL bytes
+ * included). `name` may be NULL when size is 0. */
+bp_status bp_tensor_map_get_n(const bp_tensor_map* map, const char* name, size_t size, bp_array** out);
 /* As the header's metadata functions: -1 when the file has no __metadata__. */
 bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out);
 bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key, const char** value);
+/* API 0.3: as bp_safetensors_header_metadata_n. */
+bp_status bp_tensor_map_metadata_n(const bp_tensor_map* map, size_t index, const char** key, size_t* key_size,
+                                   const char** value, size_t* value_size);
 
 /* Writes `count` arrays (on any devices; waits for arrays still arriving)
  * named names[i] to `path`, atomically, in the reference layout.
@@ -511,6 +544,16 @@ bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const c
 bp_status bp_safetensors_save(const char* path, const char* const* names, const bp_array* const* arrays, size_t count,
                               const char* const* metadata_keys, const char* const* metadata_values,
                               int64_t metadata_count);
+
+/* API 0.3: as bp_safetensors_save, with the size in bytes of each text
+ * (NUL bytes included, written as \u0000): names[i] is name_sizes[i] bytes,
+ * metadata_keys[i] metadata_key_sizes[i], metadata_values[i]
+ * metadata_value_sizes[i]. A size array may be NULL: its texts are then
+ * NUL-terminated. */
+bp_status bp_safetensors_save_n(const char* path, const char* const* names, const size_t* name_sizes,
+                                const bp_array* const* arrays, size_t count, const char* const* metadata_keys,
+                                const size_t* metadata_key_sizes, const char* const* metadata_values,
+                                const size_t* metadata_value_sizes, int64_t metadata_count);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -51,15 +51,17 @@ void check_struct_size(std::size_t given, std::size_t expected, const char* func
 }  // namespace
 
 bp_array* new_array_handle(Array array) {
-  return live_arrays.add(new bp_array{std::move(array)});
+  return live_arrays.add(std::make_shared<bp_array>(std::move(array)));
 }
 
-const Array& array_of(const bp_array* handle, const char* function) {
+std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function) {
   require_non_null(handle, function, "array");
-  if (!live_arrays.contains(handle)) {
+  std::shared_ptr<bp_array> live = live_arrays.acquire(handle);
+  if (live == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: array is not a live handle (destroyed?)", function));
   }
-  return handle->array;
+  const Array* array = &live->array;
+  return std::shared_ptr<const Array>(std::move(live), array);  // shares the handle's ownership
 }
 
 DType dtype_of(bp_dtype dtype, const char* function) {
@@ -106,43 +108,44 @@ int32_t bp_dtype_bits(bp_dtype dtype) { return dtype_bits(static_cast<DType>(dty
 bp_status bp_array_create(bp_runtime* runtime, const bp_device* device, bp_dtype dtype, const int64_t* shape,
                           size_t rank, const void* data, uint64_t size, bp_array** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_array_create");
+    auto cxx = runtime_of(runtime, "bp_array_create");
     require_non_null(out, "bp_array_create", "out");
     if (rank > 0) require_non_null(shape, "bp_array_create", "shape");
     if (size > 0) require_non_null(data, "bp_array_create", "data");
     const DType element = dtype_of(dtype, "bp_array_create");
     std::vector<std::int64_t> extents(shape, shape + rank);
-    Device where = device_or_default(cxx, device);
-    *out = new_array_handle(Array::from_host(cxx, where, element, std::move(extents), data, size));
+    Device where = device_or_default(*cxx, device);
+    *out = new_array_handle(Array::from_host(*cxx, where, element, std::move(extents), data, size));
   });
 }
 
 void bp_array_destroy(bp_array* array) {
-  if (!live_arrays.remove(array)) return;  // NULL, or destroyed twice: do not free again
-  // The last reference may end a foreign owner (a DLPack deleter): outside the lock.
-  delete array;
+  // NULL or destroyed twice: nothing. The last reference (here, or in a call
+  // still in flight on another thread) may end a foreign owner such as a
+  // DLPack deleter: remove() hands it back to be dropped outside the lock.
+  live_arrays.remove(array);
 }
 
 bp_status bp_array_dtype(const bp_array* array, bp_dtype* out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_dtype");
+    auto cxx = array_of(array, "bp_array_dtype");
     require_non_null(out, "bp_array_dtype", "out");
-    *out = static_cast<bp_dtype>(cxx.dtype());
+    *out = static_cast<bp_dtype>(cxx->dtype());
   });
 }
 
 bp_status bp_array_rank(const bp_array* array, size_t* out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_rank");
+    auto cxx = array_of(array, "bp_array_rank");
     require_non_null(out, "bp_array_rank", "out");
-    *out = cxx.rank();
+    *out = cxx->rank();
   });
 }
 
 bp_status bp_array_shape(const bp_array* array, int64_t* shape, size_t capacity) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_shape");
-    const auto& extents = cxx.shape();
+    auto cxx = array_of(array, "bp_array_shape");
+    const auto& extents = cxx->shape();
     if (capacity < extents.size()) {
       throw Error(ErrorCode::kOutOfRange, fmt::format("bp_array_shape: the array has rank {}, capacity is {}",
                                                       extents.size(), capacity));
@@ -154,62 +157,62 @@ bp_status bp_array_shape(const bp_array* array, int64_t* shape, size_t capacity)
 
 bp_status bp_array_nbytes(const bp_array* array, uint64_t* out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_nbytes");
+    auto cxx = array_of(array, "bp_array_nbytes");
     require_non_null(out, "bp_array_nbytes", "out");
-    *out = cxx.nbytes();
+    *out = cxx->nbytes();
   });
 }
 
 bp_status bp_array_device(const bp_array* array, bp_device* out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_device");
+    auto cxx = array_of(array, "bp_array_device");
     require_non_null(out, "bp_array_device", "out");
-    *out = from_device(cxx.device());
+    *out = from_device(cxx->device());
   });
 }
 
 bp_status bp_array_native_address(const bp_array* array, void** out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_native_address");
+    auto cxx = array_of(array, "bp_array_native_address");
     require_non_null(out, "bp_array_native_address", "out");
-    *out = cxx.native_address();
+    *out = cxx->native_address();
   });
 }
 
 bp_status bp_array_shares_buffer(const bp_array* first, const bp_array* second, int32_t* out) {
   return guarded([&] {
-    const Array& a = array_of(first, "bp_array_shares_buffer");
-    const Array& b = array_of(second, "bp_array_shares_buffer");
+    auto a = array_of(first, "bp_array_shares_buffer");
+    auto b = array_of(second, "bp_array_shares_buffer");
     require_non_null(out, "bp_array_shares_buffer", "out");
-    *out = a.shares_buffer_with(b) ? 1 : 0;
+    *out = a->shares_buffer_with(*b) ? 1 : 0;
   });
 }
 
 bp_status bp_array_copy_to_host(const bp_array* array, void* destination, uint64_t capacity) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_copy_to_host");
-    if (capacity < cxx.nbytes()) {
+    auto cxx = array_of(array, "bp_array_copy_to_host");
+    if (capacity < cxx->nbytes()) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bp_array_copy_to_host: the array has {} bytes, capacity is {}", cxx.nbytes(), capacity));
+                  fmt::format("bp_array_copy_to_host: the array has {} bytes, capacity is {}", cxx->nbytes(), capacity));
     }
-    if (cxx.nbytes() > 0) require_non_null(destination, "bp_array_copy_to_host", "destination");
-    cxx.copy_to_host(destination, capacity);
+    if (cxx->nbytes() > 0) require_non_null(destination, "bp_array_copy_to_host", "destination");
+    cxx->copy_to_host(destination, capacity);
   });
 }
 
 bp_status bp_array_slice(const bp_array* array, int64_t begin, int64_t end, bp_array** out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_slice");
+    auto cxx = array_of(array, "bp_array_slice");
     require_non_null(out, "bp_array_slice", "out");
-    *out = new_array_handle(cxx.slice(begin, end));
+    *out = new_array_handle(cxx->slice(begin, end));
   });
 }
 
 bp_status bp_array_device_put(bp_runtime* runtime, const bp_array* array, const bp_device* device,
                               bp_progress_callback progress, void* user_data, bp_array** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_array_device_put");
-    const Array& source = array_of(array, "bp_array_device_put");
+    auto cxx = runtime_of(runtime, "bp_array_device_put");
+    auto source = array_of(array, "bp_array_device_put");
     require_non_null(out, "bp_array_device_put", "out");
     PutOptions options;
     if (progress != nullptr) {
@@ -217,42 +220,42 @@ bp_status bp_array_device_put(bp_runtime* runtime, const bp_array* array, const 
         progress(done, total, user_data);
       };
     }
-    *out = new_array_handle(device_put(cxx, source, device_or_default(cxx, device), options));
+    *out = new_array_handle(device_put(*cxx, *source, device_or_default(*cxx, device), options));
   });
 }
 
 bp_status bp_array_wait(const bp_array* array) {
-  return guarded([&] { array_of(array, "bp_array_wait").block_until_ready(); });
+  return guarded([&] { array_of(array, "bp_array_wait")->block_until_ready(); });
 }
 
 bp_status bp_array_is_ready(const bp_array* array, int32_t* out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_is_ready");
+    auto cxx = array_of(array, "bp_array_is_ready");
     require_non_null(out, "bp_array_is_ready", "out");
-    *out = cxx.is_ready() ? 1 : 0;
+    *out = cxx->is_ready() ? 1 : 0;
   });
 }
 
 bp_status bp_take_windows(bp_runtime* runtime, const bp_array* tokens, const int64_t* offsets, size_t count,
                           int64_t length, const bp_device* device, bp_dtype output, bp_array** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_take_windows");
-    const Array& source = array_of(tokens, "bp_take_windows");
+    auto cxx = runtime_of(runtime, "bp_take_windows");
+    auto source = array_of(tokens, "bp_take_windows");
     require_non_null(out, "bp_take_windows", "out");
     if (count > 0) require_non_null(offsets, "bp_take_windows", "offsets");
     std::optional<DType> converted;
     if (output != 0) converted = dtype_of(output, "bp_take_windows");
     std::span<const std::int64_t> windows(offsets, count);
-    *out = new_array_handle(take_windows(cxx, source, windows, length, device_or_default(cxx, device), converted));
+    *out = new_array_handle(take_windows(*cxx, *source, windows, length, device_or_default(*cxx, device), converted));
   });
 }
 
 bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_memory_stats* out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_memory_stats_get");
+    auto cxx = runtime_of(runtime, "bp_memory_stats_get");
     require_non_null(out, "bp_memory_stats_get", "out");
     check_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get");
-    const MemoryStats stats = memory_stats(cxx, device_or_default(cxx, device));
+    const MemoryStats stats = memory_stats(*cxx, device_or_default(*cxx, device));
     out->in_use = stats.in_use;
     out->cached = stats.cached;
     out->peak = stats.peak;
@@ -266,8 +269,8 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
 
 bp_status bp_empty_cache(bp_runtime* runtime, const bp_device* device) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_empty_cache");
-    empty_cache(cxx, device_or_default(cxx, device));
+    auto cxx = runtime_of(runtime, "bp_empty_cache");
+    empty_cache(*cxx, device_or_default(*cxx, device));
   });
 }
 

@@ -35,7 +35,8 @@ thread_local std::vector<PushedScope> pushed_scopes;
 thread_local std::string described;
 
 std::uint64_t push_scope(bp_runtime* runtime, const char* selector, const char* function) {
-  Runtime& cxx = runtime_of(runtime, function);
+  const auto runtime_lease = runtime_of(runtime, function);
+  Runtime& cxx = *runtime_lease;
   require_non_null(selector, function, "selector");
   Device device = cxx.resolve(selector);
   pushed_scopes.reserve(pushed_scopes.size() + 1);  // no failure after entering
@@ -60,7 +61,8 @@ void pop_scope(std::uint64_t runtime_id, std::uint64_t token, const char* functi
 
 LiveHandles<bp_device_info> live_infos;
 
-bool is_live(const bp_device_info* info) { return live_infos.contains(info); }
+// The info kept alive for the call; null when NULL or destroyed.
+std::shared_ptr<bp_device_info> info_of(const bp_device_info* info) { return live_infos.acquire(info); }
 
 }  // namespace
 }  // namespace backplane::c_api
@@ -72,7 +74,8 @@ extern "C" {
 
 bp_status bp_device_resolve(bp_runtime* runtime, const char* selector, bp_device* out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_device_resolve");
+    const auto runtime_lease = runtime_of(runtime, "bp_device_resolve");
+    Runtime& cxx = *runtime_lease;
     require_non_null(selector, "bp_device_resolve", "selector");
     require_non_null(out, "bp_device_resolve", "out");
     *out = from_device(cxx.resolve(selector));
@@ -94,7 +97,8 @@ bp_status bp_device_selector(const bp_device* device, char* buffer, size_t capac
 
 bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_device_count");
+    const auto runtime_lease = runtime_of(runtime, "bp_device_count");
+    Runtime& cxx = *runtime_lease;
     require_non_null(backend, "bp_device_count", "backend");
     require_non_null(out, "bp_device_count", "out");
     *out = static_cast<int32_t>(cxx.devices(backend).size());
@@ -103,41 +107,53 @@ bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out
 
 bp_status bp_device_info_create(bp_runtime* runtime, const bp_device* device, bp_device_info** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_device_info_create");
+    const auto runtime_lease = runtime_of(runtime, "bp_device_info_create");
+    Runtime& cxx = *runtime_lease;
     require_non_null(device, "bp_device_info_create", "device");
     require_non_null(out, "bp_device_info_create", "out");
     Device wanted = to_device(*device);
     Device resolved = cxx.resolve(wanted.selector());  // checks backend and ordinal with full messages
     auto devices = cxx.devices(resolved.backend);
-    *out = live_infos.add(new bp_device_info{devices.at(static_cast<std::size_t>(resolved.ordinal))});
+    *out = live_infos.add(std::make_shared<bp_device_info>(devices.at(static_cast<std::size_t>(resolved.ordinal))));
   });
 }
 
 void bp_device_info_destroy(bp_device_info* info) {
-  if (!live_infos.remove(info)) return;  // NULL, or destroyed twice
-  delete info;
+  live_infos.remove(info);  // NULL or destroyed twice: nothing
 }
 
-const char* bp_device_info_name(const bp_device_info* info) { return is_live(info) ? info->info.name.c_str() : ""; }
+const char* bp_device_info_name(const bp_device_info* info) {
+  const auto live = info_of(info);
+  return live ? live->info.name.c_str() : "";
+}
 
 bp_device_kind bp_device_info_kind(const bp_device_info* info) {
-  return is_live(info) ? static_cast<bp_device_kind>(info->info.kind) : BP_DEVICE_CPU;
+  const auto live = info_of(info);
+  return live ? static_cast<bp_device_kind>(live->info.kind) : BP_DEVICE_CPU;
 }
 
-uint64_t bp_device_info_memory_total(const bp_device_info* info) { return is_live(info) ? info->info.memory_total : 0; }
+uint64_t bp_device_info_memory_total(const bp_device_info* info) {
+  const auto live = info_of(info);
+  return live ? live->info.memory_total : 0;
+}
 
-uint64_t bp_device_info_memory_free(const bp_device_info* info) { return is_live(info) ? info->info.memory_free : 0; }
+uint64_t bp_device_info_memory_free(const bp_device_info* info) {
+  const auto live = info_of(info);
+  return live ? live->info.memory_free : 0;
+}
 
 size_t bp_device_info_attribute_count(const bp_device_info* info) {
-  return is_live(info) ? info->info.attributes.size() : 0;
+  const auto live = info_of(info);
+  return live ? live->info.attributes.size() : 0;
 }
 
 bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key, const char** value) {
   return guarded([&] {
-    if (!is_live(info)) throw Error(ErrorCode::kInvalidArgument, "bp_device_info_attribute: info is NULL or destroyed");
+    const auto live = info_of(info);
+    if (!live) throw Error(ErrorCode::kInvalidArgument, "bp_device_info_attribute: info is NULL or destroyed");
     require_non_null(key, "bp_device_info_attribute", "key");
     require_non_null(value, "bp_device_info_attribute", "value");
-    const auto& attributes = info->info.attributes;
+    const auto& attributes = live->info.attributes;
     if (index >= attributes.size()) {
       throw Error(ErrorCode::kOutOfRange, fmt::format("bp_device_info_attribute: index {} is out of range: {} attributes",
                                                       index, attributes.size()));
@@ -149,7 +165,8 @@ bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, con
 
 bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_default_device");
+    const auto runtime_lease = runtime_of(runtime, "bp_default_device");
+    Runtime& cxx = *runtime_lease;
     require_non_null(out, "bp_default_device", "out");
     DefaultDevice chosen = cxx.default_device();
     *out = from_device(chosen.device);
@@ -160,7 +177,8 @@ bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_sourc
 bp_status bp_default_device_describe(bp_runtime* runtime, bp_device* out, bp_device_source* source,
                                      const char** description) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_default_device_describe");
+    const auto runtime_lease = runtime_of(runtime, "bp_default_device_describe");
+    Runtime& cxx = *runtime_lease;
     require_non_null(out, "bp_default_device_describe", "out");
     DefaultDevice chosen = cxx.default_device();
     *out = from_device(chosen.device);
@@ -179,7 +197,8 @@ const char* bp_device_source_name(bp_device_source source) {
 
 bp_status bp_default_device_set(bp_runtime* runtime, const char* selector) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_default_device_set");
+    const auto runtime_lease = runtime_of(runtime, "bp_default_device_set");
+    Runtime& cxx = *runtime_lease;
     if (selector == nullptr) {
       cxx.set_default_device(std::nullopt);
     } else {
@@ -197,7 +216,8 @@ bp_status bp_default_device_push_scope(bp_runtime* runtime, const char* selector
 
 bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_default_device_pop_scope");
+    const auto runtime_lease = runtime_of(runtime, "bp_default_device_pop_scope");
+    Runtime& cxx = *runtime_lease;
     pop_scope(cxx.impl().id, token, "bp_default_device_pop_scope");
   });
 }
@@ -208,7 +228,7 @@ bp_status bp_default_device_push(bp_runtime* runtime, const char* selector) {
 
 bp_status bp_default_device_pop(bp_runtime* runtime) {
   return guarded([&] {
-    const std::uint64_t runtime_id = runtime_of(runtime, "bp_default_device_pop").impl().id;
+    const std::uint64_t runtime_id = runtime_of(runtime, "bp_default_device_pop")->impl().id;
     auto innermost = std::find_if(pushed_scopes.rbegin(), pushed_scopes.rend(),
                                   [&](const PushedScope& scope) { return scope.runtime_id == runtime_id; });
     if (innermost == pushed_scopes.rend()) {

@@ -160,7 +160,8 @@ extern "C" {
 
 bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
   return guarded([&] {
-    const Array& cxx = array_of(array, "bp_array_to_dlpack");
+    const auto array_lease = array_of(array, "bp_array_to_dlpack");
+    const Array& cxx = *array_lease;
     require_non_null(out, "bp_array_to_dlpack", "out");
     const auto type = dlpack_dtype(cxx.dtype());
     if (!type) {
@@ -196,7 +197,8 @@ bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
 
 bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp_array** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_array_from_dlpack");
+    const auto runtime_lease = runtime_of(runtime, "bp_array_from_dlpack");
+    Runtime& cxx = *runtime_lease;
     require_non_null(managed, "bp_array_from_dlpack", "tensor");
     require_non_null(out, "bp_array_from_dlpack", "out");
     const DLTensor& tensor = managed->dl_tensor;

@@ -8,6 +8,15 @@
 #include <string>
 
 struct bp_runtime {
+  bp_runtime(backplane::Runtime* runtime, bool owned) : runtime(runtime), owned(owned) {}
+  bp_runtime(const bp_runtime&) = delete;
+  bp_runtime& operator=(const bp_runtime&) = delete;
+  // Runs when the last reference goes: after bp_runtime_destroy and after the
+  // last call in flight on the handle has returned.
+  ~bp_runtime() {
+    if (owned) delete runtime;
+  }
+
   backplane::Runtime* runtime;
   bool owned;  // false for the process default
   std::once_flag config_once;
@@ -22,7 +31,7 @@ thread_local std::string last_error;
 LiveHandles<bp_runtime> live_runtimes;
 
 bp_runtime* register_runtime(Runtime* runtime, bool owned) {
-  return live_runtimes.add(new bp_runtime{runtime, owned, {}, {}});
+  return live_runtimes.add(std::make_shared<bp_runtime>(runtime, owned));
 }
 
 }  // namespace
@@ -38,12 +47,14 @@ void require_non_null(const void* pointer, const char* function, const char* wha
   if (pointer == nullptr) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} is NULL", function, what));
 }
 
-Runtime& runtime_of(bp_runtime* handle, const char* function) {
+std::shared_ptr<Runtime> runtime_of(bp_runtime* handle, const char* function) {
   require_non_null(handle, function, "runtime");
-  if (!live_runtimes.contains(handle)) {
+  std::shared_ptr<bp_runtime> live = live_runtimes.acquire(handle);
+  if (live == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: runtime is not a live handle (destroyed?)", function));
   }
-  return *handle->runtime;
+  Runtime* runtime = live->runtime;
+  return std::shared_ptr<Runtime>(std::move(live), runtime);  // shares the handle's ownership
 }
 
 Device to_device(const bp_device& device) {
@@ -103,7 +114,9 @@ bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out)
       cxx_options.skip_default_paths = options->skip_default_paths != 0;
     }
     auto runtime = std::make_unique<Runtime>(std::move(cxx_options));
-    *out = register_runtime(runtime.release(), true);
+    auto handle = std::make_shared<bp_runtime>(runtime.get(), true);
+    runtime.release();  // the handle owns it now
+    *out = live_runtimes.add(std::move(handle));
   });
 }
 
@@ -118,16 +131,16 @@ bp_status bp_runtime_default(bp_runtime** out) {
 void bp_runtime_destroy(bp_runtime* runtime) {
   // Liveness first (a destroyed handle must not even be read), and the
   // process default is never destroyed.
-  if (!live_runtimes.remove_if(runtime, [](const bp_runtime& handle) { return handle.owned; })) return;
-  delete runtime->runtime;
-  delete runtime;
+  // The runtime itself goes with the last reference: here, or when the last
+  // call in flight on another thread returns.
+  live_runtimes.remove_if(runtime, [](const bp_runtime& handle) { return handle.owned; });
 }
 
 bp_status bp_runtime_config_path(bp_runtime* runtime, const char** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_runtime_config_path");
+    auto cxx = runtime_of(runtime, "bp_runtime_config_path");
     require_non_null(out, "bp_runtime_config_path", "out");
-    auto config = cxx.config();
+    auto config = cxx->config();
     std::call_once(runtime->config_once, [&] {
       if (config.path) runtime->config_path = config.path->string();
     });
@@ -137,22 +150,22 @@ bp_status bp_runtime_config_path(bp_runtime* runtime, const char** out) {
 
 bp_status bp_backend_count(bp_runtime* runtime, size_t* out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_backend_count");
+    auto cxx = runtime_of(runtime, "bp_backend_count");
     require_non_null(out, "bp_backend_count", "out");
-    *out = cxx.backends().size();
+    *out = cxx->backends().size();
   });
 }
 
 bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_backend_get");
+    auto cxx = runtime_of(runtime, "bp_backend_get");
     require_non_null(out, "bp_backend_get", "out");
     if (out->struct_size < sizeof(bp_backend_info)) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("bp_backend_get: out->struct_size {} is smaller than {} (set it to sizeof)",
                               out->struct_size, sizeof(bp_backend_info)));
     }
-    const auto& backends = cxx.backends();
+    const auto& backends = cxx->backends();
     if (index >= backends.size()) {
       throw Error(ErrorCode::kOutOfRange,
                   fmt::format("bp_backend_get: index {} is out of range: {} backends", index, backends.size()));
@@ -172,10 +185,10 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
 
 bp_status bp_backend_is_available(bp_runtime* runtime, const char* name, int32_t* out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_backend_is_available");
+    auto cxx = runtime_of(runtime, "bp_backend_is_available");
     require_non_null(name, "bp_backend_is_available", "name");
     require_non_null(out, "bp_backend_is_available", "out");
-    *out = cxx.is_available(name) ? 1 : 0;
+    *out = cxx->is_available(name) ? 1 : 0;
   });
 }
 

@@ -1,5 +1,6 @@
 // bp_safetensors_*, bp_tensor_map_*: inspect, load and save safetensors files.
 #include "c_api/c_api_support.hpp"
+#include "safetensors/text.hpp"
 
 #include <backplane/safetensors.hpp>
 
@@ -42,18 +43,17 @@ namespace {
 LiveHandles<bp_safetensors_header> live_headers;
 LiveHandles<bp_tensor_map> live_maps;
 
-const bp_safetensors_header& header_of(const bp_safetensors_header* header, const char* function) {
-  if (!live_headers.contains(header)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: header is NULL or destroyed", function));
-  }
-  return *header;
+// The header or map kept alive while the result is held (hold it for the whole call).
+std::shared_ptr<const bp_safetensors_header> header_of(const bp_safetensors_header* header, const char* function) {
+  auto live = live_headers.acquire(header);
+  if (!live) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: header is NULL or destroyed", function));
+  return live;
 }
 
-const bp_tensor_map& map_of(const bp_tensor_map* map, const char* function) {
-  if (!live_maps.contains(map)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: map is NULL or destroyed", function));
-  }
-  return *map;
+std::shared_ptr<const bp_tensor_map> map_of(const bp_tensor_map* map, const char* function) {
+  auto live = live_maps.acquire(map);
+  if (!live) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: map is NULL or destroyed", function));
+  return live;
 }
 
 void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
@@ -68,17 +68,118 @@ void metadata_count(const MetadataEntries& metadata, int64_t* out, const char* f
   *out = metadata ? static_cast<int64_t>(metadata->size()) : -1;
 }
 
-void metadata_entry(const MetadataEntries& metadata, size_t index, const char** key, const char** value,
-                    const char* function) {
-  require_non_null(key, function, "key");
-  require_non_null(value, function, "value");
+// A NUL-terminated result would silently cut `text` at its first NUL byte
+// (safetensors allows "\u0000" in names and metadata): refuse it, naming the
+// thing (`what` `named`, the NUL escaped) and the function that carries it whole.
+void refuse_nul(std::string_view text, std::string_view what, std::string_view named, std::string_view where,
+                const char* function, const char* sized_function) {
+  if (text.find('\0') == std::string_view::npos) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("{}: {} {} has a NUL byte in its {}, which a NUL-terminated string cannot carry (use {})",
+                          function, what, safetensors::detail::quote(named), where, sized_function));
+}
+
+const std::pair<std::string, std::string>& metadata_at(const MetadataEntries& metadata, size_t index,
+                                                      const char* function) {
   const std::size_t size = metadata ? metadata->size() : 0;
   if (index >= size) {
     throw Error(ErrorCode::kOutOfRange, fmt::format("{}: index {} is out of range: {} metadata entries{}", function,
                                                     index, size, metadata ? "" : " (the file has no __metadata__)"));
   }
-  *key = (*metadata)[index].first.c_str();
-  *value = (*metadata)[index].second.c_str();
+  return (*metadata)[index];
+}
+
+void metadata_entry(const MetadataEntries& metadata, size_t index, const char** key, const char** value,
+                    const char* function, const char* sized_function) {
+  require_non_null(key, function, "key");
+  require_non_null(value, function, "value");
+  const auto& entry = metadata_at(metadata, index, function);
+  refuse_nul(entry.first, "metadata key", entry.first, "key", function, sized_function);
+  refuse_nul(entry.second, "metadata key", entry.first, "value", function, sized_function);
+  *key = entry.first.c_str();
+  *value = entry.second.c_str();
+}
+
+void metadata_entry_n(const MetadataEntries& metadata, size_t index, const char** key, size_t* key_size,
+                      const char** value, size_t* value_size, const char* function) {
+  require_non_null(key, function, "key");
+  require_non_null(key_size, function, "key_size");
+  require_non_null(value, function, "value");
+  require_non_null(value_size, function, "value_size");
+  const auto& entry = metadata_at(metadata, index, function);
+  *key = entry.first.c_str();
+  *key_size = entry.first.size();
+  *value = entry.second.c_str();
+  *value_size = entry.second.size();
+}
+
+const std::string& tensor_name(const bp_tensor_map& map, size_t index, const char* function) {
+  if (index >= map.tensors.size()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: index {} is out of range: {} tensors", function, index, map.tensors.size()));
+  }
+  return map.tensors[index].first;
+}
+
+const Array& tensor_named(const bp_tensor_map& map, std::string_view name, const char* function) {
+  auto found = std::lower_bound(map.tensors.begin(), map.tensors.end(), name,
+                                [](const auto& entry, std::string_view key) { return entry.first < key; });
+  if (found == map.tensors.end() || found->first != name) {
+    throw Error(ErrorCode::kNotFound, fmt::format("{}: no tensor {} among the {} loaded", function,
+                                                  safetensors::detail::quote(name), map.tensors.size()));
+  }
+  return found->second;
+}
+
+// texts[i] as a string: sizes[i] bytes when `sizes` is given, else up to its NUL.
+std::string text_at(const char* const* texts, const size_t* sizes, size_t i, const char* function, const char* what) {
+  if (sizes != nullptr && sizes[i] == 0) return {};
+  require_non_null(texts[i], function, what);
+  return sizes != nullptr ? std::string(texts[i], sizes[i]) : std::string(texts[i]);
+}
+
+void save(const char* path, const char* const* names, const size_t* name_sizes, const bp_array* const* arrays,
+          size_t count, const char* const* metadata_keys, const size_t* metadata_key_sizes,
+          const char* const* metadata_values, const size_t* metadata_value_sizes, int64_t metadata_count,
+          const char* function) {
+  require_non_null(path, function, "path");
+  if (count > 0) {
+    require_non_null(names, function, "names");
+    require_non_null(arrays, function, "arrays");
+  }
+  std::map<std::string, Array> tensors;
+  for (size_t i = 0; i < count; ++i) {
+    std::string name = text_at(names, name_sizes, i, function, "names[i]");
+    Array array = *array_of(arrays[i], function);
+    auto [where, inserted] = tensors.emplace(std::move(name), std::move(array));
+    if (!inserted) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: tensor {} is named twice", function, safetensors::detail::quote(where->first)));
+    }
+  }
+  std::optional<safetensors::Metadata> metadata;
+  if (metadata_count < -1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: metadata_count {} (use -1 for no metadata)", function, metadata_count));
+  }
+  if (metadata_count >= 0) {
+    metadata.emplace();
+    if (metadata_count > 0) {
+      require_non_null(metadata_keys, function, "metadata_keys");
+      require_non_null(metadata_values, function, "metadata_values");
+    }
+    for (int64_t i = 0; i < metadata_count; ++i) {
+      const auto at = static_cast<size_t>(i);
+      std::string key = text_at(metadata_keys, metadata_key_sizes, at, function, "metadata_keys[i]");
+      std::string value = text_at(metadata_values, metadata_value_sizes, at, function, "metadata_values[i]");
+      auto [where, inserted] = metadata->emplace(std::move(key), std::move(value));
+      if (!inserted) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: metadata key {} is given twice", function,
+                                                             safetensors::detail::quote(where->first)));
+      }
+    }
+  }
+  safetensors::save(path, tensors, metadata);
 }
 
 }  // namespace
@@ -93,22 +194,22 @@ bp_status bp_safetensors_inspect(const char* path, bp_safetensors_header** out) 
   return guarded([&] {
     require_non_null(path, "bp_safetensors_inspect", "path");
     require_non_null(out, "bp_safetensors_inspect", "out");
-    auto handle = std::make_unique<bp_safetensors_header>();
+    auto handle = std::make_shared<bp_safetensors_header>();
     handle->header = safetensors::read_header(path);
     handle->metadata = entries_of(handle->header.metadata);
-    *out = live_headers.add(handle.release());
+    *out = live_headers.add(std::move(handle));
   });
 }
 
 void bp_safetensors_header_destroy(bp_safetensors_header* header) {
-  if (!live_headers.remove(header)) return;  // NULL, or destroyed twice
-  delete header;
+  live_headers.remove(header);  // NULL or destroyed twice: nothing
 }
 
 bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size,
                                       uint64_t* data_offset, uint64_t* file_size) {
   return guarded([&] {
-    const auto& cxx = header_of(header, "bp_safetensors_header_sizes").header;
+    const auto live = header_of(header, "bp_safetensors_header_sizes");
+    const auto& cxx = live->header;
     if (header_size != nullptr) *header_size = cxx.header_size;
     if (data_offset != nullptr) *data_offset = cxx.data_offset;
     if (file_size != nullptr) *file_size = cxx.file_size;
@@ -117,7 +218,8 @@ bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint6
 
 bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out) {
   return guarded([&] {
-    const auto& cxx = header_of(header, "bp_safetensors_header_tensor_count").header;
+    const auto live = header_of(header, "bp_safetensors_header_tensor_count");
+    const auto& cxx = live->header;
     require_non_null(out, "bp_safetensors_header_tensor_count", "out");
     *out = cxx.tensors.size();
   });
@@ -126,16 +228,25 @@ bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header
 bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size_t index,
                                        bp_safetensors_tensor_info* out) {
   return guarded([&] {
-    const auto& cxx = header_of(header, "bp_safetensors_header_tensor").header;
+    const auto live = header_of(header, "bp_safetensors_header_tensor");
+    const auto& cxx = live->header;
     require_non_null(out, "bp_safetensors_header_tensor", "out");
-    check_struct_size(out->struct_size, sizeof(bp_safetensors_tensor_info), "bp_safetensors_header_tensor");
+    // API 0.2 callers pass the struct without name_size.
+    constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_tensor_info, name_size);
+    check_struct_size(out->struct_size, api_0_2_size, "bp_safetensors_header_tensor");
+    const bool has_name_size = out->struct_size >= sizeof(bp_safetensors_tensor_info);
     if (index >= cxx.tensors.size()) {
       throw Error(ErrorCode::kOutOfRange, fmt::format("bp_safetensors_header_tensor: index {} is out of range: {} "
                                                       "tensors",
                                                       index, cxx.tensors.size()));
     }
     const safetensors::TensorEntry& tensor = cxx.tensors[index];
+    if (!has_name_size) {
+      refuse_nul(tensor.name, "tensor", tensor.name, "name", "bp_safetensors_header_tensor",
+                 "the API 0.3 bp_safetensors_tensor_info, whose name_size carries it");
+    }
     out->name = tensor.name.c_str();
+    if (has_name_size) out->name_size = tensor.name.size();
     out->dtype_name = tensor.dtype.c_str();
     out->dtype = static_cast<bp_dtype>(safetensors::dtype_of(tensor));
     out->rank = tensor.shape.size();
@@ -147,7 +258,7 @@ bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size
 
 bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* header, int64_t* out) {
   return guarded([&] {
-    metadata_count(header_of(header, "bp_safetensors_header_metadata_count").metadata, out,
+    metadata_count(header_of(header, "bp_safetensors_header_metadata_count")->metadata, out,
                    "bp_safetensors_header_metadata_count");
   });
 }
@@ -155,15 +266,24 @@ bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* head
 bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, size_t index, const char** key,
                                          const char** value) {
   return guarded([&] {
-    metadata_entry(header_of(header, "bp_safetensors_header_metadata").metadata, index, key, value,
-                   "bp_safetensors_header_metadata");
+    metadata_entry(header_of(header, "bp_safetensors_header_metadata")->metadata, index, key, value,
+                   "bp_safetensors_header_metadata", "bp_safetensors_header_metadata_n");
+  });
+}
+
+bp_status bp_safetensors_header_metadata_n(const bp_safetensors_header* header, size_t index, const char** key,
+                                           size_t* key_size, const char** value, size_t* value_size) {
+  return guarded([&] {
+    metadata_entry_n(header_of(header, "bp_safetensors_header_metadata_n")->metadata, index, key, key_size, value,
+                     value_size, "bp_safetensors_header_metadata_n");
   });
 }
 
 bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_device* device,
                               const bp_safetensors_load_options* options, bp_tensor_map** out) {
   return guarded([&] {
-    Runtime& cxx = runtime_of(runtime, "bp_safetensors_load");
+    const auto runtime_lease = runtime_of(runtime, "bp_safetensors_load");
+    Runtime& cxx = *runtime_lease;
     require_non_null(path, "bp_safetensors_load", "path");
     require_non_null(out, "bp_safetensors_load", "out");
     safetensors::LoadOptions load_options;
@@ -175,11 +295,13 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
                     fmt::format("bp_safetensors_load: options->struct_size {} is smaller than {}",
                                 options->struct_size, api_0_1_size));
       }
-      const bool has_cancellable = options->struct_size >= sizeof(bp_safetensors_load_options);
+      constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_load_options, name_sizes);
+      const bool has_cancellable = options->struct_size >= api_0_2_size;
+      const size_t* name_sizes = options->struct_size >= sizeof(bp_safetensors_load_options) ? options->name_sizes
+                                                                                              : nullptr;
       if (options->name_count > 0) require_non_null(options->names, "bp_safetensors_load", "options->names");
       for (size_t i = 0; i < options->name_count; ++i) {
-        require_non_null(options->names[i], "bp_safetensors_load", "options->names[i]");
-        load_options.names.emplace_back(options->names[i]);
+        load_options.names.push_back(text_at(options->names, name_sizes, i, "bp_safetensors_load", "options->names[i]"));
       }
       bp_cancellable_progress_callback cancellable = has_cancellable ? options->cancellable_progress : nullptr;
       if (options->progress != nullptr || cancellable != nullptr) {
@@ -199,62 +321,82 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
     std::optional<Device> where;
     if (device != nullptr) where = device_or_default(cxx, device);
     safetensors::Loaded loaded = safetensors::load(cxx, path, where, load_options);
-    auto map = std::make_unique<bp_tensor_map>();
+    auto map = std::make_shared<bp_tensor_map>();
     map->tensors.assign(std::make_move_iterator(loaded.tensors.begin()), std::make_move_iterator(loaded.tensors.end()));
     map->metadata = entries_of(loaded.metadata);
-    *out = live_maps.add(map.release());
+    *out = live_maps.add(std::move(map));
   });
 }
 
 void bp_tensor_map_destroy(bp_tensor_map* map) {
-  if (!live_maps.remove(map)) return;  // NULL, or destroyed twice
-  delete map;
+  live_maps.remove(map);  // NULL or destroyed twice: nothing
 }
 
 bp_status bp_tensor_map_count(const bp_tensor_map* map, size_t* out) {
   return guarded([&] {
-    const auto& cxx = map_of(map, "bp_tensor_map_count");
+    const auto cxx = map_of(map, "bp_tensor_map_count");
     require_non_null(out, "bp_tensor_map_count", "out");
-    *out = cxx.tensors.size();
+    *out = cxx->tensors.size();
   });
 }
 
 bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char** out) {
   return guarded([&] {
-    const auto& cxx = map_of(map, "bp_tensor_map_name");
+    const auto cxx = map_of(map, "bp_tensor_map_name");
     require_non_null(out, "bp_tensor_map_name", "out");
-    if (index >= cxx.tensors.size()) {
-      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_tensor_map_name: index {} is out of range: {} tensors",
-                                                      index, cxx.tensors.size()));
-    }
-    *out = cxx.tensors[index].first.c_str();
+    const std::string& name = tensor_name(*cxx, index, "bp_tensor_map_name");
+    refuse_nul(name, "tensor", name, "name", "bp_tensor_map_name", "bp_tensor_map_name_n");
+    *out = name.c_str();
+  });
+}
+
+bp_status bp_tensor_map_name_n(const bp_tensor_map* map, size_t index, const char** out, size_t* size) {
+  return guarded([&] {
+    const auto cxx = map_of(map, "bp_tensor_map_name_n");
+    require_non_null(out, "bp_tensor_map_name_n", "out");
+    require_non_null(size, "bp_tensor_map_name_n", "size");
+    const std::string& name = tensor_name(*cxx, index, "bp_tensor_map_name_n");
+    *out = name.c_str();
+    *size = name.size();
   });
 }
 
 bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array** out) {
   return guarded([&] {
-    const auto& cxx = map_of(map, "bp_tensor_map_get");
+    const auto cxx = map_of(map, "bp_tensor_map_get");
     require_non_null(name, "bp_tensor_map_get", "name");
     require_non_null(out, "bp_tensor_map_get", "out");
-    auto found = std::lower_bound(cxx.tensors.begin(), cxx.tensors.end(), std::string_view(name),
-                                  [](const auto& entry, std::string_view key) { return entry.first < key; });
-    if (found == cxx.tensors.end() || found->first != name) {
-      throw Error(ErrorCode::kNotFound,
-                  fmt::format("bp_tensor_map_get: no tensor '{}' among the {} loaded", name, cxx.tensors.size()));
-    }
-    *out = new_array_handle(found->second);
+    *out = new_array_handle(tensor_named(*cxx, name, "bp_tensor_map_get"));
+  });
+}
+
+bp_status bp_tensor_map_get_n(const bp_tensor_map* map, const char* name, size_t size, bp_array** out) {
+  return guarded([&] {
+    const auto cxx = map_of(map, "bp_tensor_map_get_n");
+    if (size > 0) require_non_null(name, "bp_tensor_map_get_n", "name");
+    require_non_null(out, "bp_tensor_map_get_n", "out");
+    *out = new_array_handle(tensor_named(*cxx, std::string_view(size > 0 ? name : "", size), "bp_tensor_map_get_n"));
   });
 }
 
 bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out) {
   return guarded([&] {
-    metadata_count(map_of(map, "bp_tensor_map_metadata_count").metadata, out, "bp_tensor_map_metadata_count");
+    metadata_count(map_of(map, "bp_tensor_map_metadata_count")->metadata, out, "bp_tensor_map_metadata_count");
   });
 }
 
 bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key, const char** value) {
   return guarded([&] {
-    metadata_entry(map_of(map, "bp_tensor_map_metadata").metadata, index, key, value, "bp_tensor_map_metadata");
+    metadata_entry(map_of(map, "bp_tensor_map_metadata")->metadata, index, key, value, "bp_tensor_map_metadata",
+                   "bp_tensor_map_metadata_n");
+  });
+}
+
+bp_status bp_tensor_map_metadata_n(const bp_tensor_map* map, size_t index, const char** key, size_t* key_size,
+                                   const char** value, size_t* value_size) {
+  return guarded([&] {
+    metadata_entry_n(map_of(map, "bp_tensor_map_metadata_n")->metadata, index, key, key_size, value, value_size,
+                     "bp_tensor_map_metadata_n");
   });
 }
 
@@ -262,41 +404,18 @@ bp_status bp_safetensors_save(const char* path, const char* const* names, const 
                               const char* const* metadata_keys, const char* const* metadata_values,
                               int64_t metadata_count) {
   return guarded([&] {
-    require_non_null(path, "bp_safetensors_save", "path");
-    if (count > 0) {
-      require_non_null(names, "bp_safetensors_save", "names");
-      require_non_null(arrays, "bp_safetensors_save", "arrays");
-    }
-    std::map<std::string, Array> tensors;
-    for (size_t i = 0; i < count; ++i) {
-      require_non_null(names[i], "bp_safetensors_save", "names[i]");
-      const Array& array = array_of(arrays[i], "bp_safetensors_save");
-      if (!tensors.emplace(names[i], array).second) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("bp_safetensors_save: tensor '{}' is named twice", names[i]));
-      }
-    }
-    std::optional<safetensors::Metadata> metadata;
-    if (metadata_count < -1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bp_safetensors_save: metadata_count {} (use -1 for no metadata)", metadata_count));
-    }
-    if (metadata_count >= 0) {
-      metadata.emplace();
-      if (metadata_count > 0) {
-        require_non_null(metadata_keys, "bp_safetensors_save", "metadata_keys");
-        require_non_null(metadata_values, "bp_safetensors_save", "metadata_values");
-      }
-      for (int64_t i = 0; i < metadata_count; ++i) {
-        require_non_null(metadata_keys[i], "bp_safetensors_save", "metadata_keys[i]");
-        require_non_null(metadata_values[i], "bp_safetensors_save", "metadata_values[i]");
-        if (!metadata->emplace(metadata_keys[i], metadata_values[i]).second) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("bp_safetensors_save: metadata key '{}' is given twice", metadata_keys[i]));
-        }
-      }
-    }
-    safetensors::save(path, tensors, metadata);
+    save(path, names, nullptr, arrays, count, metadata_keys, nullptr, metadata_values, nullptr, metadata_count,
+         "bp_safetensors_save");
+  });
+}
+
+bp_status bp_safetensors_save_n(const char* path, const char* const* names, const size_t* name_sizes,
+                                const bp_array* const* arrays, size_t count, const char* const* metadata_keys,
+                                const size_t* metadata_key_sizes, const char* const* metadata_values,
+                                const size_t* metadata_value_sizes, int64_t metadata_count) {
+  return guarded([&] {
+    save(path, names, name_sizes, arrays, count, metadata_keys, metadata_key_sizes, metadata_values,
+         metadata_value_sizes, metadata_count, "bp_safetensors_save_n");
   });
 }
 

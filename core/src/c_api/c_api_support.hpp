@@ -6,10 +6,11 @@
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace backplane::c_api {
 
@@ -37,47 +38,63 @@ bp_status guarded(Body&& body) noexcept {
   }
 }
 
-// The live handles of one type. A destroyed (or foreign) handle is reported
-// by address instead of being dereferenced: reading a freed handle to check a
-// magic field would itself be a use after free. Detection is best effort
-// once an address is reused by a new handle.
+// The live handles of one type, each owned through a shared_ptr. A destroyed
+// (or foreign) handle is reported by address instead of being dereferenced:
+// reading a freed handle to check a magic field would itself be a use after
+// free. Every exported function holds a reference (acquire) for the whole
+// call, so destroying a handle while another thread is inside a call on it
+// only unregisters it: new calls fail cleanly and the object is deleted when
+// the last call in flight returns, on that thread. The cost on the hot path is
+// the lookup that was already there plus one atomic increment and decrement.
+// Detection is best effort once an address is reused by a new handle, which
+// cannot happen while a call still holds the old one.
 template <class Handle>
 class LiveHandles {
  public:
-  Handle* add(Handle* handle) {
+  Handle* add(std::shared_ptr<Handle> handle) {
+    Handle* address = handle.get();
     std::lock_guard lock(mutex_);
-    handles_.insert(handle);
-    return handle;
+    handles_.emplace(address, std::move(handle));
+    return address;
   }
-  // False when the handle was not live (destroyed twice, or never ours).
-  bool remove(const Handle* handle) {
+  // A reference keeping the handle alive, or null when it is not live.
+  std::shared_ptr<Handle> acquire(const Handle* handle) const {
+    if (handle == nullptr) return nullptr;
     std::lock_guard lock(mutex_);
-    return handles_.erase(handle) != 0;
+    auto found = handles_.find(handle);
+    return found == handles_.end() ? nullptr : found->second;
   }
-  // Removes the handle only when it is live and `predicate(*handle)` holds,
-  // both under one lock (no check-then-act race between two destroyers).
+  // Unregisters the handle and hands back the registry's reference (null when
+  // it was not live: destroyed twice, or never ours). Dropping it outside the
+  // lock deletes the object unless a call still holds it: a deleter that runs
+  // foreign code (DLPack) must not run under the lock.
+  std::shared_ptr<Handle> remove(const Handle* handle) {
+    return remove_if(handle, [](const Handle&) { return true; });
+  }
+  // As remove, only when `predicate(*handle)` holds, both under one lock (no
+  // check-then-act race between two destroyers).
   template <class Predicate>
-  bool remove_if(Handle* handle, Predicate&& predicate) {
+  std::shared_ptr<Handle> remove_if(const Handle* handle, Predicate&& predicate) {
+    if (handle == nullptr) return nullptr;
     std::lock_guard lock(mutex_);
-    if (handle == nullptr || handles_.count(handle) == 0 || !predicate(*handle)) return false;
-    handles_.erase(handle);
-    return true;
-  }
-  bool contains(const Handle* handle) const {
-    std::lock_guard lock(mutex_);
-    return handle != nullptr && handles_.count(handle) != 0;
+    auto found = handles_.find(handle);
+    if (found == handles_.end() || !predicate(*found->second)) return nullptr;
+    std::shared_ptr<Handle> owned = std::move(found->second);
+    handles_.erase(found);
+    return owned;
   }
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_set<const Handle*> handles_;
+  std::unordered_map<const Handle*, std::shared_ptr<Handle>> handles_;
 };
 
 // Throws Error(kInvalidArgument, "<function>: <what> is NULL") when pointer is NULL.
 void require_non_null(const void* pointer, const char* function, const char* what);
 
-// The C++ runtime behind a handle; throws for NULL or destroyed handles.
-Runtime& runtime_of(bp_runtime* handle, const char* function);
+// The C++ runtime behind a handle, kept alive while the result is held (hold
+// it for the whole call); throws for NULL or destroyed handles.
+std::shared_ptr<Runtime> runtime_of(bp_runtime* handle, const char* function);
 
 Device to_device(const bp_device& device);
 bp_device from_device(const Device& device);
@@ -87,9 +104,10 @@ bp_device from_device(const Device& device);
 Device device_or_default(Runtime& runtime, const bp_device* device);
 
 // Arrays (c_api_arrays.cpp): a new registered handle owning one reference,
-// and the Array behind a handle (throws for NULL or destroyed handles).
+// and the Array behind a handle, kept alive while the result is held (throws
+// for NULL or destroyed handles).
 bp_array* new_array_handle(Array array);
-const Array& array_of(const bp_array* handle, const char* function);
+std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function);
 
 // The DType behind a bp_dtype; throws kInvalidArgument naming `function`.
 DType dtype_of(bp_dtype dtype, const char* function);
