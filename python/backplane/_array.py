@@ -290,5 +290,7 @@ class _Interface:
     __slots__ = ("__array_interface__", "array")
 
     def __init__(self, array: Array) -> None:
-        self.array = array
-        self.__array_interface__ = array.__array_interface__
+        # A handle of its own (a slice sharing the buffer): the view stays
+        # valid even if the caller close()s the array it came from.
+        self.array = array.slice(0, array.shape[0]) if array.ndim else array
+        self.__array_interface__ = self.array.__array_interface__

@@ -71,6 +71,14 @@ class ErgonomicsTest(unittest.TestCase):
         self.assertEqual(view.sum(), 15)  # still readable: the view holds the data
         self.assertEqual(numpy.array(self.runtime.array([1.5, 2.5], device="cpu"), dtype=numpy.float64).tolist(), [1.5, 2.5])
 
+    def test_a_numpy_view_outlives_close_of_its_array(self):
+        array = self.runtime.array(numpy.arange(1 << 16, dtype=numpy.int64), device="cpu")
+        view = array.numpy()
+        array.close()
+        self.runtime.empty_cache("cpu")
+        self.runtime.array(numpy.full(1 << 16, -1, dtype=numpy.int64), device="cpu")  # would reuse freed memory
+        self.assertEqual(int(view[12345]), 12345)
+
     def test_repr_previews_values(self):
         text = repr(self.runtime.array(numpy.arange(100, dtype=numpy.int64), device="cpu"))
         self.assertIn("I64[100] on cpu:0", text)
