@@ -25,8 +25,8 @@ _c_text_p = ctypes.POINTER(ctypes.c_void_p)  # read with string_at(pointer, size
 # The API 0.3 structs: _lib's, grown by their new last field (passed cast to
 # _lib's pointer type, whose prototype stays as _lib declares it).
 class _TensorInfo(ctypes.Structure):
-    _fields_ = [(field, ctypes.c_void_p if field == "name" else kind)
-                for field, kind in _lib.bp_safetensors_tensor_info._fields_] + [("name_size", ctypes.c_size_t)]
+    _fields_ = [(field[0], ctypes.c_void_p if field[0] == "name" else field[1])
+                for field in _lib.bp_safetensors_tensor_info._fields_] + [("name_size", ctypes.c_size_t)]
 
 
 class _LoadOptions(ctypes.Structure):
@@ -47,7 +47,7 @@ for _name, _arguments in {
 
 
 def _text(pointer: Optional[int], size: int) -> str:
-    return ctypes.string_at(pointer, size).decode("utf-8", errors="replace") if size else ""
+    return ctypes.string_at(pointer or 0, size).decode("utf-8", errors="replace") if size else ""
 
 
 def _texts(values: List[bytes]) -> Tuple[Any, Any]:
@@ -264,7 +264,7 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
         for index in range(count.value):
             name, size = ctypes.c_void_p(), ctypes.c_size_t()
             _lib.call("bp_tensor_map_name_n", handle, index, ctypes.byref(name), ctypes.byref(size))
-            raw = ctypes.string_at(name.value, size.value) if size.value else b""
+            raw = ctypes.string_at(name.value or 0, size.value) if size.value else b""
             array = ctypes.c_void_p()
             _lib.call("bp_tensor_map_get_n", handle, raw, size.value, ctypes.byref(array))
             tensors[raw.decode("utf-8", errors="replace")] = Array(runtime, array)
