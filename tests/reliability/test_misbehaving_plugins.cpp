@@ -124,3 +124,51 @@ TEST_CASE("[reliability] an allocation that succeeds without a buffer is an erro
   CHECK(memory_stats(runtime, device).in_use == 0);
   check_others_work(runtime);
 }
+
+TEST_CASE("[reliability] sizes of 2^40 in a probe or table fail only that backend, naming the call and the value") {
+  struct Case {
+    const char* file;
+    const char* mode;
+    const char* backend;
+    const char* reason_part;
+  };
+  const Case cases[] = {
+      {"backplane-malformed.so", "huge_reason", "malformed", "probe answered reason_size 1099511627776, more than 65536"},
+      {"backplane-malformed.so", "huge_message", "malformed",
+       "malformed: huge message_size (cut: message_size 1099511627776, more than 65536)"},
+      {"backplane-huge_version.so", "", "huge_version", "bad table: version_size 1099511627776 is more than 256 bytes"},
+  };
+  for (const Case& expected : cases) {
+    CAPTURE(expected.mode);
+    CAPTURE(expected.file);
+    Runtime runtime(with_plugin(expected.file, {{"mode", expected.mode}}));
+    const BackendInfo* info = runtime.find_backend(expected.backend);
+    REQUIRE(info != nullptr);
+    CHECK(info->status == BackendStatus::kFailed);
+    CHECK(contains(info->reason, expected.reason_part));
+    CHECK(contains(error_from([&] { runtime.devices(expected.backend); }).what(), expected.reason_part));
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] device_info sizes and counts of 2^40 are errors naming the device, call and value") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"huge_name", "malformed:0: device_info answered name_size 1099511627776, more than 65536"},
+      {"huge_attributes", "malformed:0: device_info answered attribute_count 1099511627776, more than 1024"},
+  };
+  for (const auto& [mode, message] : cases) {
+    CAPTURE(mode);
+    Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", mode}}));
+    CHECK(runtime.find_backend("malformed")->status == BackendStatus::kAvailable);
+    for (int attempt = 0; attempt < 2; ++attempt) {  // the same answer each time, never "out of host memory"
+      const Error error = error_from([&] { runtime.devices("malformed"); });
+      CHECK(error.code() == ErrorCode::kPlugin);
+      CHECK(std::string(error.what()) == message);
+    }
+    check_others_work(runtime);
+  }
+  // A name_size within the bound but past the string's end stops at its NUL.
+  Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", "long_name"}}));
+  REQUIRE(runtime.devices("malformed").size() == 1);
+  CHECK(runtime.devices("malformed")[0].name == "malformed device");
+}

@@ -1,5 +1,6 @@
 #include "loader/plugin_library.hpp"
 
+#include "loader/plugin_limits.hpp"
 #include "loader/table_validation.hpp"
 #include "util/log.hpp"
 
@@ -39,8 +40,8 @@ PluginLibrary::~PluginLibrary() {
 }
 
 std::string PluginLibrary::version() const {
-  if (api_->version == nullptr) return {};
-  return {api_->version, api_->version_size};
+  // validate_table bounded version_size; a shorter string ends at its NUL.
+  return std::string(plugin_text(api_->version, api_->version_size));
 }
 
 std::optional<std::string> unsafe_permissions(const std::filesystem::path& given) {
