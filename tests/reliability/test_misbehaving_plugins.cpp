@@ -6,6 +6,7 @@
 #include <backplane/array.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <filesystem>
 #include <string>
 
@@ -171,4 +172,25 @@ TEST_CASE("[reliability] device_info sizes and counts of 2^40 are errors naming 
   Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", "long_name"}}));
   REQUIRE(runtime.devices("malformed").size() == 1);
   CHECK(runtime.devices("malformed")[0].name == "malformed device");
+}
+
+TEST_CASE("[reliability] a host-addressable allocation without an address is an error, not a crash later") {
+  Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", "null_address"}}));
+  const Device device{"malformed", 0};
+  const auto bytes = random_bytes(1000, 3);
+  const Array tokens = u8_array(runtime, kCpu0, bytes);
+  const std::int64_t offsets[] = {0, 10};
+  const std::function<void()> uses[] = {
+      [&] { device_put(runtime, tokens, device).block_until_ready(); },
+      [&] { take_windows(runtime, tokens, offsets, 8, device).block_until_ready(); },
+  };
+  for (const auto& use : uses) {
+    const Error error = error_from(use);
+    CHECK(error.code() == ErrorCode::kPlugin);
+    CHECK(contains(error.what(), "malformed:0: memory_allocate of "));
+    CHECK(contains(error.what(), " bytes succeeded but returned no address, which a host-addressable backend's "
+                                 "memory must have"));
+  }
+  CHECK(memory_stats(runtime, device).in_use == 0);
+  check_others_work(runtime);
 }

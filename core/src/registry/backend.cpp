@@ -192,6 +192,17 @@ Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint
   if (args.buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
   }
+  // The core writes through this address (take_windows, DLPack export,
+  // staging) whenever the memory is host memory: NULL there would be a crash
+  // far from the plugin that caused it.
+  const bool host_memory = kind == BP_MEMORY_PINNED_HOST || has(BP_CAPABILITY_HOST_ADDRESSABLE);
+  if (host_memory && args.address == nullptr && size != 0) {
+    free(args.buffer);
+    throw Error(ErrorCode::kPlugin,
+                fmt::format("{}:{}: {} of {} bytes succeeded but returned no address, which {} memory must have",
+                            name(), ordinal, what, size,
+                            kind == BP_MEMORY_PINNED_HOST ? "pinned host" : "a host-addressable backend's"));
+  }
   return {args.buffer, args.address};
 }
 
