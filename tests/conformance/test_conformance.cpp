@@ -134,6 +134,14 @@ TEST_CASE("[conformance] files the loader refuses fail the load check") {
     CHECK(report.checks[0].detail.find("world-writable") != std::string::npos);
     CHECK_FALSE(report.passed());
   }
+  SUBCASE("a FIFO, refused without waiting for a writer") {
+    const auto fifo = directory / "backplane-pipe.so";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // The tool under `timeout`: without the check dlopen() blocks forever (status 124).
+    const auto result = backplane::testing::run_command("timeout 20 " + tool(fifo.string()));
+    CHECK(result.exit_status == 1);
+    CHECK(result.output.find(fifo.string() + " is a FIFO (named pipe), not a regular file") != std::string::npos);
+  }
   SUBCASE("a missing file") {
     const auto report = conformance::run(directory / "backplane-nothing.so");
     CHECK_FALSE(report.passed());
