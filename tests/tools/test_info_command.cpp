@@ -149,6 +149,24 @@ TEST_CASE("[cli] info shows which config file was used, or where it looked") {
         std::string::npos);
 }
 
+TEST_CASE("[cli] info --json replaces bytes that are not UTF-8 and keeps the rest of the document") {
+  char pattern[] = "/tmp/backplane-cli-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  const std::filesystem::path directory = pattern;
+  std::ofstream(directory / "backplane-bad\xff\xfe.so") << "not a plugin";
+  const std::string home = directory.string() + "/home-\xff";
+  auto result = run_command(tool("-u XDG_CONFIG_HOME HOME='" + home + "' BACKPLANE_PLUGIN_PATH=" + directory.string(),
+                                 "info --json 2>&1"));
+  std::filesystem::remove_all(directory);
+  CHECK(result.exit_status == 0);
+  json info = json::parse(result.output);
+  const json* junk = find_backend(info, "bad\xEF\xBF\xBD\xEF\xBF\xBD", "failed");
+  REQUIRE(junk != nullptr);
+  CHECK((*junk)["plugin"] == directory.string() + "/backplane-bad\xEF\xBF\xBD\xEF\xBF\xBD.so");
+  CHECK(find_backend(info, "cpu", "available") != nullptr);
+  CHECK(info["config"]["searched"].dump().find("home-\xEF\xBF\xBD") != std::string::npos);
+}
+
 TEST_CASE("[cli] a FIFO named like a plugin is listed as failed at once; the other backends work") {
   char pattern[] = "/tmp/backplane-cli-XXXXXX";
   REQUIRE(::mkdtemp(pattern) != nullptr);
