@@ -57,9 +57,9 @@ void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordin
 void check_devices(Context& context) {
   const int count = context.report.device_count;
   if (context.backend == nullptr || !context.report.available || count == 0) {
-    const std::string reason = !context.report.available
-                                   ? "backend unavailable: " + context.report.probe_reason
-                                   : "the backend reports no devices";
+    const std::string reason = !context.report.probed    ? std::string("the probe failed")
+                               : !context.report.available ? "backend unavailable: " + context.report.probe_reason
+                                                           : std::string("the backend reports no devices");
     context.not_applicable("devices: device_info of every device is sane", reason);
     context.not_applicable("devices: attributes are well-formed key/value pairs", reason);
     context.not_applicable("devices: names stay valid until backend_destroy", reason);
@@ -92,6 +92,7 @@ void check_devices(Context& context) {
   });
   if (!described) {
     context.devices.clear();
+    context.devices_failed = true;
     context.not_applicable("devices: attributes are well-formed key/value pairs", "device_info failed");
     context.not_applicable("devices: names stay valid until backend_destroy", "device_info failed");
     return;

@@ -87,6 +87,7 @@ void Context::record(CheckResult result) {
 }
 
 void Context::check(const std::string& name, const std::function<std::string()>& body) {
+  if (options.on_start) options.on_start(name);
   CheckResult result{name, Outcome::kPass, {}};
   try {
     result.detail = body();
@@ -179,7 +180,9 @@ std::size_t Context::errors_seen() const {
 
 void Context::require_devices() const {
   if (backend == nullptr) throw NotApplicable("no backend instance (backend_create failed)");
+  if (!report.probed) throw NotApplicable("the probe failed");
   if (!report.available) throw NotApplicable(fmt::format("backend unavailable: {}", report.probe_reason));
+  if (devices_failed) throw NotApplicable("the devices check failed");
   if (devices.empty()) throw NotApplicable("the backend reports no devices");
 }
 
