@@ -4,9 +4,11 @@
 #include "placement_fixture.hpp"
 
 #include <backplane/array.hpp>
+#include <backplane/conformance.hpp>
 
 #include <cstdlib>
 #include <functional>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -193,4 +195,23 @@ TEST_CASE("[reliability] a host-addressable allocation without an address is an 
   }
   CHECK(memory_stats(runtime, device).in_use == 0);
   check_others_work(runtime);
+}
+
+TEST_CASE("[reliability] the conformance kit reports sizes of 2^40 as failed checks instead of running out of memory") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"huge_name", "malformed:0: name_size 1099511627776 is more than 65536; the core refuses the device"},
+      {"huge_attributes", "malformed:0: attribute_count 1099511627776 is more than 1024; the core refuses the device"},
+      {"huge_message", "message_size 1099511627776 is more than 65536"},
+  };
+  for (const auto& [mode, detail] : cases) {
+    CAPTURE(mode);
+    conformance::Options options;
+    options.plugin_options = {{"mode", mode}};
+    const conformance::Report report = conformance::run(kMisbehavingDir / "backplane-malformed.so", options);
+    CHECK_FALSE(report.passed());
+    const bool named = std::any_of(report.checks.begin(), report.checks.end(), [&](const conformance::CheckResult& check) {
+      return check.outcome == conformance::Outcome::kFail && contains(check.detail, detail);
+    });
+    CHECK(named);
+  }
 }
