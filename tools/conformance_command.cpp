@@ -1,8 +1,9 @@
 // `backplane conformance PLUGIN.so [--option KEY=VALUE ...] [--seed N] [--doctest-summary]`:
 // runs the backend conformance suite (backplane/conformance.hpp) against one
-// plugin file. One line per check, then a summary; exit status 0 when no check
-// failed, 1 when one did, 2 for a usage error. Lines are flushed as the checks
-// finish, so a plugin that crashes the process leaves the checks before it.
+// plugin file. A line naming each check as it starts ("....  NAME"), one with
+// its verdict as it ends, then a summary; exit status 0 when no check failed,
+// 1 when one did, 2 for a usage error. Lines are flushed as they are printed,
+// so a plugin that crashes the process leaves the check it crashed in last.
 #include "commands.hpp"
 
 #include <backplane/conformance.hpp>
@@ -42,6 +43,13 @@ void print_check(const conformance::CheckResult& check) {
   } else {
     fmt::print("{:<4}  {}  [{}]\n", outcome, check.name, check.detail);
   }
+  std::fflush(stdout);
+}
+
+// Printed before the check runs: if the plugin crashes the process, the last
+// line names the check it crashed in.
+void print_start(const std::string& name) {
+  fmt::print("....  {}\n", name);
   std::fflush(stdout);
 }
 
@@ -85,6 +93,7 @@ int run_conformance(const Arguments& args) {
 
   fmt::print("conformance: {} (seed {})\n", parsed.plugin, parsed.options.seed);
   std::fflush(stdout);
+  parsed.options.on_start = print_start;
   parsed.options.on_check = print_check;
   const conformance::Report report = conformance::run(parsed.plugin, parsed.options);
 
@@ -93,9 +102,16 @@ int run_conformance(const Arguments& args) {
   const std::size_t not_applicable = report.count(conformance::Outcome::kNotApplicable);
   std::string backend = "not loaded";
   if (report.loaded) {
-    backend = fmt::format("backend {} {} (ABI {}), {}, {} device(s)", report.backend_name, report.plugin_version,
-                          report.abi_version, report.available ? "available" : "unavailable",
-                          report.device_count);
+    std::string state;
+    if (!report.created) {
+      state = "no backend instance (backend_create failed)";
+    } else if (!report.probed) {
+      state = "probe failed";
+    } else {
+      state = fmt::format("{}, {} device(s)", report.available ? "available" : "unavailable", report.device_count);
+    }
+    backend = fmt::format("backend {} {} (ABI {}), {}", report.backend_name, report.plugin_version,
+                          report.abi_version, state);
   }
   fmt::print("summary: {} checks: {} passed, {} failed, {} n/a; {}: {}\n", report.checks.size(), passed, failed,
              not_applicable, backend, report.passed() ? "CONFORMS" : "DOES NOT CONFORM");

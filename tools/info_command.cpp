@@ -116,7 +116,9 @@ int print_json(const Runtime& runtime) {
                    {"search_path", search_path},
                    {"backends", backends},
                    {"default_device", default_device}};
-  fmt::print("{}\n", document.dump(2));
+  // Paths, plugin names, reasons and versions come from outside and need not
+  // be UTF-8: replaced (U+FFFD), so one junk byte cannot cost the whole listing.
+  fmt::print("{}\n", document.dump(2, ' ', false, json::error_handler_t::replace));
   return 0;
 }
 

@@ -381,4 +381,14 @@ forever = inf
     CHECK(error.code() == ErrorCode::kConfig);
     CHECK(std::string(error.what()) == file.string() + ":2:12: 'backends' must be an array of strings, got integer");
   }
+
+  TEST_CASE("[config] a key or table header nested 100000 levels deep is an error, not a stack overflow") {
+    std::string dotted = "x";
+    for (int level = 0; level < 100000; ++level) dotted += ".x";
+    for (const std::string& text : {dotted + " = 1\n", "\n[" + dotted + "]\n", "[[" + dotted + "]]\n"}) {
+      const std::string error = config_error(text);
+      CHECK(error.find("/etc/FILE.toml:") == 0);
+      CHECK(error.find(": tables nested more than 128 levels deep") != std::string::npos);
+    }
+  }
 }

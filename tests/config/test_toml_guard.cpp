@@ -155,4 +155,26 @@ TEST_SUITE("config") {
     CHECK(guard.original_column(1, 5) == 5);    // before any escape
     CHECK(guard.original_column(2, 3) == 3);    // other lines are untouched
   }
+
+  TEST_CASE("[toml_guard] nesting past the limit is refused with its position, before toml++ recurses") {
+    const std::string limit_message =
+        "tables nested more than 128 levels deep (table headers, dotted keys, arrays and inline tables count together)";
+    // 128 levels pass, in every shape; the 129th names the character that opened it.
+    std::string key(127, 'k');
+    for (std::size_t i = 1; i < key.size(); i += 2) key[i] = '.';  // 64 segments: 64 tables as a header, 63 as a key
+    CHECK_NOTHROW(guarded("[" + key + "]\n" + key + " = 1\n"));
+    CHECK_NOTHROW(guarded("a" + std::string(128, '.') + "a = 1"));
+    CHECK(guard_error("a" + std::string(129, '.') + "a = 1") == "g.toml:1:130: " + limit_message);
+    CHECK(guard_error("\n[a" + std::string(128, '.') + "a]") == "g.toml:2:130: " + limit_message);
+    CHECK(guard_error("[[a" + std::string(128, '.') + "a]]") == "g.toml:1:131: " + limit_message);
+    CHECK(guard_error("a = " + std::string(129, '[')) == "g.toml:1:133: " + limit_message);
+    CHECK(guard_error("a = " + std::string(129, '{')) == "g.toml:1:133: " + limit_message);
+    // A table header's depth carries over to the keys below it.
+    CHECK(guard_error("[" + key + "]\n" + key + ".k.k = 1") == "g.toml:2:130: " + limit_message);
+    // Dots in strings are not nesting; dots in values and later lines do not add up.
+    CHECK_NOTHROW(guarded("k = \"" + std::string(1000, '.') + "\"\n\"" + std::string(1000, '.') + "\" = 1"));
+    std::string floats = "k = [";
+    for (int i = 0; i < 1000; ++i) floats += "1.5,\n";
+    CHECK_NOTHROW(guarded(floats + "]\n"));
+  }
 }

@@ -9,6 +9,10 @@
 //   flaw = ignore_offset        copy_to_device(_async) writes at offset 0
 //   flaw = accept_out_of_range  copy_to_host(_async) returns success for an
 //                               out-of-range copy (and copies nothing)
+//   flaw = zero_memory          device_info answers memory_total 0 (the
+//                               devices check fails; the devices exist)
+//   flaw = probe_error          probe returns an error instead of an answer
+//   flaw = crash_in_allocate    memory_allocate aborts the process
 //
 // The flaw is per backend instance; instances created without the option
 // have none. Test-only: built next to this file, never installed.
@@ -16,6 +20,7 @@
 
 #include <backplane/plugin_support.hpp>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,7 +32,16 @@ namespace {
 namespace cpu = backplane::cpu;
 using backplane::plugin::make_error;
 
-enum class Flaw { kNone, kUnavailable, kNoReason, kIgnoreOffset, kAcceptOutOfRange };
+enum class Flaw {
+  kNone,
+  kUnavailable,
+  kNoReason,
+  kIgnoreOffset,
+  kAcceptOutOfRange,
+  kZeroMemory,
+  kProbeError,
+  kCrashInAllocate,
+};
 
 std::mutex g_mutex;
 std::map<BP_Backend*, Flaw> g_flaws;
@@ -66,6 +80,9 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
     else if (value == "no_reason") flaw = Flaw::kNoReason;
     else if (value == "ignore_offset") flaw = Flaw::kIgnoreOffset;
     else if (value == "accept_out_of_range") flaw = Flaw::kAcceptOutOfRange;
+    else if (value == "zero_memory") flaw = Flaw::kZeroMemory;
+    else if (value == "probe_error") flaw = Flaw::kProbeError;
+    else if (value == "crash_in_allocate") flaw = Flaw::kCrashInAllocate;
     else return make_error(BP_ERROR_INVALID_ARGUMENT, "flawed: option flaw = \"" + std::string(value) + "\" is unknown");
   }
   BP_BackendCreateArgs forwarded = *args;
@@ -87,6 +104,9 @@ void backend_destroy(BP_Backend* backend) noexcept {
 }
 
 BP_Error* probe(BP_ProbeArgs* args) noexcept {
+  if (well_formed(args) && flaw_of(args->backend) == Flaw::kProbeError) {
+    return make_error(BP_ERROR_DEVICE, "flawed: probe exploded (on purpose)");
+  }
   BP_Error* error = cpu::probe(args);
   if (error != nullptr || !unavailable(args->backend)) return error;
   static constexpr char kReason[] = "flawed: no such hardware (unavailable on purpose)";
@@ -107,13 +127,16 @@ BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept {
   if (well_formed(args) && unavailable(args->backend)) {
     return make_error(BP_ERROR_OUT_OF_RANGE, "flawed: device_info: the backend has no devices");
   }
-  return cpu::device_info(args);
+  BP_Error* error = cpu::device_info(args);
+  if (error == nullptr && flaw_of(args->backend) == Flaw::kZeroMemory) args->memory_total = 0;
+  return error;
 }
 
 BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept {
   if (well_formed(args) && unavailable(args->backend)) {
     return make_error(BP_ERROR_OUT_OF_RANGE, "flawed: memory_allocate: the backend has no devices");
   }
+  if (well_formed(args) && flaw_of(args->backend) == Flaw::kCrashInAllocate) std::abort();
   return cpu::memory_allocate(args);
 }
 

@@ -134,6 +134,14 @@ TEST_CASE("[conformance] files the loader refuses fail the load check") {
     CHECK(report.checks[0].detail.find("world-writable") != std::string::npos);
     CHECK_FALSE(report.passed());
   }
+  SUBCASE("a FIFO, refused without waiting for a writer") {
+    const auto fifo = directory / "backplane-pipe.so";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // The tool under `timeout`: without the check dlopen() blocks forever (status 124).
+    const auto result = backplane::testing::run_command("timeout 20 " + tool(fifo.string()));
+    CHECK(result.exit_status == 1);
+    CHECK(result.output.find(fifo.string() + " is a FIFO (named pipe), not a regular file") != std::string::npos);
+  }
   SUBCASE("a missing file") {
     const auto report = conformance::run(directory / "backplane-nothing.so");
     CHECK_FALSE(report.passed());
@@ -181,4 +189,58 @@ TEST_CASE("[conformance] backplane conformance prints one line per check and exi
       backplane::testing::run_command(tool(std::string(BP_TEST_CPU_PLUGIN) + " --option bogus=1"));
   CHECK(unknown_option.exit_status == 1);
   CHECK(unknown_option.output.find("FAIL  backend: backend_create with the given options") != std::string::npos);
+}
+
+TEST_CASE("[conformance] after a failed devices check, the ordinal checks use the count device_count gave") {
+  conformance::Options options;
+  options.plugin_options = {{"flaw", "zero_memory"}, {"devices", "2"}};
+  const auto report = conformance::run(BP_TEST_FLAWED_PLUGIN, options);
+  const auto& devices = find_check(report, "devices: device_info of every device is sane");
+  CHECK(devices.outcome == Outcome::kFail);
+  CHECK(devices.detail == "flawed:0: memory_total is 0");
+  // Ordinal 0 exists: only ordinals past the 2 devices are out of range.
+  const auto& ordinals = find_check(report, "errors: out-of-range ordinals are refused");
+  CHECK(ordinals.outcome == Outcome::kPass);
+  CHECK(ordinals.detail == "ordinals -1, 2, 1002");
+  CHECK(find_check(report, "memory: size 0 allocates, takes size-0 copies and frees").detail ==
+        "the devices check failed");
+  CHECK(failed_checks(report) == std::vector<std::string>{"devices: device_info of every device is sane: "
+                                                          "flawed:0: memory_total is 0"});
+}
+
+TEST_CASE("[conformance] a probe that returns an error is reported as such, not as unavailable") {
+  const auto report = run_flawed("probe_error");
+  const auto& probe = find_check(report, "probe: answers available or unavailable, with a reason when unavailable");
+  CHECK(probe.outcome == Outcome::kFail);
+  CHECK(probe.detail == "probe failed: BP_ERROR_DEVICE: flawed: probe exploded (on purpose)");
+  const auto& count = find_check(report, "probe: device_count agrees with probe");
+  CHECK(count.outcome == Outcome::kPass);
+  CHECK(count.detail == "1 device(s); not compared, the probe failed");
+  CHECK(find_check(report, "devices: device_info of every device is sane").detail == "the probe failed");
+  CHECK_FALSE(report.probed);
+
+  const auto output = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) +
+                                                           " --option flaw=probe_error"));
+  CHECK(output.exit_status == 1);
+  CHECK(output.output.find("backend flawed test-only (ABI 1.1), probe failed: DOES NOT CONFORM") != std::string::npos);
+  CHECK(output.output.find("probe said unavailable") == std::string::npos);
+}
+
+TEST_CASE("[conformance] the summary after a failed backend_create says there is no backend instance") {
+  const auto output = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) +
+                                                           " --option flaw=no_such_flaw"));
+  CHECK(output.exit_status == 1);
+  CHECK(output.output.find("FAIL  backend: backend_create with the given options") != std::string::npos);
+  CHECK(output.output.find("backend flawed test-only (ABI 1.1), no backend instance (backend_create failed): "
+                           "DOES NOT CONFORM") != std::string::npos);
+  CHECK(output.output.find("0 device(s)") == std::string::npos);
+}
+
+TEST_CASE("[conformance] a plugin that crashes the process leaves the name of the check it crashed in last") {
+  // stdout only: a sanitizer's report of the abort goes to stderr.
+  const auto output = backplane::testing::run_command(std::string(BP_TEST_TOOL) + " conformance " +
+                                                      BP_TEST_FLAWED_PLUGIN + " --option flaw=crash_in_allocate 2>/dev/null");
+  CHECK(output.exit_status != 0);
+  const std::string last_line = output.output.substr(output.output.rfind('\n', output.output.size() - 2) + 1);
+  CHECK(last_line == "....  memory: size 0 allocates, takes size-0 copies and frees\n");
 }

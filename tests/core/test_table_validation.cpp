@@ -117,3 +117,24 @@ TEST_CASE("[table] a 1.0-sized table cannot claim BP_CAPABILITY_WRAP_MEMORY") {
                                std::to_string(kTableSize_1_0) +
                                " (ABI 1.0) ends before memory_wrap, which arrived in ABI 1.1");
 }
+
+TEST_CASE("[loader] name and version sizes are bounded before a byte is read") {
+  constexpr std::size_t kHuge = std::size_t{1} << 40;
+  auto reason_for = [](const BP_PluginApi& table) {
+    auto problem = validate_table(&table, "");
+    REQUIRE(problem.has_value());
+    CHECK(problem->status == BackendStatus::kFailed);
+    return problem->reason;
+  };
+  BP_PluginApi table = complete_table();
+  table.name_size = kHuge;
+  CHECK(reason_for(table) == "bad table: name_size 1099511627776 is more than 64 bytes");
+  table.name_size = 10;  // "ok" and its NUL: reading 10 bytes would pass the end of the string
+  CHECK(reason_for(table) == "bad table: name_size is 10, but the name 'ok' ends after 2 bytes");
+  table = complete_table();
+  table.version = "1.0";
+  table.version_size = kHuge;
+  CHECK(reason_for(table) == "bad table: version_size 1099511627776 is more than 256 bytes");
+  table.version_size = 3;
+  CHECK_FALSE(validate_table(&table, "").has_value());
+}

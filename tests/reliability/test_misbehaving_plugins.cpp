@@ -4,8 +4,11 @@
 #include "placement_fixture.hpp"
 
 #include <backplane/array.hpp>
+#include <backplane/conformance.hpp>
 
 #include <cstdlib>
+#include <functional>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -123,4 +126,92 @@ TEST_CASE("[reliability] an allocation that succeeds without a buffer is an erro
   }
   CHECK(memory_stats(runtime, device).in_use == 0);
   check_others_work(runtime);
+}
+
+TEST_CASE("[reliability] sizes of 2^40 in a probe or table fail only that backend, naming the call and the value") {
+  struct Case {
+    const char* file;
+    const char* mode;
+    const char* backend;
+    const char* reason_part;
+  };
+  const Case cases[] = {
+      {"backplane-malformed.so", "huge_reason", "malformed", "probe answered reason_size 1099511627776, more than 65536"},
+      {"backplane-malformed.so", "huge_message", "malformed",
+       "malformed: huge message_size (cut: message_size 1099511627776, more than 65536)"},
+      {"backplane-huge_version.so", "", "huge_version", "bad table: version_size 1099511627776 is more than 256 bytes"},
+  };
+  for (const Case& expected : cases) {
+    CAPTURE(expected.mode);
+    CAPTURE(expected.file);
+    Runtime runtime(with_plugin(expected.file, {{"mode", expected.mode}}));
+    const BackendInfo* info = runtime.find_backend(expected.backend);
+    REQUIRE(info != nullptr);
+    CHECK(info->status == BackendStatus::kFailed);
+    CHECK(contains(info->reason, expected.reason_part));
+    CHECK(contains(error_from([&] { runtime.devices(expected.backend); }).what(), expected.reason_part));
+    check_others_work(runtime);
+  }
+}
+
+TEST_CASE("[reliability] device_info sizes and counts of 2^40 are errors naming the device, call and value") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"huge_name", "malformed:0: device_info answered name_size 1099511627776, more than 65536"},
+      {"huge_attributes", "malformed:0: device_info answered attribute_count 1099511627776, more than 1024"},
+  };
+  for (const auto& [mode, message] : cases) {
+    CAPTURE(mode);
+    Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", mode}}));
+    CHECK(runtime.find_backend("malformed")->status == BackendStatus::kAvailable);
+    for (int attempt = 0; attempt < 2; ++attempt) {  // the same answer each time, never "out of host memory"
+      const Error error = error_from([&] { runtime.devices("malformed"); });
+      CHECK(error.code() == ErrorCode::kPlugin);
+      CHECK(std::string(error.what()) == message);
+    }
+    check_others_work(runtime);
+  }
+  // A name_size within the bound but past the string's end stops at its NUL.
+  Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", "long_name"}}));
+  REQUIRE(runtime.devices("malformed").size() == 1);
+  CHECK(runtime.devices("malformed")[0].name == "malformed device");
+}
+
+TEST_CASE("[reliability] a host-addressable allocation without an address is an error, not a crash later") {
+  Runtime runtime(with_plugin("backplane-malformed.so", {{"mode", "null_address"}}));
+  const Device device{"malformed", 0};
+  const auto bytes = random_bytes(1000, 3);
+  const Array tokens = u8_array(runtime, kCpu0, bytes);
+  const std::int64_t offsets[] = {0, 10};
+  const std::function<void()> uses[] = {
+      [&] { device_put(runtime, tokens, device).block_until_ready(); },
+      [&] { take_windows(runtime, tokens, offsets, 8, device).block_until_ready(); },
+  };
+  for (const auto& use : uses) {
+    const Error error = error_from(use);
+    CHECK(error.code() == ErrorCode::kPlugin);
+    CHECK(contains(error.what(), "malformed:0: memory_allocate of "));
+    CHECK(contains(error.what(), " bytes succeeded but returned no address, which a host-addressable backend's "
+                                 "memory must have"));
+  }
+  CHECK(memory_stats(runtime, device).in_use == 0);
+  check_others_work(runtime);
+}
+
+TEST_CASE("[reliability] the conformance kit reports sizes of 2^40 as failed checks instead of running out of memory") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"huge_name", "malformed:0: name_size 1099511627776 is more than 65536; the core refuses the device"},
+      {"huge_attributes", "malformed:0: attribute_count 1099511627776 is more than 1024; the core refuses the device"},
+      {"huge_message", "message_size 1099511627776 is more than 65536"},
+  };
+  for (const auto& [mode, detail] : cases) {
+    CAPTURE(mode);
+    conformance::Options options;
+    options.plugin_options = {{"mode", mode}};
+    const conformance::Report report = conformance::run(kMisbehavingDir / "backplane-malformed.so", options);
+    CHECK_FALSE(report.passed());
+    const bool named = std::any_of(report.checks.begin(), report.checks.end(), [&](const conformance::CheckResult& check) {
+      return check.outcome == conformance::Outcome::kFail && contains(check.detail, detail);
+    });
+    CHECK(named);
+  }
 }

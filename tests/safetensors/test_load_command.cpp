@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <random>
 #include <string>
 
@@ -87,4 +89,19 @@ TEST_CASE("[safetensors] backplane load exit statuses name the file, the rule an
   CHECK(run_command(load(path + " --device 2>&1")).exit_status == 2);
   CHECK(run_command(load(path + " --bogus 2>&1")).exit_status == 2);
   CHECK(run_command(load("--help")).exit_status == 0);
+}
+
+TEST_CASE("[safetensors] backplane load and inspect refuse a FIFO at once instead of waiting for a writer") {
+  TempDir dir;
+  const std::string fifo = (dir / "pipe.safetensors").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // `timeout`: without the check the tool blocks in open() forever (status 124 here).
+  for (const std::string& command :
+       {load(fifo + " --device cpu 2>&1"), std::string("timeout 20 ") + BP_TEST_TOOL + " inspect " + fifo + " 2>&1",
+        std::string("timeout 20 ") + BP_TEST_TOOL + " inspect --json " + fifo + " 2>&1"}) {
+    CAPTURE(command);
+    auto result = run_command(command.starts_with("env ") ? "timeout 20 " + command : command);
+    CHECK(result.exit_status == 1);
+    CHECK(has(result.output, fifo + " is a FIFO (named pipe), not a regular file"));
+  }
 }

@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -219,6 +221,55 @@ TEST_CASE("[safetensors] save is atomic: replaces whole, leaves nothing on failu
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::kNotFound);
   }
+}
+
+TEST_CASE("[safetensors] replacing a file keeps its mode; a new file gets the umask's") {
+  TempDir dir;
+  namespace fs = std::filesystem;
+  const auto path = dir / "model.safetensors";
+  for (const fs::perms mode : {fs::perms::owner_read | fs::perms::owner_write,
+                               fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read}) {
+    st::save(path, views({make("a", "U8", {4}, 1)}));
+    fs::permissions(path, mode);
+    st::save(path, views({make("b", "U8", {4}, 2)}));
+    CHECK(st::read_header(path).find("b") != nullptr);
+    CHECK(fs::status(path).permissions() == mode);
+  }
+  const mode_t mask = ::umask(022);
+  st::save(dir / "new.safetensors", views({make("a", "U8", {4}, 1)}));
+  ::umask(mask);
+  CHECK(fs::status(dir / "new.safetensors").permissions() ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read));
+}
+
+TEST_CASE("[safetensors] saving through a symlink writes the file it names and keeps the link") {
+  TempDir dir;
+  namespace fs = std::filesystem;
+  fs::create_directory(dir / "store");
+  const auto target = dir / "store" / "weights.safetensors";
+  st::save(target, views({make("old", "U8", {4}, 1)}));
+  fs::create_symlink("store/weights.safetensors", dir / "relative.safetensors");
+  fs::create_symlink(dir / "relative.safetensors", dir / "chained.safetensors");  // a link to a link
+  st::save(dir / "chained.safetensors", views({make("new", "U8", {4}, 2)}));
+  CHECK(fs::is_symlink(fs::symlink_status(dir / "chained.safetensors")));
+  CHECK(fs::is_symlink(fs::symlink_status(dir / "relative.safetensors")));
+  CHECK(st::read_header(target).find("new") != nullptr);
+  // A dangling link gets its file created, as open() would.
+  fs::create_symlink("store/later.safetensors", dir / "dangling.safetensors");
+  st::save(dir / "dangling.safetensors", views({make("x", "U8", {1}, 3)}));
+  CHECK(fs::is_symlink(fs::symlink_status(dir / "dangling.safetensors")));
+  CHECK(st::read_header(dir / "store" / "later.safetensors").find("x") != nullptr);
+  CHECK(std::distance(fs::directory_iterator(dir / "store"), {}) == 2);  // no temporary left behind
+}
+
+TEST_CASE("[safetensors] a file name of NAME_MAX bytes can be saved and replaced") {
+  TempDir dir;
+  const std::string suffix = ".safetensors";
+  const auto path = dir / (std::string(255 - suffix.size(), 'n') + suffix);
+  st::save(path, views({make("a", "U8", {4}, 1)}));
+  st::save(path, views({make("b", "U8", {4}, 2)}));
+  CHECK(st::read_header(path).find("b") != nullptr);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);
 }
 
 TEST_CASE("[safetensors] plan_file gives the layout without data") {

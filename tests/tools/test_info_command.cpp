@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -144,4 +147,40 @@ TEST_CASE("[cli] info shows which config file was used, or where it looked") {
   auto none = run_command(tool("XDG_CONFIG_HOME=/nonexistent-xdg", "info"));
   CHECK(none.output.find("config file: none found (looked at /nonexistent-xdg/backplane/config.toml") !=
         std::string::npos);
+}
+
+TEST_CASE("[cli] info --json replaces bytes that are not UTF-8 and keeps the rest of the document") {
+  char pattern[] = "/tmp/backplane-cli-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  const std::filesystem::path directory = pattern;
+  std::ofstream(directory / "backplane-bad\xff\xfe.so") << "not a plugin";
+  const std::string home = directory.string() + "/home-\xff";
+  auto result = run_command(tool("-u XDG_CONFIG_HOME HOME='" + home + "' BACKPLANE_PLUGIN_PATH=" + directory.string(),
+                                 "info --json 2>&1"));
+  std::filesystem::remove_all(directory);
+  CHECK(result.exit_status == 0);
+  json info = json::parse(result.output);
+  const json* junk = find_backend(info, "bad\xEF\xBF\xBD\xEF\xBF\xBD", "failed");
+  REQUIRE(junk != nullptr);
+  CHECK((*junk)["plugin"] == directory.string() + "/backplane-bad\xEF\xBF\xBD\xEF\xBF\xBD.so");
+  CHECK(find_backend(info, "cpu", "available") != nullptr);
+  CHECK(info["config"]["searched"].dump().find("home-\xEF\xBF\xBD") != std::string::npos);
+}
+
+TEST_CASE("[cli] a FIFO named like a plugin is listed as failed at once; the other backends work") {
+  char pattern[] = "/tmp/backplane-cli-XXXXXX";
+  REQUIRE(::mkdtemp(pattern) != nullptr);
+  const std::filesystem::path directory = pattern;
+  std::filesystem::permissions(directory, std::filesystem::perms::owner_all);
+  REQUIRE(::mkfifo((directory / "backplane-pipe.so").c_str(), 0600) == 0);
+  // `timeout`: without the check dlopen() waits for a writer forever (status 124).
+  auto result = run_command("timeout 20 " + tool("BACKPLANE_PLUGIN_PATH=" + directory.string(), "info --json"));
+  std::filesystem::remove_all(directory);
+  REQUIRE(result.exit_status == 0);
+  json info = json::parse(result.output);
+  const json* pipe = find_backend(info, "pipe", "failed");
+  REQUIRE(pipe != nullptr);
+  CHECK((*pipe)["reason"] == "refused: " + (directory / "backplane-pipe.so").string() +
+                                 " is a FIFO (named pipe), not a regular file (a plugin is a shared library)");
+  CHECK(find_backend(info, "cpu", "available") != nullptr);
 }

@@ -52,6 +52,9 @@ struct Options {
   // Called as each check finishes, before the next one starts (so a plugin
   // that crashes leaves the checks before it printed).
   std::function<void(const CheckResult&)> on_check;
+  // Called with a check's name just before it runs (so a plugin that crashes
+  // the process leaves the name of the check it crashed in).
+  std::function<void(const std::string& name)> on_start;
 };
 
 struct Report {
@@ -60,6 +63,8 @@ struct Report {
   std::string backend_name;     // from the table; empty when not loaded
   std::string plugin_version;   // the plugin's own version string
   std::string abi_version;      // "1.1"
+  bool created = false;         // backend_create gave a backend instance
+  bool probed = false;          // probe answered (it did not return an error)
   bool available = false;       // what probe answered
   std::string probe_reason;
   int device_count = 0;

@@ -72,6 +72,76 @@ std::optional<Decoded> decode(std::string_view text, std::size_t at) noexcept {
   throw Error(ErrorCode::kConfig, fmt::format("{}:{}:{}: {}", source.string(), line, column, problem));
 }
 
+// Bounds how deeply the text nests tables before toml++ sees it: toml++
+// 3.3.0 limits only arrays and inline tables, and recurses once per level of
+// a dotted key (`a.b.c = 1`) or table header (`[a.b.c]`), so some tens of
+// thousands of levels overflow the stack (a few thousand on a 1 MiB thread
+// stack). Counted over ASCII characters outside strings and comments: the
+// current table header's segments, each open array or inline table, and the
+// dots of the key being read at each bracket level. A dot in a value (1.5)
+// counts too, which only errs towards a lower depth than the limit allows.
+class NestingCounter {
+ public:
+  // Fed every character outside strings and comments except newlines; false
+  // once the depth passes kMaxTomlNesting.
+  bool accept(char ascii) {
+    const bool starts_line = line_start_;
+    if (ascii != ' ' && ascii != '\t' && ascii != '\r') line_start_ = false;
+    switch (ascii) {
+      case '[':
+        if (in_header_) return true;  // the second '[' of [[array.of.tables]]
+        if (starts_line && key_dots_.size() == 1) {
+          in_header_ = true;
+          header_segments_ = 1;
+          key_dots_[0] = 0;
+          return depth() <= kMaxTomlNesting;
+        }
+        key_dots_.push_back(0);
+        return depth() <= kMaxTomlNesting;
+      case '{':
+        key_dots_.push_back(0);
+        return depth() <= kMaxTomlNesting;
+      case ']':
+      case '}':
+        if (!in_header_ && key_dots_.size() > 1) key_dots_.pop_back();
+        return true;
+      case ',':
+        key_dots_.back() = 0;
+        return true;
+      case '.':
+        if (in_header_) {
+          ++header_segments_;
+        } else {
+          ++key_dots_.back();
+        }
+        return depth() <= kMaxTomlNesting;
+      default:
+        return true;
+    }
+  }
+
+  // A newline ends a header and a top-level key; inside an array it ends
+  // nothing.
+  void newline() {
+    if (key_dots_.size() != 1) return;
+    key_dots_[0] = 0;
+    in_header_ = false;
+    line_start_ = true;
+  }
+
+ private:
+  std::size_t depth() const {
+    std::size_t depth = header_segments_ + (key_dots_.size() - 1);
+    for (std::size_t dots : key_dots_) depth += dots;
+    return depth;
+  }
+
+  std::size_t header_segments_ = 0;
+  std::vector<std::size_t> key_dots_ = {0};  // one per open bracket, plus the top level
+  bool in_header_ = false;
+  bool line_start_ = true;
+};
+
 // Length of the run of `quote` characters starting at `at`.
 std::size_t run_length(std::string_view text, std::size_t at, char quote) noexcept {
   std::size_t end = at;
@@ -91,6 +161,7 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
   std::size_t output_column = 1;  // in text_
   Context context = Context::kCode;
   bool escaped = false;  // the previous character was a backslash in a basic string
+  NestingCounter nesting;
 
   // Copies `count` ASCII bytes starting at `at` unchanged.
   const auto copy_ascii = [&](std::size_t at, std::size_t count) {
@@ -150,6 +221,7 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
         context = Context::kCode;
       }
       escaped = false;
+      nesting.newline();
       text_ += '\n';
       ++at;
       ++line;
@@ -169,6 +241,12 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
 
     switch (context) {
       case Context::kCode:
+        if (!nesting.accept(ascii)) {
+          fail_at(source, line, column,
+                  fmt::format("tables nested more than {} levels deep (table headers, dotted keys, arrays and "
+                              "inline tables count together)",
+                              kMaxTomlNesting));
+        }
         if (ascii == '#') {
           context = Context::kComment;
         } else if (ascii == '"' || ascii == '\'') {

@@ -29,6 +29,10 @@
 //     single- and multi-line literal strings as values, keys and array items.
 //     Rejecting them instead would refuse paths like '/home/jürgen/plugins'.
 //
+// Nesting is bounded too (kMaxTomlNesting): toml++ recurses once per level
+// of a dotted key or table header without a limit of its own, so a file of a
+// few hundred kilobytes could overflow the stack of every process reading it.
+//
 // The input is also validated as strict UTF-8 first (no overlong forms,
 // surrogates or code points past U+10FFFF), so toml++ only sees valid UTF-8.
 //
@@ -43,6 +47,9 @@
 
 namespace backplane {
 
+// The deepest nesting of tables, arrays and inline tables a config may use.
+inline constexpr std::size_t kMaxTomlNesting = 128;
+
 // True for exactly the code points on which toml++ 3.3.0's
 // is_non_ascii_horizontal_whitespace() reaches its unreachable default case.
 bool triggers_toml_bug_295(char32_t code_point) noexcept;
@@ -51,7 +58,8 @@ class GuardedToml {
  public:
   // Validates and rewrites `text` (see above). A UTF-8 byte order mark at the
   // start is dropped (toml++ would skip it too). Throws Error(kConfig) with
-  // "SOURCE:LINE:COLUMN: ..." on invalid UTF-8 or an unfixable code point.
+  // "SOURCE:LINE:COLUMN: ..." on invalid UTF-8, an unfixable code point or
+  // nesting deeper than kMaxTomlNesting.
   GuardedToml(std::string_view text, const std::filesystem::path& source);
 
   // The text to hand to toml++: outside literal strings it holds no code

@@ -1,6 +1,8 @@
 // Device info sanity and allocation patterns.
 #include "conformance/checks.hpp"
 
+#include "loader/plugin_limits.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,6 +36,11 @@ void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordin
     throw CheckFailure(fmt::format("{}: attributes is NULL with attribute_count {}", context.label(ordinal),
                                    info.attribute_count));
   }
+  // Bounded as the core bounds them, before anything is read or copied.
+  if (info.attribute_count > kMaxDeviceAttributes) {
+    throw CheckFailure(fmt::format("{}: attribute_count {} is more than {}; the core refuses the device",
+                                   context.label(ordinal), info.attribute_count, kMaxDeviceAttributes));
+  }
   std::set<std::string> keys;
   for (std::size_t index = 0; index < info.attribute_count; ++index) {
     const BP_KeyValue& pair = info.attributes[index];
@@ -41,6 +48,10 @@ void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordin
     if (pair.struct_size < sizeof(BP_KeyValue)) {
       throw CheckFailure(fmt::format("{}: struct_size {} is smaller than BP_KeyValue ({})", where,
                                      pair.struct_size, sizeof(BP_KeyValue)));
+    }
+    if (pair.key_size > kMaxPluginTextSize || pair.value_size > kMaxPluginTextSize) {
+      throw CheckFailure(fmt::format("{}: key_size {} or value_size {} is more than {}; the core refuses the device",
+                                     where, pair.key_size, pair.value_size, kMaxPluginTextSize));
     }
     if (pair.key == nullptr || pair.key_size == 0) throw CheckFailure(where + ": the key is empty");
     if (pair.value == nullptr && pair.value_size != 0) {
@@ -57,9 +68,9 @@ void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordin
 void check_devices(Context& context) {
   const int count = context.report.device_count;
   if (context.backend == nullptr || !context.report.available || count == 0) {
-    const std::string reason = !context.report.available
-                                   ? "backend unavailable: " + context.report.probe_reason
-                                   : "the backend reports no devices";
+    const std::string reason = !context.report.probed    ? std::string("the probe failed")
+                               : !context.report.available ? "backend unavailable: " + context.report.probe_reason
+                                                           : std::string("the backend reports no devices");
     context.not_applicable("devices: device_info of every device is sane", reason);
     context.not_applicable("devices: attributes are well-formed key/value pairs", reason);
     context.not_applicable("devices: names stay valid until backend_destroy", reason);
@@ -74,6 +85,10 @@ void check_devices(Context& context) {
       const BP_DeviceInfoArgs info = query_info(context, ordinal);
       const std::string label = context.label(ordinal);
       if (info.name == nullptr || info.name_size == 0) throw CheckFailure(label + ": the name is empty");
+      if (info.name_size > kMaxPluginTextSize) {
+        throw CheckFailure(fmt::format("{}: name_size {} is more than {}; the core refuses the device", label,
+                                       info.name_size, kMaxPluginTextSize));
+      }
       if (info.kind != BP_DEVICE_KIND_CPU && info.kind != BP_DEVICE_KIND_GPU &&
           info.kind != BP_DEVICE_KIND_ACCELERATOR) {
         throw CheckFailure(fmt::format("{}: kind {} is not a BP_DeviceKind", label, info.kind));
@@ -92,6 +107,7 @@ void check_devices(Context& context) {
   });
   if (!described) {
     context.devices.clear();
+    context.devices_failed = true;
     context.not_applicable("devices: attributes are well-formed key/value pairs", "device_info failed");
     context.not_applicable("devices: names stay valid until backend_destroy", "device_info failed");
     return;

@@ -273,7 +273,10 @@ void check_argument_errors(Context& context) {
     return std::string();
   });
   context.check("errors: out-of-range ordinals are refused", [&] {
-    const int count = context.device_count();
+    // The count device_count answered, not the devices described: after a
+    // failed devices check, ordinal 0 may well exist.
+    if (!context.counted_devices) throw NotApplicable("device_count gave no usable count");
+    const int count = *context.counted_devices;
     // An unavailable backend may say so instead of naming the ordinal.
     const auto codes = context.report.available ? std::span<const BP_ErrorCode>(kArgumentCodes)
                                                 : std::span<const BP_ErrorCode>(kUnavailableCodes);

@@ -1,5 +1,7 @@
 #include "conformance/context.hpp"
 
+#include "loader/plugin_limits.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -87,6 +89,7 @@ void Context::record(CheckResult result) {
 }
 
 void Context::check(const std::string& name, const std::function<std::string()>& body) {
+  if (options.on_start) options.on_start(name);
   CheckResult result{name, Outcome::kPass, {}};
   try {
     result.detail = body();
@@ -119,7 +122,13 @@ std::optional<PluginError> Context::take(BP_Error* error) {
                                    sizeof(BP_Error)));
   }
   copied.code = error->code;
-  if (error->message != nullptr) copied.message.assign(error->message, error->message_size);
+  if (error->message_size > kMaxPluginTextSize) {
+    // Read only up to the bound (and a NUL): the size is not to be trusted.
+    problems.push_back(fmt::format("message_size {} is more than {}", error->message_size, kMaxPluginTextSize));
+    copied.message = plugin_text(error->message, kMaxPluginTextSize);
+  } else if (error->message != nullptr) {
+    copied.message.assign(error->message, error->message_size);
+  }
   if (copied.code < BP_ERROR_INVALID_ARGUMENT ||
       (copied.code > BP_ERROR_OUT_OF_RANGE && api.abi_minor <= BP_ABI_MINOR)) {
     problems.push_back(fmt::format("code {} is not a BP_ErrorCode", copied.code));
@@ -179,7 +188,9 @@ std::size_t Context::errors_seen() const {
 
 void Context::require_devices() const {
   if (backend == nullptr) throw NotApplicable("no backend instance (backend_create failed)");
+  if (!report.probed) throw NotApplicable("the probe failed");
   if (!report.available) throw NotApplicable(fmt::format("backend unavailable: {}", report.probe_reason));
+  if (devices_failed) throw NotApplicable("the devices check failed");
   if (devices.empty()) throw NotApplicable("the backend reports no devices");
 }
 

@@ -91,7 +91,11 @@ class Context {
   const Options& options;
   Report& report;
   BP_Backend* backend = nullptr;  // set once backend_create succeeded
-  std::vector<DeviceFacts> devices;
+  std::vector<DeviceFacts> devices;  // filled by the devices check; empty when it failed
+  bool devices_failed = false;       // device_info failed: `devices` is not the real count
+  // What device_count answered, when within bounds: the ordinals that exist
+  // even where device_info failed or probe said unavailable.
+  std::optional<int> counted_devices;
   std::mt19937_64 random;
 
   // Runs `body` and records its verdict under `name`: pass (with the detail

@@ -4,6 +4,7 @@
 #include "conformance/context.hpp"
 
 #include "loader/plugin_library.hpp"
+#include "loader/plugin_limits.hpp"
 
 #include <backplane/conformance.hpp>
 
@@ -18,8 +19,6 @@
 namespace backplane::conformance {
 namespace {
 
-// A backend answering with more devices than this is treated as broken (as the core does).
-constexpr int kMaxDevices = 4096;
 constexpr char kUnknownOption[] = "conformance_no_such_option";
 
 // <name> of a file called backplane-<name>.so, else empty.
@@ -124,6 +123,7 @@ void create_backend(Context& context) {
     context.require_ok(context.api.backend_create(&args), "backend_create");
     if (args.backend == nullptr) throw CheckFailure("backend_create returned success but no backend");
     context.backend = args.backend;
+    context.report.created = true;
     std::vector<std::string> shown;
     for (const auto& [key, value] : context.options.plugin_options) shown.push_back(key + "=" + value);
     return shown.empty() ? std::string("no options") : fmt::format("options {}", fmt::join(shown, " "));
@@ -193,8 +193,12 @@ void check_probe(Context& context) {
     if (args.reason == nullptr && args.reason_size != 0) {
       throw CheckFailure(fmt::format("reason is NULL with reason_size {}", args.reason_size));
     }
+    if (args.reason_size > kMaxPluginTextSize) {
+      throw CheckFailure(fmt::format("reason_size is {}, more than {}", args.reason_size, kMaxPluginTextSize));
+    }
     report.available = args.available == 1;
-    report.probe_reason = args.reason == nullptr ? std::string() : std::string(args.reason, args.reason_size);
+    report.probe_reason = std::string(plugin_text(args.reason, args.reason_size));
+    report.probed = true;
     answered = true;
     if (!report.available && report.probe_reason.empty()) {
       throw CheckFailure("unavailable without a reason: say what is missing (\"no NVIDIA driver: ...\")");
@@ -220,9 +224,12 @@ void check_probe(Context& context) {
     args.backend = context.backend;
     args.count = -1;
     context.require_ok(api.device_count(&args), "device_count");
-    if (args.count < 0 || args.count > kMaxDevices) {
-      throw CheckFailure(fmt::format("device_count answered {}, outside 0..{}", args.count, kMaxDevices));
+    if (args.count < 0 || args.count > kMaxPluginDevices) {
+      throw CheckFailure(fmt::format("device_count answered {}, outside 0..{}", args.count, kMaxPluginDevices));
     }
+    context.counted_devices = args.count;
+    // After a failed probe there is no answer to agree with.
+    if (!answered) return fmt::format("{} device(s); not compared, the probe failed", args.count);
     if (!report.available && args.count != 0) {
       throw CheckFailure(fmt::format("probe said unavailable but device_count answered {}; it must be 0",
                                      args.count));
@@ -259,8 +266,9 @@ Report run(const std::filesystem::path& plugin_file, const Options& options) {
   report.plugin_file = plugin_file;
   // Loaded like the core's loader (permission checks, negotiation, table
   // validation), but any file name is accepted: the name rule is a check.
-  OpenedPlugin opened = open_plugin(plugin_file, "");
   const std::string load_check = "negotiation: loads and answers the core's offer with a valid table";
+  if (options.on_start) options.on_start(load_check);  // loading runs the plugin's static initialisers
+  OpenedPlugin opened = open_plugin(plugin_file, "");
   if (opened.status != BackendStatus::kAvailable || !opened.library) {
     report.abi_version = opened.abi_version;
     report.checks.push_back({load_check, Outcome::kFail,

@@ -1,12 +1,16 @@
 #include "loader/plugin_library.hpp"
 
+#include "loader/plugin_limits.hpp"
 #include "loader/table_validation.hpp"
+#include "util/file_type.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <vector>
 #include <exception>
@@ -39,8 +43,8 @@ PluginLibrary::~PluginLibrary() {
 }
 
 std::string PluginLibrary::version() const {
-  if (api_->version == nullptr) return {};
-  return {api_->version, api_->version_size};
+  // validate_table bounded version_size; a shorter string ends at its NUL.
+  return std::string(plugin_text(api_->version, api_->version_size));
 }
 
 std::optional<std::string> unsafe_permissions(const std::filesystem::path& given) {
@@ -68,6 +72,21 @@ OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view exp
   OpenedPlugin opened;
   if (auto unsafe = unsafe_permissions(file)) {
     opened.reason = *unsafe;
+    return opened;
+  }
+
+  // dlopen() of a FIFO blocks until a writer appears, and of a device reads
+  // whatever it yields: only a regular file is loaded. The type could change
+  // between this stat and dlopen only through its directory, which
+  // unsafe_permissions has just checked is not open to others.
+  struct stat status {};
+  if (::stat(file.c_str(), &status) != 0) {
+    opened.reason = fmt::format("cannot load: {}: {}", file.string(), std::strerror(errno));
+    return opened;
+  }
+  if (!S_ISREG(status.st_mode)) {
+    opened.reason = fmt::format("refused: {} is {}, not a regular file (a plugin is a shared library)",
+                                file.string(), file_type_name(status.st_mode));
     return opened;
   }
 

@@ -1,6 +1,7 @@
 #include "loader/table_validation.hpp"
 
 #include "config/selector.hpp"
+#include "loader/plugin_limits.hpp"
 
 #include <fmt/format.h>
 
@@ -80,11 +81,21 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
   if (table->name == nullptr || table->name_size == 0) {
     return TableProblem{BackendStatus::kFailed, "bad table: the backend name is empty"};
   }
-  std::string_view name(table->name, table->name_size);
-  if (name.size() > 64 || !is_valid_backend_name(name)) {
+  // Sizes are checked before a byte is read: the name must end where its
+  // size says, and a size far past the string must not read beyond it.
+  if (table->name_size > kMaxBackendNameSize) {
+    return TableProblem{BackendStatus::kFailed, fmt::format("bad table: name_size {} is more than {} bytes",
+                                                            table->name_size, kMaxBackendNameSize)};
+  }
+  const std::string_view name = plugin_text(table->name, table->name_size);
+  if (name.size() != table->name_size) {
     return TableProblem{BackendStatus::kFailed,
-                        fmt::format("bad table: backend name '{}' is not of the form [a-z0-9_]+",
-                                    name.substr(0, 64))};
+                        fmt::format("bad table: name_size is {}, but the name '{}' ends after {} bytes",
+                                    table->name_size, name, name.size())};
+  }
+  if (!is_valid_backend_name(name)) {
+    return TableProblem{BackendStatus::kFailed,
+                        fmt::format("bad table: backend name '{}' is not of the form [a-z0-9_]+", name)};
   }
   if (!expected_name.empty() && name != expected_name) {
     return TableProblem{BackendStatus::kFailed,
@@ -93,6 +104,10 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
   }
   if (table->version == nullptr && table->version_size != 0) {
     return TableProblem{BackendStatus::kFailed, "bad table: version is NULL with a non-zero size"};
+  }
+  if (table->version_size > kMaxPluginVersionSize) {
+    return TableProblem{BackendStatus::kFailed, fmt::format("bad table: version_size {} is more than {} bytes",
+                                                            table->version_size, kMaxPluginVersionSize)};
   }
   if ((table->capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 &&
       !BP_STRUCT_HAS_FIELD(table, BP_PluginApi, memory_wrap)) {

@@ -1,11 +1,14 @@
 #include "registry/backend.hpp"
 
+#include "loader/plugin_limits.hpp"
 #include "util/fork.hpp"
 #include "util/log.hpp"
 
 #include <unistd.h>
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace backplane {
 namespace {
@@ -18,18 +21,25 @@ ErrorCode to_error_code(BP_ErrorCode code) {
   return ErrorCode::kPlugin;
 }
 
-std::string_view view(const char* data, std::size_t size) {
-  return data == nullptr ? std::string_view() : std::string_view(data, size);
+// Throws Error(kPlugin) naming `call`, the field and its value when a size
+// or count a plugin answered is past `limit`.
+void require_within(std::uint64_t value, std::size_t limit, std::string_view call, std::string_view field) {
+  if (value > limit) {
+    throw Error(ErrorCode::kPlugin, fmt::format("{} answered {} {}, more than {}", call, field, value, limit));
+  }
 }
-
-// A plugin answering with more devices than this is treated as broken.
-constexpr int kMaxDevices = 4096;
 
 }  // namespace
 
 std::optional<PluginFailure> consume_error(BP_Error* error) {
   if (error == nullptr) return std::nullopt;
-  PluginFailure failure{to_error_code(error->code), std::string(view(error->message, error->message_size))};
+  // An oversized message_size is cut, not an error: the error is already
+  // being reported, and what the plugin wrote up to its NUL is still useful.
+  PluginFailure failure{to_error_code(error->code),
+                        std::string(plugin_text(error->message, std::min(error->message_size, kMaxPluginTextSize)))};
+  if (error->message_size > kMaxPluginTextSize) {
+    failure.message += fmt::format(" (cut: message_size {}, more than {})", error->message_size, kMaxPluginTextSize);
+  }
   if (failure.message.empty()) failure.message = "(the plugin gave no message)";
   if (error->destroy != nullptr) error->destroy(error);
   return failure;
@@ -89,7 +99,12 @@ std::pair<std::optional<Backend::ProbeAnswer>, std::optional<PluginFailure>> Bac
   args.struct_size = sizeof(args);
   args.backend = handle_;
   if (auto failure = consume_error(api().probe(&args))) return {std::nullopt, std::move(failure)};
-  ProbeAnswer answer{args.available != 0, std::string(view(args.reason, args.reason_size))};
+  if (args.reason_size > kMaxPluginTextSize) {
+    return {std::nullopt, PluginFailure{ErrorCode::kPlugin,
+                                        fmt::format("probe answered reason_size {}, more than {}", args.reason_size,
+                                                    kMaxPluginTextSize)}};
+  }
+  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size))};
   return {std::move(answer), std::nullopt};
 }
 
@@ -98,9 +113,9 @@ int Backend::device_count() {
   args.struct_size = sizeof(args);
   args.backend = handle_;
   throw_if_error(api().device_count(&args), [&] { return fmt::format("{}: device_count", name()); });
-  if (args.count < 0 || args.count > kMaxDevices) {
+  if (args.count < 0 || args.count > kMaxPluginDevices) {
     throw Error(ErrorCode::kPlugin,
-                fmt::format("{}: device_count answered {}, outside 0..{}", name(), args.count, kMaxDevices));
+                fmt::format("{}: device_count answered {}, outside 0..{}", name(), args.count, kMaxPluginDevices));
   }
   return args.count;
 }
@@ -115,10 +130,13 @@ DeviceInfo Backend::device_info(int ordinal) {
     throw Error(ErrorCode::kPlugin,
                 fmt::format("{}:{}: device_info returned NULL with a non-zero size", name(), ordinal));
   }
+  const std::string call = fmt::format("{}:{}: device_info", name(), ordinal);
+  require_within(args.name_size, kMaxPluginTextSize, call, "name_size");
+  require_within(args.attribute_count, kMaxDeviceAttributes, call, "attribute_count");
   DeviceInfo info;
   info.backend = std::string(name());
   info.ordinal = ordinal;
-  info.name = std::string(view(args.name, args.name_size));
+  info.name = std::string(plugin_text(args.name, args.name_size));
   switch (args.kind) {
     case BP_DEVICE_KIND_GPU: info.kind = DeviceKind::kGpu; break;
     case BP_DEVICE_KIND_ACCELERATOR: info.kind = DeviceKind::kAccelerator; break;
@@ -128,8 +146,10 @@ DeviceInfo Backend::device_info(int ordinal) {
   info.memory_free = args.memory_free;
   for (std::size_t i = 0; i < args.attribute_count; ++i) {
     const BP_KeyValue& pair = args.attributes[i];
-    info.attributes.emplace_back(std::string(view(pair.key, pair.key_size)),
-                                 std::string(view(pair.value, pair.value_size)));
+    require_within(pair.key_size, kMaxPluginTextSize, call, fmt::format("attribute {} key_size", i));
+    require_within(pair.value_size, kMaxPluginTextSize, call, fmt::format("attribute {} value_size", i));
+    info.attributes.emplace_back(std::string(plugin_text(pair.key, pair.key_size)),
+                                 std::string(plugin_text(pair.value, pair.value_size)));
   }
   return info;
 }
@@ -171,6 +191,17 @@ Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint
                  [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
   if (args.buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
+  }
+  // The core writes through this address (take_windows, DLPack export,
+  // staging) whenever the memory is host memory: NULL there would be a crash
+  // far from the plugin that caused it.
+  const bool host_memory = kind == BP_MEMORY_PINNED_HOST || has(BP_CAPABILITY_HOST_ADDRESSABLE);
+  if (host_memory && args.address == nullptr && size != 0) {
+    free(args.buffer);
+    throw Error(ErrorCode::kPlugin,
+                fmt::format("{}:{}: {} of {} bytes succeeded but returned no address, which {} memory must have",
+                            name(), ordinal, what, size,
+                            kind == BP_MEMORY_PINNED_HOST ? "pinned host" : "a host-addressable backend's"));
   }
   return {args.buffer, args.address};
 }

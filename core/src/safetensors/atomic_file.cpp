@@ -3,6 +3,7 @@
 #include <backplane/error.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,19 +19,48 @@ namespace {
   throw Error(ErrorCode::kIo, what + " " + path.string() + " failed: " + std::strerror(errno));
 }
 
+// Where a save of `path` lands: a symlink is followed to the file it names
+// (as writing through open() would), so the link stays a link. A dangling
+// link resolves to the file it would create; a loop is left to open() to
+// report.
+std::filesystem::path follow_links(std::filesystem::path path) {
+  constexpr int kMaxLinks = 40;  // the kernel's own limit (ELOOP)
+  for (int hop = 0; hop < kMaxLinks; ++hop) {
+    std::error_code error;
+    if (!std::filesystem::is_symlink(std::filesystem::symlink_status(path, error))) return path;
+    std::filesystem::path next = std::filesystem::read_symlink(path, error);
+    if (error) return path;
+    path = next.is_absolute() ? next : path.parent_path() / next;
+  }
+  return path;
+}
+
 }  // namespace
 
-AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
+AtomicFile::AtomicFile(const std::filesystem::path& target) : target_(follow_links(target)) {
   std::filesystem::path directory = target_.parent_path();
   if (directory.empty()) directory = ".";
+  // A replaced file keeps its permissions (a save must not widen or narrow who
+  // may read the data); a new one gets 0666 less the umask.
+  struct stat existing {};
+  const bool replacing = ::stat(target_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
   std::random_device random;
-  // O_EXCL with a fresh random name: never clobbers another writer's temporary.
+  // O_EXCL with a fresh random name: never clobbers another writer's
+  // temporary. The name is short and independent of the target's, so a
+  // target name near NAME_MAX still has room for it.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    char suffix[32];
-    std::snprintf(suffix, sizeof suffix, ".tmp-%08x", static_cast<unsigned>(random()));
-    std::filesystem::path candidate = directory / (target_.filename().string() + suffix);
+    char name[32];
+    std::snprintf(name, sizeof name, ".backplane-%08x.tmp", static_cast<unsigned>(random()));
+    std::filesystem::path candidate = directory / name;
     fd_ = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ >= 0) {
+      if (replacing && ::fchmod(fd_, existing.st_mode & 07777) != 0) {
+        const int error = errno;  // no destructor runs for a constructor that throws
+        ::close(fd_);
+        ::unlink(candidate.c_str());
+        errno = error;
+        throw_io("setting the mode of", candidate);
+      }
       temporary_ = std::move(candidate);
       return;
     }

@@ -10,10 +10,12 @@ namespace backplane::safetensors::detail {
 
 class AtomicFile {
  public:
-  // Creates the temporary file next to `target` (mode 0666 less the umask).
-  // Throws Error(kNotFound) when the directory does not exist,
+  // Creates the temporary file next to `target`, or next to the file it
+  // names when `target` is a symlink (the link is kept, its file replaced).
+  // The temporary gets the mode of the file it replaces, else 0666 less the
+  // umask. Throws Error(kNotFound) when the directory does not exist,
   // Error(kInvalidArgument) when the file cannot be created there.
-  explicit AtomicFile(std::filesystem::path target);
+  explicit AtomicFile(const std::filesystem::path& target);
   // Removes the temporary file unless commit() succeeded.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;

@@ -4,6 +4,7 @@
 #include <backplane/safetensors.hpp>
 
 #include "safetensors/json_dialect.hpp"
+#include "safetensors/regular_file.hpp"
 #include "safetensors/text.hpp"
 
 #include <fcntl.h>
@@ -245,18 +246,9 @@ Header parse_header(std::span<const std::byte> file_prefix, std::uint64_t file_s
 
 Header read_header(const std::filesystem::path& path) {
   const std::string file = path.string();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int error = errno;
-    throw Error(error == ENOENT || error == ENOTDIR ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument,
-                "cannot open " + file + ": " + std::strerror(error));
-  }
-  FileDescriptor descriptor(fd);
   struct stat status {};
-  if (::fstat(fd, &status) != 0) {
-    throw Error(ErrorCode::kInvalidArgument, "cannot stat " + file + ": " + std::strerror(errno));
-  }
-  if (!S_ISREG(status.st_mode)) throw Error(ErrorCode::kInvalidArgument, file + " is not a regular file");
+  const int fd = detail::open_regular_file(path, status);
+  FileDescriptor descriptor(fd);
   auto file_size = static_cast<std::uint64_t>(status.st_size);
 
   // The length field first, so that the size checks run before anything

@@ -2,6 +2,8 @@
 // (host-addressable devices) or the streamed path's preads.
 #include "safetensors/mapped_file.hpp"
 
+#include "safetensors/regular_file.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,17 +24,8 @@ std::string errno_text(int error) { return std::strerror(error); }
 std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path, bool map) {
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->name_ = path.string();
-  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file->fd_ < 0) {
-    const int error = errno;
-    throw Error(error == ENOENT || error == ENOTDIR ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument,
-                "cannot open " + file->name_ + ": " + errno_text(error));
-  }
   struct stat status {};
-  if (::fstat(file->fd_, &status) != 0) {
-    throw Error(ErrorCode::kInvalidArgument, "cannot stat " + file->name_ + ": " + errno_text(errno));
-  }
-  if (!S_ISREG(status.st_mode)) throw Error(ErrorCode::kInvalidArgument, file->name_ + " is not a regular file");
+  file->fd_ = open_regular_file(path, status);
   file->size_ = static_cast<std::uint64_t>(status.st_size);
   file->header_ = file->read_header();
   if (!map) return file;

@@ -1,0 +1,28 @@
+// The largest sizes and counts the core accepts from a plugin. A plugin's
+// answers are untrusted: a size is used to copy a string and a count to
+// size a vector, so a lie of 2^40 would be an out-of-memory for the whole
+// process (or a read far past the plugin's buffer). An answer beyond these
+// limits marks that plugin broken and names the call and the value.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+namespace backplane {
+
+inline constexpr int kMaxPluginDevices = 4096;
+inline constexpr std::size_t kMaxBackendNameSize = 64;
+inline constexpr std::size_t kMaxPluginVersionSize = 256;
+// Reasons, error messages, device names, attribute keys and values.
+inline constexpr std::size_t kMaxPluginTextSize = 64 * 1024;
+inline constexpr std::size_t kMaxDeviceAttributes = 1024;
+
+// The text of a (pointer, size) pair from a plugin, cut at the first NUL: a
+// size larger than the string it describes must not read past the string's
+// terminator. Empty for NULL. `size` must already be within its limit.
+inline std::string_view plugin_text(const char* data, std::size_t size) noexcept {
+  return data == nullptr ? std::string_view() : std::string_view(data, ::strnlen(data, size));
+}
+
+}  // namespace backplane
