@@ -36,7 +36,7 @@
 // The input is also validated as strict UTF-8 first (no overlong forms,
 // surrogates or code points past U+10FFFF), so toml++ only sees valid UTF-8.
 //
-// TODO(issue 4): drop this guard when the toml++ in use carries PR #305.
+// The escape-validation part can go once the toml++ in use validates escapes itself.
 #pragma once
 
 #include <cstddef>
