@@ -7,10 +7,9 @@
 // hiragana) and U+FB26..U+FEFE (Hebrew/Arabic presentation forms) — whenever
 // the parser asks "is this whitespace?" about one of them: at the start of a
 // line, after a key, in a recorded value, after a line-ending backslash in a
-// multi-line string... Upstream: marzer/tomlplusplus issue #295 (and #190),
-// fixed by PR #305, which makes that switch's default case return false. The
-// fix is in the compiled libtomlplusplus.so we link, so it cannot be patched
-// from a header. Instead, before toml++ sees the text:
+// multi-line string... Later toml++ releases fix it (that switch's default
+// case returns false). The bug is in the compiled libtomlplusplus.so we link,
+// so it cannot be patched from a header. Instead, before toml++ sees the text:
 //
 //   * outside strings and comments (where TOML allows only ASCII anyway) such
 //     a code point is rejected: Error(kConfig) naming line, column and the
@@ -36,7 +35,8 @@
 // The input is also validated as strict UTF-8 first (no overlong forms,
 // surrogates or code points past U+10FFFF), so toml++ only sees valid UTF-8.
 //
-// The escape-validation part can go once the toml++ in use validates escapes itself.
+// The code-point part can go once the toml++ in use carries the upstream fix;
+// the UTF-8 and nesting checks stay.
 #pragma once
 
 #include <cstddef>
