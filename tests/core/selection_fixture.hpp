@@ -2,6 +2,8 @@
 // the test fixtures, with an injected environment, and error capture.
 #pragma once
 
+#include "../support/errors.hpp"
+
 #include <backplane/backplane.hpp>
 
 #include <doctest/doctest.h>
@@ -28,22 +30,6 @@ inline Runtime::Options test_options(std::map<std::string, std::string> environm
   options.config_file = std::move(config);
   options.backend_options["cpu"] = {{"devices", "4"}};
   return options;
-}
-
-inline bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
-
-// Runs `call`, which must throw backplane::Error; returns it.
-template <class Call>
-Error error_from(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error;
-  }
-  FAIL("expected backplane::Error");
-  return Error(ErrorCode::kInternal, "unreachable");
 }
 
 }  // namespace backplane::testing

@@ -4,6 +4,8 @@
 // slow stream (see fake_driver/README.md). What a user sees is checked:
 // arrays' data, and the messages of errors.
 #include "cuda_plugin_fixture.hpp"
+#include "../support/errors.hpp"
+#include "../tools/run_command.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
@@ -12,15 +14,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 using namespace backplane;
 using cuda_test::over_fake_driver_runs;
+using testing::contains;
+using testing::error_from;
 
 namespace {
 
@@ -50,29 +52,6 @@ std::vector<std::uint8_t> random_bytes(std::size_t size, std::uint64_t seed) {
 Array host_array(Runtime& runtime, const std::vector<std::uint8_t>& bytes) {
   return Array::from_host(runtime, kCpu, DType::kU8, {static_cast<std::int64_t>(bytes.size())}, bytes.data(),
                           bytes.size());
-}
-
-Error error_from(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error;
-  }
-  FAIL("no error was thrown");
-  return Error(ErrorCode::kInternal, "unreachable");
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Runs a command line, returning its exit status and what it printed (stdout and stderr).
-int run_command(const std::string& command, std::string& output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char chunk[4096];
-  std::size_t got = 0;
-  while ((got = std::fread(chunk, 1, sizeof(chunk), pipe)) > 0) output.append(chunk, got);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace
@@ -314,12 +293,11 @@ TEST_CASE("[cuda][emulator] safetensors streams a file onto cuda:0") {
 
 TEST_CASE("[cuda][emulator] the token-batch example runs onto cuda:0 and says where it widens") {
   if (!over_fake_driver_runs("*token-batch example runs onto cuda:0*", {{"BP_FAKE_CUDA_DEVICES=1"}})) return;
-  std::string output;
-  const int status = run_command(std::string(BP_TEST_EXAMPLE) +
-                                     " --device cuda:0 --generate-mib 1 --batch 4 --context 64 --steps 20",
-                                 output);
+  const testing::CommandResult result = testing::run_command(
+      std::string(BP_TEST_EXAMPLE) + " --device cuda:0 --generate-mib 1 --batch 4 --context 64 --steps 20 2>&1");
+  const std::string& output = result.output;
   MESSAGE(output);
-  CHECK(status == 0);
+  CHECK(result.exit_status == 0);
   CHECK(contains(output, "batches go to cuda:0"));
   CHECK(contains(output, "20 batches of [4, 65] int64 onto cuda:0"));
   // Once, with the plugin's reason.

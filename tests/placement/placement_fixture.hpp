@@ -2,6 +2,8 @@
 // simulated accelerator with two, no process environment, no config file.
 #pragma once
 
+#include "../support/errors.hpp"
+
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 
@@ -49,20 +51,6 @@ inline std::vector<std::uint8_t> random_bytes(std::size_t size, std::uint32_t se
 inline Array u8_array(Runtime& runtime, const Device& device, const std::vector<std::uint8_t>& bytes) {
   return Array::from_host(runtime, device, DType::kU8, {static_cast<std::int64_t>(bytes.size())}, bytes.data(),
                           bytes.size());
-}
-
-inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
-
-// Runs `call`, which must throw backplane::Error; returns it.
-template <class Call>
-Error error_from(Call&& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error;
-  }
-  FAIL("expected backplane::Error");
-  return Error(ErrorCode::kInternal, "unreachable");
 }
 
 }  // namespace backplane::testing
