@@ -1,5 +1,5 @@
-// The guard that keeps toml++ 3.3.0's bug #295 input away from the parser
-// (core/src/config/toml_guard.hpp).
+// The guard that keeps input that hits toml++ 3.3.0's whitespace-classifier
+// bug away from the parser (core/src/config/toml_guard.hpp).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -10,7 +10,7 @@
 using backplane::Error;
 using backplane::ErrorCode;
 using backplane::GuardedToml;
-using backplane::triggers_toml_bug_295;
+using backplane::hits_toml_whitespace_bug;
 
 namespace {
 
@@ -58,7 +58,7 @@ bool holds_trigger(std::string_view text) {
     for (std::size_t i = 1; i < length && at + i < text.size(); ++i) {
       code_point = (code_point << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3F);
     }
-    if (triggers_toml_bug_295(code_point)) return true;
+    if (hits_toml_whitespace_bug(code_point)) return true;
   }
   return false;
 }
@@ -68,17 +68,17 @@ bool holds_trigger(std::string_view text) {
 TEST_SUITE("config") {
   TEST_CASE("[toml_guard] trigger set matches toml++ 3.3.0's unreachable case") {
     // Blocks with no switch case in is_non_ascii_horizontal_whitespace().
-    CHECK(triggers_toml_bug_295(0xA7));    // issue #190: '§'
-    CHECK(triggers_toml_bug_295(0x32A));   // issue #295: bytes CC AA
-    CHECK(triggers_toml_bug_295(0xFCFF));  // bytes EF B3 BF
-    CHECK(triggers_toml_bug_295(0xE9));    // 'é'
-    CHECK(triggers_toml_bug_295(0x3042));  // hiragana 'あ'
+    CHECK(hits_toml_whitespace_bug(0xA7));    // '§', a Latin-1 letter
+    CHECK(hits_toml_whitespace_bug(0x32A));   // a combining mark: bytes CC AA
+    CHECK(hits_toml_whitespace_bug(0xFCFF));  // bytes EF B3 BF
+    CHECK(hits_toml_whitespace_bug(0xE9));    // 'é'
+    CHECK(hits_toml_whitespace_bug(0x3042));  // hiragana 'あ'
     // Whitespace toml++ does classify, and everything outside the blocks.
     for (char32_t fine : {0x20, 0x7F, 0xA0, 0x1680, 0x2000, 0x200B, 0x3000, 0xFEFF, 0xFF01, 0x4E2D, 0x1F600}) {
-      CHECK_FALSE(triggers_toml_bug_295(fine));
+      CHECK_FALSE(hits_toml_whitespace_bug(fine));
     }
     std::size_t count = 0;
-    for (char32_t code_point = 0; code_point <= 0x10FFFF; ++code_point) count += triggers_toml_bug_295(code_point);
+    for (char32_t code_point = 0; code_point <= 0x10FFFF; ++code_point) count += hits_toml_whitespace_bug(code_point);
     CHECK(count == 3019);  // U+00A1..U+0499, U+2C5E..U+3057 less U+3000, U+FB26..U+FEFE
   }
 
@@ -91,13 +91,13 @@ TEST_SUITE("config") {
       if (code_point >= 0xD800 && code_point <= 0xDFFF) continue;
       const std::string character = utf8(code_point);
       const std::string basic = guarded("k = \"" + character + "\"\n");
-      const std::string multi = guarded("k = \"\"\"\\\n" + character + "\"\"\"\n");  // issue #190's shape
+      const std::string multi = guarded("k = \"\"\"\\\n" + character + "\"\"\"\n");  // after a line-ending backslash
       const std::string comment = guarded("# " + character + "\n");
       leaked += holds_trigger(basic) + holds_trigger(multi) + holds_trigger(comment);
       // Literal strings have no escapes; toml++ never classifies their content.
       const std::string literal = "k = '" + character + "'\nm = '''\n" + character + "'''\n";
       changed += guarded(literal) != literal;
-      if (triggers_toml_bug_295(code_point)) {
+      if (hits_toml_whitespace_bug(code_point)) {
         for (const std::string& text : {character, "k = 1" + character, "k = 'a'" + character}) {
           try {
             guarded(text);  // toml++ would classify the character here

@@ -52,7 +52,7 @@ inline constexpr std::size_t kMaxTomlNesting = 128;
 
 // True for exactly the code points on which toml++ 3.3.0's
 // is_non_ascii_horizontal_whitespace() reaches its unreachable default case.
-bool triggers_toml_bug_295(char32_t code_point) noexcept;
+bool hits_toml_whitespace_bug(char32_t code_point) noexcept;
 
 class GuardedToml {
  public:
@@ -63,7 +63,7 @@ class GuardedToml {
   GuardedToml(std::string_view text, const std::filesystem::path& source);
 
   // The text to hand to toml++: outside literal strings it holds no code
-  // point that triggers_toml_bug_295() accepts.
+  // point that hits_toml_whitespace_bug() accepts.
   const std::string& text() const noexcept { return text_; }
 
   // Maps a 1-based column that toml++ reports on `line` of text() back to the
