@@ -59,6 +59,18 @@ void pop_scope(std::uint64_t runtime_id, std::uint64_t token, const char* functi
   detail::remove_scope(token);
 }
 
+// What bp_default_device and bp_default_device_describe share: the choice,
+// written to `out` and `source` (which may be NULL).
+DefaultDevice write_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source,
+                                   const char* function) {
+  const auto runtime_lease = runtime_of(runtime, function);
+  require_non_null(out, function, "out");
+  DefaultDevice chosen = runtime_lease->default_device();
+  *out = from_device(chosen.device);
+  if (source != nullptr) *source = static_cast<bp_device_source>(chosen.source);
+  return chosen;
+}
+
 LiveHandles<bp_device_info> live_infos;
 
 // The info kept alive for the call; null when NULL or destroyed.
@@ -164,25 +176,13 @@ bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, con
 }
 
 bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source) {
-  return guarded([&] {
-    const auto runtime_lease = runtime_of(runtime, "bp_default_device");
-    Runtime& cxx = *runtime_lease;
-    require_non_null(out, "bp_default_device", "out");
-    DefaultDevice chosen = cxx.default_device();
-    *out = from_device(chosen.device);
-    if (source != nullptr) *source = static_cast<bp_device_source>(chosen.source);
-  });
+  return guarded([&] { (void)write_default_device(runtime, out, source, "bp_default_device"); });
 }
 
 bp_status bp_default_device_describe(bp_runtime* runtime, bp_device* out, bp_device_source* source,
                                      const char** description) {
   return guarded([&] {
-    const auto runtime_lease = runtime_of(runtime, "bp_default_device_describe");
-    Runtime& cxx = *runtime_lease;
-    require_non_null(out, "bp_default_device_describe", "out");
-    DefaultDevice chosen = cxx.default_device();
-    *out = from_device(chosen.device);
-    if (source != nullptr) *source = static_cast<bp_device_source>(chosen.source);
+    DefaultDevice chosen = write_default_device(runtime, out, source, "bp_default_device_describe");
     if (description != nullptr) {
       described = std::move(chosen.description);
       *description = described.c_str();
