@@ -78,16 +78,25 @@ class bp_memory_stats(ctypes.Structure):
     ]
 
 
+# Names and metadata may hold NUL bytes ("\u0000" in a file): they cross the
+# C API as (pointer, size) through the API 0.3 fields and *_n functions, never
+# as NUL-terminated strings, which would cut "a\0b" to "a". Such a pointer is
+# a c_void_p, read with ctypes.string_at(pointer, size).
+c_size_p = POINTER(c_size_t)
+c_text_p = POINTER(c_void_p)
+
+
 class bp_safetensors_tensor_info(ctypes.Structure):
     _fields_ = [
         ("struct_size", c_size_t),
-        ("name", c_char_p),
+        ("name", c_void_p),
         ("dtype_name", c_char_p),
         ("dtype", c_int32),
         ("rank", c_size_t),
         ("shape", POINTER(c_uint64)),
         ("begin", c_uint64),
         ("end", c_uint64),
+        ("name_size", c_size_t),  # API 0.3
     ]
 
 
@@ -103,6 +112,7 @@ class bp_safetensors_load_options(ctypes.Structure):
         ("progress", PROGRESS_CALLBACK),
         ("user_data", c_void_p),
         ("cancellable_progress", CANCELLABLE_PROGRESS_CALLBACK),  # API 0.2
+        ("name_sizes", c_size_p),  # API 0.3
     ]
 
 
@@ -168,16 +178,17 @@ _PROTOTYPES = {
     "bp_safetensors_header_tensor_count": ([c_void_p, POINTER(c_size_t)], _status),
     "bp_safetensors_header_tensor": ([c_void_p, c_size_t, POINTER(bp_safetensors_tensor_info)], _status),
     "bp_safetensors_header_metadata_count": ([c_void_p, POINTER(c_int64)], _status),
-    "bp_safetensors_header_metadata": ([c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)], _status),
+    "bp_safetensors_header_metadata_n": ([c_void_p, c_size_t, c_text_p, c_size_p, c_text_p, c_size_p], _status),
     "bp_safetensors_load": ([c_void_p, c_char_p, POINTER(bp_device), POINTER(bp_safetensors_load_options),
                              POINTER(c_void_p)], _status),
     "bp_tensor_map_destroy": ([c_void_p], None),
     "bp_tensor_map_count": ([c_void_p, POINTER(c_size_t)], _status),
-    "bp_tensor_map_name": ([c_void_p, c_size_t, POINTER(c_char_p)], _status),
-    "bp_tensor_map_get": ([c_void_p, c_char_p, POINTER(c_void_p)], _status),
+    "bp_tensor_map_name_n": ([c_void_p, c_size_t, c_text_p, c_size_p], _status),
+    "bp_tensor_map_get_n": ([c_void_p, c_char_p, c_size_t, POINTER(c_void_p)], _status),
     "bp_tensor_map_metadata_count": ([c_void_p, POINTER(c_int64)], _status),
-    "bp_tensor_map_metadata": ([c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_char_p)], _status),
-    "bp_safetensors_save": ([c_char_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, c_int64], _status),
+    "bp_tensor_map_metadata_n": ([c_void_p, c_size_t, c_text_p, c_size_p, c_text_p, c_size_p], _status),
+    "bp_safetensors_save_n": ([c_char_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, c_void_p,
+                               c_void_p, c_int64], _status),
 }
 
 # Declared only when the loaded library has them (newer than the oldest

@@ -15,37 +15,6 @@ from ._runtime import DeviceLike, Runtime
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[int, int], Any]
 
-# Names and metadata may hold NUL bytes ("\u0000" in the file): they cross
-# the C API as (pointer, size) through the API 0.3 functions and fields, never
-# as NUL-terminated strings, which would cut "a\0b" to "a".
-_c_size_p = ctypes.POINTER(ctypes.c_size_t)
-_c_text_p = ctypes.POINTER(ctypes.c_void_p)  # read with string_at(pointer, size), NULs included
-
-
-# The API 0.3 structs: _lib's, grown by their new last field (passed cast to
-# _lib's pointer type, whose prototype stays as _lib declares it).
-class _TensorInfo(ctypes.Structure):
-    _fields_ = [(field[0], ctypes.c_void_p if field[0] == "name" else field[1])
-                for field in _lib.bp_safetensors_tensor_info._fields_] + [("name_size", ctypes.c_size_t)]
-
-
-class _LoadOptions(ctypes.Structure):
-    _fields_ = list(_lib.bp_safetensors_load_options._fields_) + [("name_sizes", _c_size_p)]
-
-
-for _name, _arguments in {
-    "bp_safetensors_header_metadata_n": [ctypes.c_void_p, ctypes.c_size_t, _c_text_p, _c_size_p, _c_text_p, _c_size_p],
-    "bp_tensor_map_metadata_n": [ctypes.c_void_p, ctypes.c_size_t, _c_text_p, _c_size_p, _c_text_p, _c_size_p],
-    "bp_tensor_map_name_n": [ctypes.c_void_p, ctypes.c_size_t, _c_text_p, _c_size_p],
-    "bp_tensor_map_get_n": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
-    "bp_safetensors_save_n": [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64],
-}.items():
-    _function = getattr(_lib.lib, _name)
-    _function.argtypes = _arguments
-    _function.restype = ctypes.c_int32
-
-
 def _text(pointer: Optional[int], size: int) -> str:
     return ctypes.string_at(pointer or 0, size).decode("utf-8", errors="replace") if size else ""
 
@@ -147,9 +116,8 @@ def inspect(path: PathLike) -> Header:
         _lib.call("bp_safetensors_header_tensor_count", handle, ctypes.byref(count))
         tensors = []
         for index in range(count.value):
-            info = _TensorInfo(struct_size=ctypes.sizeof(_TensorInfo))
-            _lib.call("bp_safetensors_header_tensor", handle, index,
-                      ctypes.cast(ctypes.pointer(info), ctypes.POINTER(_lib.bp_safetensors_tensor_info)))
+            info = _lib.bp_safetensors_tensor_info(struct_size=ctypes.sizeof(_lib.bp_safetensors_tensor_info))
+            _lib.call("bp_safetensors_header_tensor", handle, index, ctypes.byref(info))
             name = _text(info.name, info.name_size)
             tensors.append(TensorInfo(name, _lib.text(info.dtype_name),
                                       tuple(info.shape[i] for i in range(info.rank)), info.begin, info.end))
@@ -231,10 +199,10 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
     name_array, name_sizes = _texts(encoded)
     function, bar = _progress_function(progress, path)
     relay = _ProgressRelay(function) if function is not None else None
-    options = _LoadOptions(
-        struct_size=ctypes.sizeof(_LoadOptions),
+    options = _lib.bp_safetensors_load_options(
+        struct_size=ctypes.sizeof(_lib.bp_safetensors_load_options),
         names=ctypes.cast(name_array, ctypes.POINTER(ctypes.c_char_p)),
-        name_sizes=ctypes.cast(name_sizes, _c_size_p),
+        name_sizes=ctypes.cast(name_sizes, _lib.c_size_p),
         name_count=len(encoded),
         progress=_lib.PROGRESS_CALLBACK(),  # NULL
         user_data=None,
@@ -243,8 +211,7 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
     handle = ctypes.c_void_p()
     try:
         _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(path), runtime._device(device),
-                  ctypes.cast(ctypes.pointer(options), ctypes.POINTER(_lib.bp_safetensors_load_options)),
-                  ctypes.byref(handle))
+                  ctypes.byref(options), ctypes.byref(handle))
     except CancelledError as error:
         failure = relay.failure if relay is not None else None
         if failure is None:
