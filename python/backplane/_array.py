@@ -158,7 +158,7 @@ class Array:
     @property
     def is_host(self) -> bool:
         """True when the CPU can read the data in place (a cpu array)."""
-        return self.device.backend == "cpu" and (self.data_ptr != 0 or self.nbytes == 0)
+        return _is_host(self.device, self)
 
     def __len__(self) -> int:
         shape = self.shape
@@ -258,7 +258,7 @@ class Array:
         device = self.device
         if device.backend == "cuda":
             return (KDLCUDA, device.ordinal)
-        if device.backend == "cpu" and (self.data_ptr or self.nbytes == 0):
+        if _is_host(device, self):
             return (KDLCPU, 0)
         raise BufferError(f"DLPack has no device type for {device}")
 
@@ -281,6 +281,10 @@ class Array:
         except BaseException:
             _lib.lib.bp_dlpack_tensor_delete(tensor)
             raise
+
+
+def _is_host(device: Device, array: Array) -> bool:
+    return device.backend == "cpu" and (array.data_ptr != 0 or array.nbytes == 0)
 
 
 class _Interface:
