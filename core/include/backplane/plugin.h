@@ -23,6 +23,10 @@
  *   1.0  first version.
  *   1.1  memory_wrap (optional, BP_CAPABILITY_WRAP_MEMORY): adopt memory the
  *        plugin did not allocate (DLPack imports of device memory).
+ *   1.2  BP_ProbeArgs.priority (in/out): the plugin may set its priority from
+ *        what the probe found. BP_PluginApi.dlpack_device_type: the DLPack
+ *        device type of the backend's memory, so the core never needs to know
+ *        a backend by name to share its arrays.
  *
  * Errors
  * ------
@@ -53,7 +57,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 1
+#define BP_ABI_MINOR 2
 
 /* The one symbol a plugin exports. */
 #define BP_PLUGIN_ENTRY_SYMBOL "backplane_plugin_entry"
@@ -156,6 +160,12 @@ typedef struct BP_ProbeArgs {
    * backend, valid until backend_destroy. */
   const char* reason;
   size_t reason_size;
+  /* 1.2, in/out: the core sets it to the priority the table declares before
+   * the call; a plugin may change it from what it found (an OpenCL backend
+   * whose only devices are CPUs ranks below the native cpu backend, one with
+   * a GPU above it). A priority from the config file still wins. Written
+   * only when struct_size covers it. */
+  int32_t priority;
 } BP_ProbeArgs;
 
 typedef struct BP_DeviceCountArgs {
@@ -337,10 +347,19 @@ typedef struct BP_PluginApi {
 
   /* 1.1. Optional (BP_CAPABILITY_WRAP_MEMORY), may be NULL. */
   BP_Error* (*memory_wrap)(BP_MemoryWrapArgs* args);
+
+  /* 1.2. The DLPack device type (DLDeviceType: kDLCPU 1, kDLCUDA 2,
+   * kDLOpenCL 4, kDLROCM 10, ...) that describes this backend's memory in a
+   * DLPack tensor, with the device ordinal as device_id. 0 means not declared:
+   * the core then exports host-addressable memory as kDLCPU and nothing else.
+   * Tables older than 1.2 read as 0. */
+  int32_t dlpack_device_type;
 } BP_PluginApi;
 
 /* The struct_size of a 1.0 table: every 1.x table is at least this large. */
 #define BP_PLUGIN_API_SIZE_1_0 (offsetof(BP_PluginApi, convert_integers) + sizeof(void*))
+/* The struct_size of a 1.1 table (up to and including memory_wrap). */
+#define BP_PLUGIN_API_SIZE_1_1 (offsetof(BP_PluginApi, memory_wrap) + sizeof(void*))
 
 /* Offered by the core to the entry function. */
 typedef struct BP_PluginEntryArgs {
