@@ -81,18 +81,25 @@ BP_Error* guarded(Body&& body) noexcept {
   }
 }
 
+namespace detail {
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_bad_args(const char* call, bool null, std::size_t got,
+                                                                  std::size_t want) {
+  if (null) throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args is NULL");
+  throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args.struct_size " + std::to_string(got) +
+                                               " is smaller than " + std::to_string(want));
+}
+
+}  // namespace detail
+
 // Checks the args pointer and that the caller's struct holds every field of
 // the version this plugin was built against (minimum: the caller's own
-// version may be older only if the fields we read exist).
+// version may be older only if the fields we read exist). The failure path is
+// out of line: this runs on every call.
 template <class Args>
-void require_args(const Args* args, const char* call) {
-  if (args == nullptr) {
-    throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args is NULL");
-  }
-  if (args->struct_size < sizeof(Args)) {
-    throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                  std::string(call) + ": args.struct_size " + std::to_string(args->struct_size) +
-                      " is smaller than " + std::to_string(sizeof(Args)));
+inline void require_args(const Args* args, const char* call) {
+  if (args == nullptr || args->struct_size < sizeof(Args)) [[unlikely]] {
+    detail::throw_bad_args(call, args == nullptr, args == nullptr ? 0 : args->struct_size, sizeof(Args));
   }
 }
 
