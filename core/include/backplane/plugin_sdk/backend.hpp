@@ -33,6 +33,17 @@
 //                                           BP_IntegerType source_type, Buffer& destination,
 //                                           std::uint64_t destination_offset,
 //                                           BP_IntegerType destination_type, std::uint64_t count);
+// Optional, no capability bit:
+//   std::string_view refusal();
+//       Non-empty: why this process may not use the backend now (a driver
+//       that does not survive fork(), say). probe then reports unavailable
+//       with it, and every call that reaches a device or a buffer fails
+//       UNAVAILABLE with "<call>: <refusal>" before any hook runs; the
+//       destroy calls still run, so destructors must check for themselves.
+//       The text must stay valid until backend_destroy.
+//   void release(Buffer& buffer);
+//       memory_free frees through it, so that a failure reaches the caller;
+//       the handle is gone either way and the buffer's destructor runs after.
 //
 // A copy hook returns nullptr when the copy has completed, or an event. In
 // Mode::kBlocking the SDK waits on a returned event before the call returns;
@@ -40,7 +51,9 @@
 // returned nullptr).
 //
 // Guarantees to the hooks: the backend, buffers and events are live handles
-// of this backend; ordinals are in range of an available backend; copy and
+// of this backend; copies and conversions run on an available backend (one
+// that is not gives UNAVAILABLE with its reason, not "no such buffer");
+// ordinals are in range of an available backend; copy and
 // conversion ranges fit their buffers; host pointers are non-NULL unless the
 // size is 0; memory kinds are ones the capabilities offer.
 #ifndef BACKPLANE_PLUGIN_SDK_BACKEND_HPP
@@ -134,6 +147,14 @@ struct Instance {
   HandleTable<EventSlot<typename Impl::Event>, BP_Event> events;
 };
 
+template <class Impl>
+concept CanRefuse = requires(Impl& impl) {
+  { impl.refusal() } -> std::same_as<std::string_view>;
+};
+
+template <class Impl>
+concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) { impl.release(buffer); };
+
 // The plugin's live backends. A variable rather than a function-local static,
 // so the hot path pays no initialisation guard.
 template <class Impl>
@@ -179,17 +200,36 @@ class Entries {
     return self;
   }
 
-  static Instance& probed(BP_Backend* handle, const char* call) {
-    Instance& self = instance(handle, call);
+  static Instance& probed(Instance& self) {
     if (self.probed.load(std::memory_order_acquire)) [[likely]] return self;
     return probe_once(self);
   }
 
-  static Instance& usable(BP_Backend* handle, const char* call, std::int32_t ordinal) {
-    Instance& self = probed(handle, call);
-    if (!self.probe.available) {
+  static Instance& probed(BP_Backend* handle, const char* call) { return probed(instance(handle, call)); }
+
+  // The backend, unless it refuses this process (see refusal()).
+  static Instance& admitted(BP_Backend* handle, const char* call) {
+    Instance& self = instance(handle, call);
+    if constexpr (detail::CanRefuse<Impl>) {
+      const std::string_view refusal = self.impl->refusal();
+      if (!refusal.empty()) [[unlikely]] {
+        throw Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + std::string(refusal));
+      }
+    }
+    return self;
+  }
+
+  // The backend, admitted, probed and available.
+  static Instance& working(BP_Backend* handle, const char* call) {
+    Instance& self = probed(admitted(handle, call));
+    if (!self.probe.available) [[unlikely]] {
       throw Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + name() + " is unavailable: " + self.probe.reason);
     }
+    return self;
+  }
+
+  static Instance& usable(BP_Backend* handle, const char* call, std::int32_t ordinal) {
+    Instance& self = working(handle, call);
     if (ordinal < 0 || ordinal >= self.device_count) {
       throw Failure(BP_ERROR_OUT_OF_RANGE,
                     std::string(call) + ": " + name() + " device ordinal " + std::to_string(ordinal) +
@@ -287,7 +327,16 @@ class Entries {
   static BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return run([&] {
       plugin::require_args(args, "probe");
-      Instance& self = probed(args->backend, "probe");
+      Instance& self = instance(args->backend, "probe");
+      if constexpr (detail::CanRefuse<Impl>) {
+        if (const std::string_view refusal = self.impl->refusal(); !refusal.empty()) {
+          args->available = 0;
+          args->reason = refusal.data();
+          args->reason_size = refusal.size();
+          return;
+        }
+      }
+      probed(self);
       args->available = self.probe.available ? 1 : 0;
       args->reason = self.probe.reason.data();
       args->reason_size = self.probe.reason.size();
@@ -375,12 +424,14 @@ class Entries {
   static BP_Error* memory_free(BP_MemoryFreeArgs* args) noexcept {
     return run([&] {
       plugin::require_args(args, "memory_free");
-      Instance& self = instance(args->backend, "memory_free");
+      Instance& self = admitted(args->backend, "memory_free");
       if (args->buffer == nullptr) return;
-      if (self.buffers.remove(args->buffer) == nullptr) {
+      const std::unique_ptr<Buffer> removed = self.buffers.remove(args->buffer);
+      if (removed == nullptr) {
         throw Failure(BP_ERROR_INVALID_ARGUMENT, "memory_free: buffer handle is not a live buffer of this " + name() +
                                                      " backend (already freed, or from another backend)");
       }
+      if constexpr (detail::CanRelease<Impl>) self.impl->release(*removed);
     });
   }
 
@@ -389,7 +440,7 @@ class Entries {
     constexpr const char* call = kMode == Mode::kAsync ? "copy_to_device_async" : "copy_to_device";
     return run([&] {
       plugin::require_args(args, call);
-      Instance& self = instance(args->backend, call);
+      Instance& self = working(args->backend, call);
       Buffer& destination = buffer(self, args->destination, call, "destination");
       check_host_pointer(call, "source", args->source, args->size);
       check_range(call, "destination", args->destination_offset, args->size, destination.size);
@@ -403,7 +454,7 @@ class Entries {
     constexpr const char* call = kMode == Mode::kAsync ? "copy_to_host_async" : "copy_to_host";
     return run([&] {
       plugin::require_args(args, call);
-      Instance& self = instance(args->backend, call);
+      Instance& self = working(args->backend, call);
       Buffer& source = buffer(self, args->source, call, "source");
       check_host_pointer(call, "destination", args->destination, args->size);
       check_range(call, "source", args->source_offset, args->size, source.size);
@@ -417,7 +468,7 @@ class Entries {
     constexpr const char* call = kMode == Mode::kAsync ? "copy_device_to_device_async" : "copy_device_to_device";
     return run([&] {
       plugin::require_args(args, call);
-      Instance& self = instance(args->backend, call);
+      Instance& self = working(args->backend, call);
       Buffer& source = buffer(self, args->source, call, "source");
       Buffer& destination = buffer(self, args->destination, call, "destination");
       check_range(call, "source", args->source_offset, args->size, source.size);
@@ -432,7 +483,7 @@ class Entries {
   static BP_Error* convert_integers(BP_ConvertIntegersArgs* args) noexcept {
     return run([&] {
       plugin::require_args(args, "convert_integers");
-      Instance& self = instance(args->backend, "convert_integers");
+      Instance& self = working(args->backend, "convert_integers");
       Buffer& source = buffer(self, args->source, "convert_integers", "source");
       Buffer& destination = buffer(self, args->destination, "convert_integers", "destination");
       const std::uint64_t source_bytes = element_bytes(args->count, integer_width(args->source_type, "source"), "source");
@@ -450,7 +501,7 @@ class Entries {
   static BP_Error* event_wait(BP_EventArgs* args) noexcept {
     return run([&] {
       plugin::require_args(args, "event_wait");
-      Instance& self = instance(args->backend, "event_wait");
+      Instance& self = admitted(args->backend, "event_wait");
       detail::EventSlot<Event>& slot = event(self, args->event, "event_wait");
       if (slot.event != nullptr) self.impl->wait(*slot.event);
     });
@@ -459,7 +510,7 @@ class Entries {
   static BP_Error* event_query(BP_EventArgs* args) noexcept {
     return run([&] {
       plugin::require_args(args, "event_query");
-      Instance& self = instance(args->backend, "event_query");
+      Instance& self = admitted(args->backend, "event_query");
       detail::EventSlot<Event>& slot = event(self, args->event, "event_query");
       args->done = slot.event == nullptr || self.impl->query(*slot.event) ? 1 : 0;
     });
@@ -541,6 +592,20 @@ const BP_PluginApi* table() noexcept {
 }
 
 }  // namespace backplane::plugin_sdk
+
+// Declares, inside a backend class, the hooks that move bytes: allocate and
+// the three copies, with the signatures the table generator calls. For
+// classes that define them out of line; the signatures then live here once
+// rather than in every plugin.
+#define BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS                                                                        \
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);                \
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,           \
+                                        std::uint64_t size, ::backplane::plugin_sdk::Mode mode);                 \
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size, \
+                                      ::backplane::plugin_sdk::Mode mode);                                       \
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,  \
+                                               std::uint64_t destination_offset, std::uint64_t size,             \
+                                               ::backplane::plugin_sdk::Mode mode)
 
 // Defines the plugin's one exported symbol for backend class IMPL. The plugin
 // speaks the ABI major it was built with and returns its table whatever the

@@ -50,6 +50,17 @@ inline void check_range(std::string_view call, std::string_view role, std::uint6
   }
 }
 
+// memory_wrap of foreign memory: `size` bytes from `offset` bytes into an
+// allocation of `extent` bytes must stay inside it. `what` names the call.
+inline void check_inside_allocation(std::string_view what, std::uint64_t offset, std::uint64_t size,
+                                    std::uint64_t extent) {
+  if (offset > extent || size > extent - offset) {
+    throw Failure(BP_ERROR_OUT_OF_RANGE, std::string(what) + ": the range runs past the end of its " +
+                                             format_bytes(extent) + " allocation (it starts " +
+                                             std::to_string(offset) + " bytes in)");
+  }
+}
+
 inline void check_host_pointer(std::string_view call, std::string_view role, const void* pointer,
                                std::uint64_t size) {
   if (pointer == nullptr && size != 0) {
@@ -109,9 +120,21 @@ class Options {
   // A strict decimal integer in [minimum, maximum]: no sign, space or suffix.
   std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t minimum,
                        std::int64_t maximum) const {
+    return parse(key, fallback, minimum, maximum);
+  }
+
+  // The same for values past INT64_MAX (byte counts, limits).
+  std::uint64_t unsigned_integer(std::string_view key, std::uint64_t fallback, std::uint64_t minimum,
+                                 std::uint64_t maximum) const {
+    return parse(key, fallback, minimum, maximum);
+  }
+
+ private:
+  template <class Integer>
+  Integer parse(std::string_view key, Integer fallback, Integer minimum, Integer maximum) const {
     const std::string_view* value = find(key);
     if (value == nullptr) return fallback;
-    std::int64_t parsed = 0;
+    Integer parsed = 0;
     const char* end = value->data() + value->size();
     const auto [stop, status] = std::from_chars(value->data(), end, parsed);
     const bool digits_only = !value->empty() && value->find_first_not_of("0123456789") == std::string_view::npos;
@@ -123,7 +146,6 @@ class Options {
     return parsed;
   }
 
- private:
   std::string_view backend_;
   std::vector<std::pair<std::string_view, std::string_view>> entries_;  // valid during backend_create
 };
