@@ -1,6 +1,8 @@
-// The CUDA backend: NVIDIA GPUs as backplane devices.
+// The CUDA backend: NVIDIA GPUs as backplane devices, written on the plugin
+// SDK (backplane/plugin_sdk.hpp), which generates the ABI table, handle,
+// argument and range checks and error translation around this class.
 //
-// Implements (BP_PluginApi, ABI 1.1):
+// Offers (ABI 1.2):
 //   probe            driver and devices, through libcuda.so.1 opened at run time;
 //                    no context, no device memory, no threads
 //   devices          name, memory total/free, attributes compute_capability,
@@ -16,6 +18,7 @@
 //                    the kernel cannot run (no code for this GPU, a driver the
 //                    CUDA runtime cannot use) BP_ERROR_UNSUPPORTED saying why,
 //                    so the caller widens on the host
+//   DLPack           kDLCUDA
 //
 // Ordering: every operation on a device runs on that device's one stream, so
 // operations on one device complete in submission order (a conversion queued
@@ -24,47 +27,111 @@
 //
 // Contexts: a device's primary context is retained on its first use (an
 // allocation or copy) and released by backend_destroy; the process keeps one
-// more reference until exit (the static CUDA runtime's module lives in it). Every call pushes the
-// context and pops it before returning, so the caller's current context is
-// left as it was.
+// more reference until exit (the static CUDA runtime's module lives in it).
+// Every hook pushes the context and pops it before returning, so the caller's
+// current context is left as it was.
 //
-// Errors: inside the backend failures are backplane::plugin::Failure
-// exceptions; each function below turns them into BP_Error (guarded). CUDA
-// failures carry what was being done, the CUDA error name and text, e.g.
-// "cuMemAlloc of 19.09 GiB on cuda:0 failed: CUDA_ERROR_OUT_OF_MEMORY: out of
-// memory (free 3.20 GiB of 24.00 GiB)". Handles this backend did not hand out
-// (or already released) are BP_ERROR_INVALID_ARGUMENT.
+// Fork: a CUDA context does not survive fork(). In a child of the process
+// that initialised the driver, probe answers unavailable and every call that
+// would reach the driver fails UNAVAILABLE saying so (refusal()); destroying
+// frees only the bookkeeping.
 //
-// Thread-safety: every function may be called from any thread, concurrently.
+// Errors: CUDA failures carry what was being done, the CUDA error name and
+// text, e.g. "cuMemAlloc of 19.09 GiB on cuda:0 failed:
+// CUDA_ERROR_OUT_OF_MEMORY: out of memory (free 3.20 GiB of 24.00 GiB)".
+//
+// No options. Thread-safety: every call may come from any thread, at once.
+//
+// This header includes no CUDA header (plugin.cpp is host C++); the hooks
+// live in the .cu files.
 #ifndef BACKPLANE_PLUGINS_CUDA_CUDA_BACKEND_HPP
 #define BACKPLANE_PLUGINS_CUDA_CUDA_BACKEND_HPP
 
-#include <backplane/plugin.h>
+#include <backplane/plugin_sdk.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#ifndef BP_CUDA_PLUGIN_VERSION
+#define BP_CUDA_PLUGIN_VERSION "unversioned"
+#endif
+
+struct CUevent_st;  // cuda.h's CUevent is a CUevent_st*
 
 namespace backplane::cuda {
 
-inline constexpr BP_Capabilities kCapabilities =
-    BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_WRAP_MEMORY;
+namespace sdk = backplane::plugin_sdk;
 
-// The table's calls; see plugin.h for each contract.
-BP_Error* backend_create(BP_BackendCreateArgs* args);
-void backend_destroy(BP_Backend* backend);
-BP_Error* probe(BP_ProbeArgs* args);
-BP_Error* device_count(BP_DeviceCountArgs* args);
-BP_Error* device_info(BP_DeviceInfoArgs* args);
-BP_Error* memory_allocate(BP_MemoryAllocateArgs* args);
-BP_Error* memory_free(BP_MemoryFreeArgs* args);
-BP_Error* memory_wrap(BP_MemoryWrapArgs* args);
-BP_Error* copy_to_device(BP_CopyToDeviceArgs* args);
-BP_Error* copy_to_host(BP_CopyToHostArgs* args);
-BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args);
-BP_Error* copy_to_device_async(BP_CopyToDeviceArgs* args);
-BP_Error* copy_to_host_async(BP_CopyToHostArgs* args);
-BP_Error* copy_device_to_device_async(BP_CopyDeviceToDeviceArgs* args);
-BP_Error* event_wait(BP_EventArgs* args);
-BP_Error* event_query(BP_EventArgs* args);
-void event_destroy(BP_Backend* backend, BP_Event* event);
-BP_Error* convert_integers(BP_ConvertIntegersArgs* args);
+struct Device;     // cuda_state.hpp
+struct DriverApi;  // cuda_driver.hpp
+
+class CudaBackend {
+ public:
+  static constexpr sdk::Identity kIdentity{
+      .name = "cuda",
+      .version = BP_CUDA_PLUGIN_VERSION,
+      .priority = 100,  // GPUs above the CPU's 10
+      .capabilities =
+          BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_WRAP_MEMORY,
+      .dlpack_device_type = 2,  // kDLCUDA
+  };
+
+  // `address` is the device pointer, or the pinned host pointer (which is
+  // also its device pointer under unified addressing).
+  struct Buffer : sdk::BufferBase {
+    CudaBackend* backend = nullptr;
+    Device* device = nullptr;
+    bool owned = true;  // false for memory_wrap: someone else frees the memory
+    ~Buffer();          // frees what release() has not
+  };
+
+  struct Event {
+    const DriverApi* driver = nullptr;
+    CUevent_st* event = nullptr;
+    std::string operation;  // what completes, for event_wait's message
+    ~Event();               // waits for the work, then releases
+  };
+
+  CudaBackend();
+  ~CudaBackend();
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+  static std::unique_ptr<CudaBackend> create(const sdk::Options& options);
+
+  std::string_view refusal();
+  sdk::Probe probe();
+  std::int32_t device_count();
+  sdk::DeviceDescription describe(std::int32_t ordinal);
+  sdk::MemoryFigures memory(std::int32_t ordinal);
+  BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
+  std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
+  void release(Buffer& buffer);
+  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type,
+                                          Buffer& destination, std::uint64_t destination_offset,
+                                          BP_IntegerType destination_type, std::uint64_t count);
+  void wait(Event& event);
+  bool query(Event& event);
+
+ private:
+  // Retains the device's primary context and creates its stream, once.
+  Device& start_device(std::int32_t ordinal);
+  // Waits for the work queued on every started device.
+  void wait_for_every_device();
+  // Lets `destination` read `source`'s memory directly where the hardware
+  // allows it; otherwise cuMemcpyPeerAsync stages through the host.
+  void try_enable_peer_access(Device& destination, Device& source);
+
+  const DriverApi* driver_ = nullptr;  // set by an available probe
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::mutex peer_mutex_;
+  std::set<std::pair<int, int>> peer_pairs_tried_;  // (destination, source) ordinals
+};
 
 }  // namespace backplane::cuda
 

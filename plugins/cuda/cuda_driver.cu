@@ -6,9 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <exception>
-#include <iterator>
 
 #define BP_CUDA_STRINGIFY_(token) #token
 // Expands the argument first, so cuda.h's version macros apply:
@@ -107,10 +105,6 @@ std::string forked_driver_message() {
          "or start workers with the 'spawn' method";
 }
 
-void require_driver_process(const char* call) {
-  if (driver_forked()) throw plugin::Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + forked_driver_message());
-}
-
 std::string describe_result(const DriverApi& driver, CUresult result) {
   const char* name = nullptr;
   const char* text = nullptr;
@@ -125,20 +119,6 @@ std::string describe_result(const DriverApi& driver, CUresult result) {
 
 std::string format_cuda_version(int version) {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
-
-std::string format_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return std::to_string(bytes) + " bytes";
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char text[48];
-  std::snprintf(text, sizeof(text), "%.2f %s", value, kUnits[unit]);
-  return text;
 }
 
 BP_ErrorCode error_code_for(CUresult result) {

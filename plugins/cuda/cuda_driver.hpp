@@ -87,7 +87,8 @@ const DriverLoad& load_driver() noexcept;
 // Fork: a CUDA context does not survive fork(); a child must not call the
 // driver that its parent initialised (it fails or hangs there). run_probe
 // records the process whose cuInit succeeded; in any other process (a child)
-// every call that needs the driver fails with forked_driver_message() instead.
+// the backend refuses every call that needs the driver, with
+// forked_driver_message().
 void note_driver_initialised() noexcept;
 // True in a child of the process that initialised the driver.
 bool driver_forked() noexcept;
@@ -95,18 +96,12 @@ bool driver_forked() noexcept;
 // survive fork: use the cuda backend only in the parent, or start workers with
 // the 'spawn' method".
 std::string forked_driver_message();
-// Throws Failure(BP_ERROR_UNAVAILABLE, "<call>: " + forked_driver_message())
-// when driver_forked().
-void require_driver_process(const char* call);
 
 // "CUDA_ERROR_OUT_OF_MEMORY: out of memory" (or a numeric fallback).
 std::string describe_result(const DriverApi& driver, CUresult result);
 
 // "13.0" for 13000.
 std::string format_cuda_version(int version);
-
-// "19.09 GiB" (binary units, two decimals), "512 bytes".
-std::string format_bytes(std::uint64_t bytes);
 
 // The one place CUDA results become ABI error codes.
 BP_ErrorCode error_code_for(CUresult result);

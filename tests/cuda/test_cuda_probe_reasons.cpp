@@ -75,7 +75,7 @@ TEST_CASE("[cuda] fake driver: initialisation failure carries the CUDA error") {
   const auto refused = take(api().memory_allocate(&allocate));
   CHECK(refused.code == BP_ERROR_UNAVAILABLE);
   CHECK(refused.message ==
-        "memory_allocate: the cuda backend is unavailable: CUDA initialisation failed: cuInit: "
+        "memory_allocate: cuda is unavailable: CUDA initialisation failed: cuInit: "
         "CUDA_ERROR_UNKNOWN: unknown error");
 }
 
