@@ -258,7 +258,7 @@ TEST_CASE("[sim] memory_wrap accepts only ranges inside a live device allocation
   CHECK(other_device.message.find("the address is memory of sim:1") != std::string::npos);
   const Outcome past_end = backend.wrap(base + 4000, 97, &refused, 1);
   CHECK(past_end.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(past_end.message.find("runs past the end of its 4096 bytes allocation (it starts 4000 bytes in)") !=
+  CHECK(past_end.message.find("runs past the end of its 4.00 KiB allocation (it starts 4000 bytes in)") !=
         std::string::npos);
   const unsigned char stranger[16] = {};
   const Outcome unknown = backend.wrap(const_cast<unsigned char*>(stranger), 16, &refused, 1);

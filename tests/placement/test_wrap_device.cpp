@@ -108,7 +108,7 @@ TEST_CASE("[placement] wrap_device refuses memory the backend does not recognise
   const Error past_end = error_from(
       [&] { Array::wrap_device(runtime, kSim0, DType::kF32, {2, 8}, offset_address(home, 4064), nullptr); });
   CHECK(past_end.code() == ErrorCode::kOutOfRange);
-  CHECK(contains(past_end.what(), "runs past the end of its 4096 bytes allocation (it starts 4064 bytes in)"));
+  CHECK(contains(past_end.what(), "runs past the end of its 4.00 KiB allocation (it starts 4064 bytes in)"));
 
   const Error null_address =
       error_from([&] { Array::wrap_device(runtime, kSim0, DType::kU8, {1}, nullptr, nullptr); });

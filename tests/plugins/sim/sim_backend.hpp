@@ -2,7 +2,9 @@
 // device without needing one, so the core's placement, staging and error paths
 // can be exercised on any machine.
 //
-// Implements (ABI 1.1):
+// Written on the plugin SDK (backplane/plugin_sdk.hpp), which generates the
+// ABI table, handle checks, range checks and error translation around
+// SimBackend. Offers (ABI 1.2):
 //   backend_create/destroy, probe, device_count, device_info (kind
 //     ACCELERATOR, memory_free = memory_limit - bytes in use),
 //   memory_allocate/free: BP_MEMORY_DEVICE is a separate host allocation
@@ -13,7 +15,8 @@
 //   the three sync copies, and the three async copies, which run in order on
 //     one worker thread per backend (started on the first async call, joined
 //     by backend_destroy), so BP_CAPABILITY_ASYNC is set,
-//   event_wait (returns the copy's error), event_query, event_destroy,
+//   event_wait (returns the copy's error), event_query, event_destroy
+//     (waits for the copy),
 //   memory_wrap: an address inside a live device allocation of that device
 //     (anything else is INVALID_ARGUMENT, a range past its end OUT_OF_RANGE);
 //     the handle does not keep the memory alive, and memory_free on it waits
@@ -37,43 +40,117 @@
 //   copy_delay_us  0..60000000: each async copy sleeps this long on the worker
 //                  before moving data, so overlap is observable. Default 0.
 //
+// DLPack: the table declares BACKPLANE_SIM_DLPACK_DEVICE_TYPE (a build
+// define; 0, none, unless the build says otherwise).
+//
 // Thread-safety: every call may come from any thread at once.
 #ifndef BACKPLANE_TESTS_PLUGINS_SIM_SIM_BACKEND_HPP
 #define BACKPLANE_TESTS_PLUGINS_SIM_SIM_BACKEND_HPP
 
-#include <backplane/plugin.h>
+#include "copy_worker.hpp"
 
+#include <backplane/plugin_sdk.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-
-namespace backplane::sim {
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 // Built a second time under the name "cuda" (tests/plugins/fake_cuda), so the
 // core's CUDA-specific paths (DLPack kDLCUDA) run without a GPU.
 #ifndef BACKPLANE_SIM_NAME
 #define BACKPLANE_SIM_NAME "sim"
 #endif
-inline constexpr char kBackendName[] = BACKPLANE_SIM_NAME;
-inline constexpr std::int32_t kPriority = 50;
-inline constexpr BP_Capabilities kCapabilities =
-    BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_WRAP_MEMORY;
+#ifndef BACKPLANE_SIM_DLPACK_DEVICE_TYPE
+#define BACKPLANE_SIM_DLPACK_DEVICE_TYPE 0
+#endif
 
-BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept;
-void backend_destroy(BP_Backend* backend) noexcept;
-BP_Error* probe(BP_ProbeArgs* args) noexcept;
-BP_Error* device_count(BP_DeviceCountArgs* args) noexcept;
-BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept;
-BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept;
-BP_Error* memory_free(BP_MemoryFreeArgs* args) noexcept;
-BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept;
-BP_Error* copy_to_device(BP_CopyToDeviceArgs* args) noexcept;
-BP_Error* copy_to_host(BP_CopyToHostArgs* args) noexcept;
-BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) noexcept;
-BP_Error* copy_to_device_async(BP_CopyToDeviceArgs* args) noexcept;
-BP_Error* copy_to_host_async(BP_CopyToHostArgs* args) noexcept;
-BP_Error* copy_device_to_device_async(BP_CopyDeviceToDeviceArgs* args) noexcept;
-BP_Error* event_wait(BP_EventArgs* args) noexcept;
-BP_Error* event_query(BP_EventArgs* args) noexcept;
-void event_destroy(BP_Backend* backend, BP_Event* event) noexcept;
+namespace backplane::sim {
+
+namespace sdk = backplane::plugin_sdk;
+
+class SimBackend {
+ public:
+  static constexpr sdk::Identity kIdentity{
+      .name = BACKPLANE_SIM_NAME,
+      .version = "test-only",
+      .priority = 50,
+      .capabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_WRAP_MEMORY,
+      .dlpack_device_type = BACKPLANE_SIM_DLPACK_DEVICE_TYPE,
+  };
+
+  struct Options {
+    std::int32_t devices = 1;
+    std::uint64_t memory_limit = std::uint64_t{1} << 30;
+    std::uint64_t fail_alloc_at = 0;  // 0: never
+    std::uint64_t fail_copy_at = 0;   // 0: never
+    std::uint64_t copy_delay_us = 0;
+  };
+
+  // Storage is shared so a buffer freed while an async copy still reads or
+  // writes it stays alive until that copy is done. `address` is the storage.
+  struct Buffer : sdk::BufferBase {
+    SimBackend* backend = nullptr;
+    std::shared_ptr<std::byte> storage;
+    bool wrapped = false;  // memory_wrap: a view into another allocation, not counted in use
+    ~Buffer();
+  };
+
+  // An async copy's outcome, written once by the worker.
+  struct Completion {
+    bool done = false;
+    BP_ErrorCode code = 0;  // 0: succeeded
+    std::string message;
+  };
+  struct Event {
+    SimBackend* backend = nullptr;
+    std::shared_ptr<Completion> completion;
+    ~Event();  // waits for the copy
+  };
+
+  explicit SimBackend(const Options& options);
+  ~SimBackend();
+  SimBackend(const SimBackend&) = delete;
+  SimBackend& operator=(const SimBackend&) = delete;
+  static std::unique_ptr<SimBackend> create(const sdk::Options& options);
+
+  sdk::Probe probe();
+  std::int32_t device_count() const { return options_.devices; }
+  sdk::DeviceDescription describe(std::int32_t ordinal);
+  sdk::MemoryFigures memory(std::int32_t ordinal);
+  BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
+  std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
+  void wait(Event& event);
+  bool query(Event& event);
+
+ private:
+  struct Transfer;
+  std::unique_ptr<Event> run(Transfer transfer, sdk::Mode mode);
+  void complete(Completion& completion, const Transfer& transfer) noexcept;  // on the worker
+  void wait_until_done(const Completion& completion);
+
+  // A live device allocation, for memory_wrap to find.
+  struct Allocation {
+    std::uint64_t size = 0;
+    std::int32_t ordinal = 0;
+  };
+
+  const Options options_;
+  std::atomic<std::uint64_t> allocations_made_{0};
+  std::atomic<std::uint64_t> copies_{0};
+
+  std::mutex mutex_;  // guards in_use_, allocations_ and every Completion
+  std::condition_variable completed_;
+  std::vector<std::uint64_t> in_use_;                 // device bytes allocated, per ordinal
+  std::map<std::uintptr_t, Allocation> allocations_;  // by start address
+
+  CopyWorker worker_;  // last: stopped (and joined) before the members above go
+};
 
 }  // namespace backplane::sim
 
