@@ -92,14 +92,15 @@ namespace detail {
 
 }  // namespace detail
 
-// Checks the args pointer and that the caller's struct holds every field of
-// the version this plugin was built against (minimum: the caller's own
-// version may be older only if the fields we read exist). The failure path is
-// out of line: this runs on every call.
+// Checks the args pointer and that the caller's struct holds every field the
+// plugin reads: all of the version it was built against, or at least
+// `minimum` bytes for a struct that grew in a later minor (the plugin then
+// checks BP_STRUCT_HAS_FIELD before touching the newer fields). The failure
+// path is out of line: this runs on every call.
 template <class Args>
-inline void require_args(const Args* args, const char* call) {
-  if (args == nullptr || args->struct_size < sizeof(Args)) [[unlikely]] {
-    detail::throw_bad_args(call, args == nullptr, args == nullptr ? 0 : args->struct_size, sizeof(Args));
+inline void require_args(const Args* args, const char* call, std::size_t minimum = sizeof(Args)) {
+  if (args == nullptr || args->struct_size < minimum) [[unlikely]] {
+    detail::throw_bad_args(call, args == nullptr, args == nullptr ? 0 : args->struct_size, minimum);
   }
 }
 

@@ -159,7 +159,6 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
   storage->block = context->memory->allocate(extent.bytes);
   storage->buffer = storage->block->buffer();
   storage->native = storage->block->address();
-  storage->size = extent.bytes;
   if (context->host_addressable) {
     storage->host = storage->block->address();
     if (size != 0) std::memcpy(storage->block->address(), data, size);
@@ -189,7 +188,6 @@ Array Array::wrap_host(Runtime& runtime, const Device& device, DType dtype, std:
   // The export path (DLPack) hands this out as the tensor's data pointer.
   storage->native = const_cast<void*>(data);
   storage->owner = std::move(owner);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }
@@ -235,7 +233,6 @@ Array Array::wrap_device(Runtime& runtime, const Device& device, DType dtype, st
   storage->buffer = buffer;
   storage->native = address;
   if (context->host_addressable) storage->host = static_cast<const std::byte*>(address);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }

@@ -65,6 +65,7 @@
 #include <backplane/plugin_support.hpp>
 
 #include <atomic>
+#include <cstddef>
 #include <concepts>
 #include <cstdint>
 #include <memory>
@@ -326,7 +327,7 @@ class Entries {
 
   static BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "probe");
+      plugin::require_args(args, "probe", offsetof(BP_ProbeArgs, priority));  // a 1.1 caller's struct ends there
       Instance& self = instance(args->backend, "probe");
       if constexpr (detail::CanRefuse<Impl>) {
         if (const std::string_view refusal = self.impl->refusal(); !refusal.empty()) {
