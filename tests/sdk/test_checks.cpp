@@ -73,3 +73,21 @@ TEST_CASE("options: a NULL key with a size, or a short option struct, is an erro
   CHECK(failure_of([&] { sdk::Options("demo", nullptr, 2); }) ==
         "backend_create: options is NULL with option_count 2");
 }
+
+TEST_CASE("options: unsigned integers reach UINT64_MAX, with the same strictness") {
+  const std::vector<BP_KeyValue> pairs = {{sizeof(BP_KeyValue), "limit", 5, "18446744073709551615", 20}};
+  const sdk::Options options("demo", pairs.data(), pairs.size());
+  CHECK(options.unsigned_integer("limit", 0, 0, UINT64_MAX) == UINT64_MAX);
+  CHECK(failure_of([&] { options.unsigned_integer("limit", 0, 0, 100); }) ==
+        "demo: option limit = \"18446744073709551615\" is invalid: expected an integer from 0 to 100");
+}
+
+TEST_CASE("a wrapped range must stay inside the allocation it points into") {
+  CHECK(failure_of([] { sdk::check_inside_allocation("memory_wrap of 96 bytes on demo:0", 4000, 96, 4096); }).empty());
+  BP_ErrorCode code = 0;
+  CHECK(failure_of([] { sdk::check_inside_allocation("memory_wrap of 97 bytes on demo:0", 4000, 97, 4096); },
+                   &code) ==
+        "memory_wrap of 97 bytes on demo:0: the range runs past the end of its 4.00 KiB allocation (it starts 4000 "
+        "bytes in)");
+  CHECK(code == BP_ERROR_OUT_OF_RANGE);
+}
