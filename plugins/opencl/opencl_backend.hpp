@@ -8,9 +8,9 @@
 // in a stable order: platforms sorted by (name, vendor, version), which does
 // not depend on the order the loader reads /etc/OpenCL/vendors in, and each
 // platform's devices in the order it reports them. A platform that fails to
-// answer is skipped and named in the reason. Listing platforms loads the
-// drivers, which may start their own threads (PoCL does); the probe creates
-// no context, queue or memory.
+// answer is skipped and named in the reason. Asking for devices starts the
+// driver, which may start its own threads (PoCL starts two); the probe
+// creates no context, queue or memory.
 //
 // Priority (ABI 1.2, reported by probe): 50 when any device found is a GPU,
 // an accelerator or a custom device, so that it ranks above the native cpu
