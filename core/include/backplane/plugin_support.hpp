@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace backplane::plugin {
@@ -81,6 +82,19 @@ BP_Error* guarded(Body&& body) noexcept {
   }
 }
 
+// The smallest struct_size a caller may pass for Args: the whole struct,
+// except where a later minor appended an optional field, which a caller of
+// an older version leaves out (BP_ProbeArgs.priority, ABI 1.2: write it only
+// when BP_STRUCT_HAS_FIELD says the caller's struct has it).
+template <class Args>
+constexpr std::size_t minimum_args_size() {
+  if constexpr (std::is_same_v<Args, BP_ProbeArgs>) {
+    return offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t);
+  } else {
+    return sizeof(Args);
+  }
+}
+
 // Checks the args pointer and that the caller's struct holds every field of
 // the version this plugin was built against (minimum: the caller's own
 // version may be older only if the fields we read exist).
@@ -89,10 +103,10 @@ void require_args(const Args* args, const char* call) {
   if (args == nullptr) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args is NULL");
   }
-  if (args->struct_size < sizeof(Args)) {
+  if (args->struct_size < minimum_args_size<Args>()) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
                   std::string(call) + ": args.struct_size " + std::to_string(args->struct_size) +
-                      " is smaller than " + std::to_string(sizeof(Args)));
+                      " is smaller than " + std::to_string(minimum_args_size<Args>()));
   }
 }
 
