@@ -42,6 +42,7 @@ constexpr BP_PluginApi kApi = {
     .event_destroy = cpu::event_destroy,
     .convert_integers = nullptr,  // BP_CAPABILITY_CONVERT_INTEGERS not offered
     .memory_wrap = cpu::memory_wrap,
+    .dlpack_device_type = 1,  // kDLCPU
 };
 
 }  // namespace
