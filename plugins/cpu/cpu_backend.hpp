@@ -1,64 +1,81 @@
-// The CPU backend: device memory is ordinary host memory.
+// The CPU backend: device memory is ordinary host memory. Written on the
+// plugin SDK (backplane/plugin_sdk.hpp), which generates the ABI table,
+// handle checks, range checks and error translation around this class.
 //
-// Implements (ABI 1.1):
-//   backend_create/destroy, probe, device_count, device_info,
-//   memory_allocate/free (BP_MEMORY_DEVICE and BP_MEMORY_PINNED_HOST, both
-//     plain host memory aligned to kAlignment bytes; size 0 is valid),
-//   memory_wrap (any host memory, on any cpu device; memory_free releases the
-//     handle only),
-//   copy_to_device, copy_to_host, copy_device_to_device (memcpy/memmove with
-//     bounds checks),
-//   the three async copies (run inline and return an already-completed event,
-//     hence no BP_CAPABILITY_ASYNC), event_wait/query/destroy.
-// Not implemented: convert_integers (NULL in the table; capability absent).
+// Offers (ABI 1.2): N devices "cpu:0".."cpu:N-1" sharing the host's memory;
+// device and pinned-host memory (both plain host memory aligned to
+// kAlignment bytes; size 0 is valid); memory_wrap of any host memory; copies
+// by memcpy/memmove. Async copies run inline and hand out completed events,
+// hence no BP_CAPABILITY_ASYNC. No convert_integers: the core widens on the
+// host, which is the same memory.
 //
 // Options (string values):
-//   devices = N   strict integer 1..64, default 1: N devices "cpu:0".."cpu:N-1",
-//                 all sharing the host's memory (for multi-device testing).
+//   devices = N   strict integer 1..64, default 1 (for multi-device testing).
 //
-// Errors: a NULL, foreign or already-freed backend/buffer/event handle is
-// BP_ERROR_INVALID_ARGUMENT; a bad ordinal or copy range is
-// BP_ERROR_OUT_OF_RANGE; a failed allocation is BP_ERROR_OUT_OF_MEMORY with
-// the size asked and the host's free/total memory.
-//
-// Thread-safety: every function may be called from any thread; calls on one
-// backend are serialised only around its bookkeeping, never around copies.
+// A failed allocation is BP_ERROR_OUT_OF_MEMORY with the size asked and the
+// host's free/total memory.
 #ifndef BACKPLANE_PLUGINS_CPU_CPU_BACKEND_HPP
 #define BACKPLANE_PLUGINS_CPU_CPU_BACKEND_HPP
 
-#include <backplane/plugin.h>
+#include <backplane/plugin_sdk.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
+
+#ifndef BP_CPU_PLUGIN_VERSION
+#define BP_CPU_PLUGIN_VERSION "unversioned"
+#endif
 
 namespace backplane::cpu {
 
-inline constexpr char kBackendName[] = "cpu";
-inline constexpr std::int32_t kPriority = 10;
-inline constexpr BP_Capabilities kCapabilities =
-    BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_WRAP_MEMORY;
+namespace sdk = backplane::plugin_sdk;
+
 // Every buffer's address is a multiple of this (a cache line; enough for AVX-512).
 inline constexpr std::size_t kAlignment = 64;
 inline constexpr std::int32_t kMaxDevices = 64;
 
-// The table entries. Each is noexcept and reports failures as BP_Error*.
-BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept;
-void backend_destroy(BP_Backend* backend) noexcept;
-BP_Error* probe(BP_ProbeArgs* args) noexcept;
-BP_Error* device_count(BP_DeviceCountArgs* args) noexcept;
-BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept;
-BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept;
-BP_Error* memory_free(BP_MemoryFreeArgs* args) noexcept;
-BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept;
-BP_Error* copy_to_device(BP_CopyToDeviceArgs* args) noexcept;
-BP_Error* copy_to_host(BP_CopyToHostArgs* args) noexcept;
-BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) noexcept;
-BP_Error* copy_to_device_async(BP_CopyToDeviceArgs* args) noexcept;
-BP_Error* copy_to_host_async(BP_CopyToHostArgs* args) noexcept;
-BP_Error* copy_device_to_device_async(BP_CopyDeviceToDeviceArgs* args) noexcept;
-BP_Error* event_wait(BP_EventArgs* args) noexcept;
-BP_Error* event_query(BP_EventArgs* args) noexcept;
-void event_destroy(BP_Backend* backend, BP_Event* event) noexcept;
+class CpuBackend {
+ public:
+  static constexpr sdk::Identity kIdentity{
+      .name = "cpu",
+      .version = BP_CPU_PLUGIN_VERSION,
+      .priority = 10,
+      .capabilities = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_WRAP_MEMORY,
+      .dlpack_device_type = 1,  // kDLCPU
+  };
+
+  struct Buffer : sdk::BufferBase {
+    bool owned = true;  // false for memory_wrap: the caller's memory, never freed here
+    ~Buffer();
+  };
+  struct Event {};  // never made: every copy has completed when it returns
+
+  explicit CpuBackend(std::int32_t devices) : devices_(devices) {}
+  static std::unique_ptr<CpuBackend> create(const sdk::Options& options);
+
+  sdk::Probe probe();
+  std::int32_t device_count() const { return devices_; }
+  sdk::DeviceDescription describe(std::int32_t ordinal);
+  sdk::MemoryFigures memory(std::int32_t ordinal);
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
+  std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size,
+                                      sdk::Mode mode);
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,
+                                               std::uint64_t destination_offset, std::uint64_t size, sdk::Mode mode);
+  void wait(Event&) {}
+  bool query(Event&) { return true; }
+
+ private:
+  const std::int32_t devices_;
+};
+
+// The generated entries, for test fixtures that wrap the real backend.
+using Entries = sdk::Entries<CpuBackend>;
 
 }  // namespace backplane::cpu
 

@@ -31,6 +31,7 @@
 namespace {
 
 namespace cpu = backplane::cpu;
+using backplane::plugin_sdk::Mode;
 using backplane::plugin::make_error;
 
 enum class Flaw {
@@ -67,7 +68,7 @@ bool well_formed(const Args* args) {
 
 BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
   if (!well_formed(args) || (args->options == nullptr && args->option_count != 0)) {
-    return cpu::backend_create(args);
+    return cpu::Entries::backend_create(args);
   }
   Flaw flaw = Flaw::kNone;
   std::vector<BP_KeyValue> rest;
@@ -93,7 +94,7 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
   BP_BackendCreateArgs forwarded = *args;
   forwarded.options = rest.data();
   forwarded.option_count = rest.size();
-  if (BP_Error* error = cpu::backend_create(&forwarded)) return error;
+  if (BP_Error* error = cpu::Entries::backend_create(&forwarded)) return error;
   args->backend = forwarded.backend;
   const std::lock_guard lock(g_mutex);
   g_flaws[forwarded.backend] = flaw;
@@ -105,14 +106,14 @@ void backend_destroy(BP_Backend* backend) noexcept {
     const std::lock_guard lock(g_mutex);
     g_flaws.erase(backend);
   }
-  cpu::backend_destroy(backend);
+  cpu::Entries::backend_destroy(backend);
 }
 
 BP_Error* probe(BP_ProbeArgs* args) noexcept {
   if (well_formed(args) && flaw_of(args->backend) == Flaw::kProbeError) {
     return make_error(BP_ERROR_DEVICE, "flawed: probe exploded (on purpose)");
   }
-  BP_Error* error = cpu::probe(args);
+  BP_Error* error = cpu::Entries::probe(args);
   if (error == nullptr && args->struct_size >= offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t)) {
     // Both flaws write the ABI 1.2 field; the second even past a 1.1 struct.
     const Flaw flaw = flaw_of(args->backend);
@@ -129,7 +130,7 @@ BP_Error* probe(BP_ProbeArgs* args) noexcept {
 }
 
 BP_Error* device_count(BP_DeviceCountArgs* args) noexcept {
-  BP_Error* error = cpu::device_count(args);
+  BP_Error* error = cpu::Entries::device_count(args);
   if (error == nullptr && unavailable(args->backend)) args->count = 0;
   return error;
 }
@@ -138,7 +139,7 @@ BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept {
   if (well_formed(args) && unavailable(args->backend)) {
     return make_error(BP_ERROR_OUT_OF_RANGE, "flawed: device_info: the backend has no devices");
   }
-  BP_Error* error = cpu::device_info(args);
+  BP_Error* error = cpu::Entries::device_info(args);
   if (error == nullptr && flaw_of(args->backend) == Flaw::kZeroMemory) args->memory_total = 0;
   return error;
 }
@@ -148,7 +149,7 @@ BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept {
     return make_error(BP_ERROR_OUT_OF_RANGE, "flawed: memory_allocate: the backend has no devices");
   }
   if (well_formed(args) && flaw_of(args->backend) == Flaw::kCrashInAllocate) std::abort();
-  return cpu::memory_allocate(args);
+  return cpu::Entries::memory_allocate(args);
 }
 
 template <BP_Error* (*Copy)(BP_CopyToDeviceArgs*) noexcept>
@@ -184,25 +185,25 @@ constexpr BP_PluginApi kApi = {
     .version = kVersion,
     .version_size = sizeof(kVersion) - 1,
     .priority = 1,
-    .capabilities = cpu::kCapabilities,
+    .capabilities = cpu::CpuBackend::kIdentity.capabilities,
     .backend_create = backend_create,
     .backend_destroy = backend_destroy,
     .probe = probe,
     .device_count = device_count,
     .device_info = device_info,
     .memory_allocate = memory_allocate,
-    .memory_free = cpu::memory_free,
-    .copy_to_device = copy_to_device_flawed<cpu::copy_to_device>,
-    .copy_to_host = copy_to_host_flawed<cpu::copy_to_host>,
-    .copy_device_to_device = cpu::copy_device_to_device,
-    .copy_to_device_async = copy_to_device_flawed<cpu::copy_to_device_async>,
-    .copy_to_host_async = copy_to_host_flawed<cpu::copy_to_host_async>,
-    .copy_device_to_device_async = cpu::copy_device_to_device_async,
-    .event_wait = cpu::event_wait,
-    .event_query = cpu::event_query,
-    .event_destroy = cpu::event_destroy,
+    .memory_free = cpu::Entries::memory_free,
+    .copy_to_device = copy_to_device_flawed<cpu::Entries::copy_to_device<Mode::kBlocking>>,
+    .copy_to_host = copy_to_host_flawed<cpu::Entries::copy_to_host<Mode::kBlocking>>,
+    .copy_device_to_device = cpu::Entries::copy_device_to_device<Mode::kBlocking>,
+    .copy_to_device_async = copy_to_device_flawed<cpu::Entries::copy_to_device<Mode::kAsync>>,
+    .copy_to_host_async = copy_to_host_flawed<cpu::Entries::copy_to_host<Mode::kAsync>>,
+    .copy_device_to_device_async = cpu::Entries::copy_device_to_device<Mode::kAsync>,
+    .event_wait = cpu::Entries::event_wait,
+    .event_query = cpu::Entries::event_query,
+    .event_destroy = cpu::Entries::event_destroy,
     .convert_integers = nullptr,
-    .memory_wrap = cpu::memory_wrap,
+    .memory_wrap = cpu::Entries::memory_wrap,
     .dlpack_device_type = 1,  // kDLCPU
 };
 

@@ -82,31 +82,39 @@ BP_Error* guarded(Body&& body) noexcept {
   }
 }
 
-// The smallest struct_size a caller may pass for Args: the whole struct,
-// except where a later minor appended an optional field, which a caller of
-// an older version leaves out (BP_ProbeArgs.priority, ABI 1.2: write it only
-// when BP_STRUCT_HAS_FIELD says the caller's struct has it).
+namespace detail {
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_bad_args(const char* call, bool null, std::size_t got,
+                                                                  std::size_t want) {
+  if (null) throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args is NULL");
+  throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args.struct_size " + std::to_string(got) +
+                                               " is smaller than " + std::to_string(want));
+}
+
+}  // namespace detail
+
+// The smallest struct_size a caller may pass for Args by default: the whole
+// struct, except where a later minor appended an optional field that an
+// older caller leaves out (BP_ProbeArgs.priority, ABI 1.2: write it only when
+// BP_STRUCT_HAS_FIELD says the caller's struct has it).
 template <class Args>
 constexpr std::size_t minimum_args_size() {
   if constexpr (std::is_same_v<Args, BP_ProbeArgs>) {
-    return offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t);
+    return offsetof(BP_ProbeArgs, priority);
   } else {
     return sizeof(Args);
   }
 }
 
-// Checks the args pointer and that the caller's struct holds every field of
-// the version this plugin was built against (minimum: the caller's own
-// version may be older only if the fields we read exist).
+// Checks the args pointer and that the caller's struct holds every field the
+// plugin reads: all of the version it was built against, or at least
+// `minimum` bytes for a struct that grew in a later minor (the plugin then
+// checks BP_STRUCT_HAS_FIELD before touching the newer fields). The failure
+// path is out of line: this runs on every call.
 template <class Args>
-void require_args(const Args* args, const char* call) {
-  if (args == nullptr) {
-    throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": args is NULL");
-  }
-  if (args->struct_size < minimum_args_size<Args>()) {
-    throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                  std::string(call) + ": args.struct_size " + std::to_string(args->struct_size) +
-                      " is smaller than " + std::to_string(minimum_args_size<Args>()));
+inline void require_args(const Args* args, const char* call, std::size_t minimum = minimum_args_size<Args>()) {
+  if (args == nullptr || args->struct_size < minimum) [[unlikely]] {
+    detail::throw_bad_args(call, args == nullptr, args == nullptr ? 0 : args->struct_size, minimum);
   }
 }
 

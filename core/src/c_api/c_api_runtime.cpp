@@ -88,11 +88,8 @@ const char* bp_version(void) { return BACKPLANE_VERSION; }
 
 const char* bp_last_error(void) { return last_error.c_str(); }
 
-static_assert(static_cast<int>(backplane::ErrorCode::kCancelled) == BP_STATUS_CANCELLED);
-
 const char* bp_status_name(bp_status status) {
-  if (status == BP_OK) return "ok";
-  if (status < 0 || status > BP_STATUS_CANCELLED) return "unknown status";
+  if (!backplane::detail::is_status(status)) return "unknown status";
   return to_string(static_cast<ErrorCode>(status)).data();  // static, NUL-terminated literals
 }
 

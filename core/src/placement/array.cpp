@@ -161,7 +161,6 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
   storage->block = context->memory->allocate(extent.bytes);
   storage->buffer = storage->block->buffer();
   storage->native = storage->block->address();
-  storage->size = extent.bytes;
   if (context->host_addressable) {
     storage->host = storage->block->address();
     if (size != 0) std::memcpy(storage->block->address(), data, size);
@@ -191,7 +190,6 @@ Array Array::wrap_host(Runtime& runtime, const Device& device, DType dtype, std:
   // The export path (DLPack) hands this out as the tensor's data pointer.
   storage->native = const_cast<void*>(data);
   storage->owner = std::move(owner);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }
@@ -237,7 +235,6 @@ Array Array::wrap_device(Runtime& runtime, const Device& device, DType dtype, st
   storage->buffer = buffer;
   storage->native = address;
   if (context->host_addressable) storage->host = static_cast<const std::byte*>(address);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }

@@ -14,6 +14,7 @@
 namespace {
 
 namespace cpu = backplane::cpu;
+using backplane::plugin_sdk::Mode;
 
 constexpr char kVersion[] = BACKPLANE_FIXTURE_VERSION;
 
@@ -39,35 +40,35 @@ constexpr auto kMemoryWrap = read_past_the_table;
 constexpr std::size_t kTableSize = BP_PLUGIN_API_SIZE_1_1;
 constexpr BP_Capabilities kCapabilities =
     BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_WRAP_MEMORY;
-constexpr auto kMemoryWrap = cpu::memory_wrap;
+constexpr auto kMemoryWrap = cpu::Entries::memory_wrap;
 #endif
 
 constexpr BP_PluginApi kApi = {
     .struct_size = kTableSize,
     .abi_major = 1,
     .abi_minor = BACKPLANE_FIXTURE_ABI_MINOR,
-    .name = cpu::kBackendName,
-    .name_size = sizeof(cpu::kBackendName) - 1,
+    .name = "cpu",
+    .name_size = 3,
     .version = kVersion,
     .version_size = sizeof(kVersion) - 1,
-    .priority = cpu::kPriority,
+    .priority = cpu::CpuBackend::kIdentity.priority,
     .capabilities = kCapabilities,
-    .backend_create = cpu::backend_create,
-    .backend_destroy = cpu::backend_destroy,
-    .probe = cpu::probe,
-    .device_count = cpu::device_count,
-    .device_info = cpu::device_info,
-    .memory_allocate = cpu::memory_allocate,
-    .memory_free = cpu::memory_free,
-    .copy_to_device = cpu::copy_to_device,
-    .copy_to_host = cpu::copy_to_host,
-    .copy_device_to_device = cpu::copy_device_to_device,
-    .copy_to_device_async = cpu::copy_to_device_async,
-    .copy_to_host_async = cpu::copy_to_host_async,
-    .copy_device_to_device_async = cpu::copy_device_to_device_async,
-    .event_wait = cpu::event_wait,
-    .event_query = cpu::event_query,
-    .event_destroy = cpu::event_destroy,
+    .backend_create = cpu::Entries::backend_create,
+    .backend_destroy = cpu::Entries::backend_destroy,
+    .probe = cpu::Entries::probe,
+    .device_count = cpu::Entries::device_count,
+    .device_info = cpu::Entries::device_info,
+    .memory_allocate = cpu::Entries::memory_allocate,
+    .memory_free = cpu::Entries::memory_free,
+    .copy_to_device = cpu::Entries::copy_to_device<Mode::kBlocking>,
+    .copy_to_host = cpu::Entries::copy_to_host<Mode::kBlocking>,
+    .copy_device_to_device = cpu::Entries::copy_device_to_device<Mode::kBlocking>,
+    .copy_to_device_async = cpu::Entries::copy_to_device<Mode::kAsync>,
+    .copy_to_host_async = cpu::Entries::copy_to_host<Mode::kAsync>,
+    .copy_device_to_device_async = cpu::Entries::copy_device_to_device<Mode::kAsync>,
+    .event_wait = cpu::Entries::event_wait,
+    .event_query = cpu::Entries::event_query,
+    .event_destroy = cpu::Entries::event_destroy,
     .convert_integers = nullptr,
     .memory_wrap = kMemoryWrap,
     // Past struct_size too: 2 (kDLCUDA) would send DLPack imports here and

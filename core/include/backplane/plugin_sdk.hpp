@@ -1,0 +1,15 @@
+// The plugin SDK: write a backend as a C++ class with hook methods and get
+// the whole Backend ABI (plugin.h) generated around it. Header-only; the ABI
+// itself is unchanged, and a plugin in plain C needs only plugin.h.
+//
+//   backplane/plugin_sdk/backend.hpp  the table generator and what a backend provides
+//   backplane/plugin_sdk/checks.hpp   ranges, options, byte sizes in messages
+//   backplane/plugin_sdk/handles.hpp  lock-free handle tables
+#ifndef BACKPLANE_PLUGIN_SDK_HPP
+#define BACKPLANE_PLUGIN_SDK_HPP
+
+#include <backplane/plugin_sdk/backend.hpp>
+#include <backplane/plugin_sdk/checks.hpp>
+#include <backplane/plugin_sdk/handles.hpp>
+
+#endif  // BACKPLANE_PLUGIN_SDK_HPP
