@@ -40,6 +40,7 @@ const BP_PluginApi kApi = {
     &cuda::event_destroy,
     &cuda::convert_integers,
     &cuda::memory_wrap,  // 1.1
+    2,                   // 1.2: dlpack_device_type kDLCUDA
 };
 
 }  // namespace

@@ -21,7 +21,6 @@ static_assert(static_cast<int>(BackendStatus::kShadowed) == BP_BACKEND_SHADOWED)
 static_assert(static_cast<int>(DeviceSource::kAutomatic) == BP_SOURCE_AUTOMATIC);
 static_assert(static_cast<int>(DeviceSource::kLocalRank) == BP_SOURCE_LOCAL_RANK);
 static_assert(static_cast<int>(DeviceKind::kAccelerator) == BP_DEVICE_ACCELERATOR);
-static_assert(static_cast<int>(ErrorCode::kIo) == BP_STATUS_IO);
 
 // Scopes pushed through the C API on this thread, innermost last; the stack
 // they live on (shared with C++ scopes) is in registry/scoped_overrides.

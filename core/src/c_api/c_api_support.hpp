@@ -6,6 +6,8 @@
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 
+#include "util/error_codes.hpp"
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,7 +27,7 @@ bp_status guarded(Body&& body) noexcept {
     return BP_OK;
   } catch (const Error& error) {
     set_last_error(error.what());
-    return static_cast<bp_status>(error.code());
+    return static_cast<bp_status>(error.code());  // numbered alike: util/error_codes.hpp
   } catch (const std::bad_alloc&) {
     set_last_error("out of host memory");
     return BP_STATUS_OUT_OF_MEMORY;

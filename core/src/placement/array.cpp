@@ -80,6 +80,8 @@ void* Array::native_address() const {
   return array.storage->native == nullptr ? nullptr : static_cast<std::byte*>(array.storage->native) + array.offset;
 }
 
+std::int32_t Array::dlpack_device_type() const { return state().storage->context->backend->dlpack_device_type(); }
+
 bool Array::shares_buffer_with(const Array& other) const {
   return state_ != nullptr && other.state_ != nullptr && state_->storage == other.state_->storage;
 }
@@ -159,7 +161,6 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
   storage->block = context->memory->allocate(extent.bytes);
   storage->buffer = storage->block->buffer();
   storage->native = storage->block->address();
-  storage->size = extent.bytes;
   if (context->host_addressable) {
     storage->host = storage->block->address();
     if (size != 0) std::memcpy(storage->block->address(), data, size);
@@ -189,7 +190,6 @@ Array Array::wrap_host(Runtime& runtime, const Device& device, DType dtype, std:
   // The export path (DLPack) hands this out as the tensor's data pointer.
   storage->native = const_cast<void*>(data);
   storage->owner = std::move(owner);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }
@@ -235,7 +235,6 @@ Array Array::wrap_device(Runtime& runtime, const Device& device, DType dtype, st
   storage->buffer = buffer;
   storage->native = address;
   if (context->host_addressable) storage->host = static_cast<const std::byte*>(address);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }

@@ -27,7 +27,6 @@ struct ArrayStorage {
   void* native = nullptr;              // the plugin's address (or the wrapped pointer)
   std::shared_ptr<const void> owner;   // keeps wrapped memory (and its handle) alive
   std::shared_ptr<Completion> arrival; // null: valid from the start
-  std::uint64_t size = 0;              // bytes usable from offset 0
 };
 
 struct ArrayState {

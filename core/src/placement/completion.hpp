@@ -49,8 +49,6 @@ class Completion {
   // Done and successful; never throws.
   bool succeeded() noexcept;
 
-  const std::string& description() const { return description_; }
-
  private:
   // With event_mutex_ held: collects the event's result and releases it.
   void settle_event_locked() noexcept;

@@ -59,7 +59,6 @@ Array make_result(std::shared_ptr<DeviceContext> context, std::shared_ptr<Block>
   storage->buffer = block->buffer();
   storage->block = std::move(block);
   storage->arrival = std::move(arrival);
-  storage->size = extent.bytes;
   storage->context = std::move(context);
   return make_array(std::move(storage), dtype, std::move(shape), extent);
 }

@@ -1,6 +1,7 @@
 #include "registry/backend.hpp"
 
 #include "loader/plugin_limits.hpp"
+#include "util/error_codes.hpp"
 #include "util/fork.hpp"
 #include "util/log.hpp"
 
@@ -12,14 +13,6 @@
 
 namespace backplane {
 namespace {
-
-// The plugin ABI numbers its codes like ErrorCode's first block on purpose.
-ErrorCode to_error_code(BP_ErrorCode code) {
-  if (code >= BP_ERROR_INVALID_ARGUMENT && code <= BP_ERROR_OUT_OF_RANGE) {
-    return static_cast<ErrorCode>(code);
-  }
-  return ErrorCode::kPlugin;
-}
 
 // Throws Error(kPlugin) naming `call`, the field and its value when a size
 // or count a plugin answered is past `limit`.
@@ -35,7 +28,7 @@ std::optional<PluginFailure> consume_error(BP_Error* error) {
   if (error == nullptr) return std::nullopt;
   // An oversized message_size is cut, not an error: the error is already
   // being reported, and what the plugin wrote up to its NUL is still useful.
-  PluginFailure failure{to_error_code(error->code),
+  PluginFailure failure{detail::from_plugin_code(error->code),
                         std::string(plugin_text(error->message, std::min(error->message_size, kMaxPluginTextSize)))};
   if (error->message_size > kMaxPluginTextSize) {
     failure.message += fmt::format(" (cut: message_size {}, more than {})", error->message_size, kMaxPluginTextSize);
@@ -98,13 +91,16 @@ std::pair<std::optional<Backend::ProbeAnswer>, std::optional<PluginFailure>> Bac
   BP_ProbeArgs args{};
   args.struct_size = sizeof(args);
   args.backend = handle_;
+  // In/out since ABI 1.2: a plugin built against 1.0 or 1.1 does not know the
+  // field and leaves the table's priority in place.
+  args.priority = api().priority;
   if (auto failure = consume_error(api().probe(&args))) return {std::nullopt, std::move(failure)};
   if (args.reason_size > kMaxPluginTextSize) {
     return {std::nullopt, PluginFailure{ErrorCode::kPlugin,
                                         fmt::format("probe answered reason_size {}, more than {}", args.reason_size,
                                                     kMaxPluginTextSize)}};
   }
-  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size))};
+  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
   return {std::move(answer), std::nullopt};
 }
 

@@ -38,6 +38,7 @@ constexpr BP_PluginApi kApi = {
     .event_destroy = sim::event_destroy,
     .convert_integers = nullptr,
     .memory_wrap = sim::memory_wrap,
+    .dlpack_device_type = sim::kDlpackDeviceType,
 };
 
 }  // namespace

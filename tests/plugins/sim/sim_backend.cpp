@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -37,6 +38,7 @@ using plugin::require_args;
 
 constexpr std::uint64_t kDefaultMemoryLimit = std::uint64_t{1} << 30;
 constexpr std::uint64_t kMaxCopyDelayUs = 60'000'000;
+constexpr std::uint64_t kMaxPriority = 1000;
 constexpr std::size_t kPinnedAlignment = 64;
 
 [[noreturn]] void fail(BP_ErrorCode code, const std::string& message) { throw Failure(code, "sim: " + message); }
@@ -49,6 +51,7 @@ struct Options {
   std::uint64_t fail_alloc_at = 0;  // 0: never
   std::uint64_t fail_copy_at = 0;   // 0: never
   std::uint64_t copy_delay_us = 0;
+  std::optional<std::int32_t> priority;  // what probe reports; unset: the table's
 };
 
 std::uint64_t parse_unsigned(std::string_view key, std::string_view value, std::uint64_t low,
@@ -91,10 +94,13 @@ Options parse_options(const BP_BackendCreateArgs& args) {
       options.fail_copy_at = parse_unsigned(key, value, 0, UINT64_MAX);
     } else if (key == "copy_delay_us") {
       options.copy_delay_us = parse_unsigned(key, value, 0, kMaxCopyDelayUs);
+    } else if (key == "probe_priority") {
+      options.priority = static_cast<std::int32_t>(parse_unsigned(key, value, 0, kMaxPriority));
     } else {
       fail(BP_ERROR_INVALID_ARGUMENT,
            "unknown option \"" + std::string(key) + "\" = \"" + std::string(value) +
-               "\" (known options: devices, memory_limit, fail_alloc_at, fail_copy_at, copy_delay_us)");
+               "\" (known options: devices, memory_limit, fail_alloc_at, fail_copy_at, copy_delay_us, "
+               "probe_priority)");
     }
   }
   return options;
@@ -550,10 +556,15 @@ void backend_destroy(BP_Backend* backend) noexcept {
 BP_Error* probe(BP_ProbeArgs* args) noexcept {
   return guarded([&]() -> BP_Error* {
     require_args(args, "probe");
-    const std::string& reason = resolve(args->backend, "probe").reason();
+    const SimBackend& backend = resolve(args->backend, "probe");
+    const std::string& reason = backend.reason();
     args->available = 1;
     args->reason = reason.data();
     args->reason_size = reason.size();
+    // In/out since ABI 1.2; an older core's struct ends before it.
+    if (backend.options().priority && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, priority)) {
+      args->priority = *backend.options().priority;
+    }
     return nullptr;
   });
 }

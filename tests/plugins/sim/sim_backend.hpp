@@ -2,7 +2,7 @@
 // device without needing one, so the core's placement, staging and error paths
 // can be exercised on any machine.
 //
-// Implements (ABI 1.1):
+// Implements (ABI 1.2):
 //   backend_create/destroy, probe, device_count, device_info (kind
 //     ACCELERATOR, memory_free = memory_limit - bytes in use),
 //   memory_allocate/free: BP_MEMORY_DEVICE is a separate host allocation
@@ -36,6 +36,13 @@
 //                  submission. 0 (default): never.
 //   copy_delay_us  0..60000000: each async copy sleeps this long on the worker
 //                  before moving data, so overlap is observable. Default 0.
+//   probe_priority 0..1000: the priority probe reports (ABI 1.2), in place of
+//                  the table's 50. Default: the table's.
+//
+// DLPack: the table declares BACKPLANE_SIM_DLPACK_DEVICE_TYPE (a build
+// define; 12, kDLExtDev, unless the build says otherwise), so DLPack export
+// and import of device memory run on any machine without the core knowing
+// the backend by name.
 //
 // Thread-safety: every call may come from any thread at once.
 #ifndef BACKPLANE_TESTS_PLUGINS_SIM_SIM_BACKEND_HPP
@@ -47,12 +54,11 @@
 
 namespace backplane::sim {
 
-// Built a second time under the name "cuda" (tests/plugins/fake_cuda), so the
-// core's CUDA-specific paths (DLPack kDLCUDA) run without a GPU.
-#ifndef BACKPLANE_SIM_NAME
-#define BACKPLANE_SIM_NAME "sim"
+inline constexpr char kBackendName[] = "sim";
+#ifndef BACKPLANE_SIM_DLPACK_DEVICE_TYPE
+#define BACKPLANE_SIM_DLPACK_DEVICE_TYPE 12
 #endif
-inline constexpr char kBackendName[] = BACKPLANE_SIM_NAME;
+inline constexpr std::int32_t kDlpackDeviceType = BACKPLANE_SIM_DLPACK_DEVICE_TYPE;
 inline constexpr std::int32_t kPriority = 50;
 inline constexpr BP_Capabilities kCapabilities =
     BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_WRAP_MEMORY;

@@ -52,6 +52,7 @@
 #include <backplane/plugin_support.hpp>
 
 #include <atomic>
+#include <cstddef>
 #include <concepts>
 #include <cstdint>
 #include <memory>
@@ -286,7 +287,7 @@ class Entries {
 
   static BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "probe");
+      plugin::require_args(args, "probe", offsetof(BP_ProbeArgs, priority));  // a 1.1 caller's struct ends there
       Instance& self = probed(args->backend, "probe");
       args->available = self.probe.available ? 1 : 0;
       args->reason = self.probe.reason.data();
