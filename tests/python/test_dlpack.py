@@ -272,10 +272,10 @@ class DeviceImportTest(unittest.TestCase):
 
     def test_other_device_types_are_refused_before_asking_for_a_capsule(self):
         producer = _Producer(None)
-        producer.__dlpack_device__ = lambda: (4, 0)  # OpenCL: no backend here declares it
+        producer.__dlpack_device__ = lambda: (7, 0)  # Vulkan: no backend here declares it
         with self.assertRaises(backplane.UnsupportedError) as caught:
             self.runtime.from_dlpack(producer)
-        self.assertIn("DLPack device type 4 cannot be imported: no available backend declares it (importable "
+        self.assertIn("DLPack device type 7 cannot be imported: no available backend declares it (importable "
                       "here: 1, 3, 11, 12)", caught.exception.message)
         self.assertEqual(producer.streams, [])
 
