@@ -111,12 +111,14 @@ OpenclBackend::~OpenclBackend() {
 }
 
 std::unique_ptr<OpenclBackend> OpenclBackend::create(const sdk::Options& options) {
-  options.allow_only({"library"});
+  options.allow_only({"library", "build_options"});
   const std::string_view* library = options.find("library");
   if (library != nullptr && library->empty()) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, "opencl: option library = \"\" is invalid: expected the path of an OpenCL ICD loader");
   }
-  return std::make_unique<OpenclBackend>(library != nullptr ? std::string(*library) : std::string(kLoaderLibrary));
+  const std::string_view* build_options = options.find("build_options");
+  return std::make_unique<OpenclBackend>(library != nullptr ? std::string(*library) : std::string(kLoaderLibrary),
+                                         build_options != nullptr ? std::string(*build_options) : std::string());
 }
 
 sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
@@ -309,7 +311,7 @@ cl_kernel OpenclBackend::widen_kernel(Device& device, BP_IntegerType source_type
     cl_int result = CL_SUCCESS;
     cl_program program = api_->clCreateProgramWithSource(device.context, 1, &source, &length, &result);
     check(result, "convert_integers: clCreateProgramWithSource on " + device.label);
-    result = api_->clBuildProgram(program, 1, &device.id, "", nullptr, nullptr);
+    result = api_->clBuildProgram(program, 1, &device.id, build_options_.c_str(), nullptr, nullptr);
     if (result != CL_SUCCESS) {
       std::string log;
       std::size_t size = 0;
@@ -322,7 +324,9 @@ cl_kernel OpenclBackend::widen_kernel(Device& device, BP_IntegerType source_type
       constexpr std::size_t kMaxLog = 16 * 1024;
       if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n[build log cut at 16 KiB]";
       throw Failure(error_code_for(result), "convert_integers: building the widening kernels on " + device.label +
-                                                " failed: clBuildProgram: " + error_name(result) + "; build log:\n" +
+                                                " failed: clBuildProgram" +
+                                                (build_options_.empty() ? "" : " with options \"" + build_options_ + "\"") +
+                                                ": " + error_name(result) + "; build log:\n" +
                                                 (log.empty() ? "(empty)" : log));
     }
     for (const Widening& widening : kWidenings) {

@@ -36,7 +36,9 @@
 // that would reach the driver (opencl_loader.hpp, forked_message()).
 //
 // Options (string values):
-//   library = PATH   the ICD loader to open instead of libOpenCL.so.1.
+//   library = PATH          the ICD loader to open instead of libOpenCL.so.1.
+//   build_options = TEXT    extra options for clBuildProgram of the widening
+//                           kernels (e.g. a vendor's tuning flag); default none.
 #ifndef BACKPLANE_PLUGINS_OPENCL_OPENCL_BACKEND_HPP
 #define BACKPLANE_PLUGINS_OPENCL_OPENCL_BACKEND_HPP
 
@@ -111,7 +113,8 @@ class OpenclBackend {
     ~Event();                             // waits, then releases the cl_event
   };
 
-  explicit OpenclBackend(std::string library) : library_(std::move(library)) {}
+  OpenclBackend(std::string library, std::string build_options)
+      : library_(std::move(library)), build_options_(std::move(build_options)) {}
   ~OpenclBackend();
   static std::unique_ptr<OpenclBackend> create(const sdk::Options& options);
 
@@ -138,6 +141,7 @@ class OpenclBackend {
   std::unique_ptr<Event> track(cl_event event, std::string operation);
 
   const std::string library_;
+  const std::string build_options_;
   const Api* api_ = nullptr;  // set by an available probe
   std::vector<std::unique_ptr<Device>> devices_;
 };

@@ -104,7 +104,7 @@ TEST_CASE("[opencl] options: unknown keys and an empty library are refused") {
   Outcome unknown = try_create(api(), {{"devices", "2"}}, &handle);
   CHECK(unknown.code == BP_ERROR_INVALID_ARGUMENT);
   CHECK(contains(unknown.message, "unknown option \"devices\""));
-  CHECK(contains(unknown.message, "known options: library"));
+  CHECK(contains(unknown.message, "known options: library, build_options"));
   Outcome empty = try_create(api(), {{"library", ""}}, &handle);
   CHECK(empty.code == BP_ERROR_INVALID_ARGUMENT);
   CHECK(contains(empty.message, "library"));
@@ -282,6 +282,25 @@ TEST_CASE("[opencl][device] convert_integers widens U8/U16/U32 to I32/I64 at off
   CHECK(contains(misaligned.message, "source offset 1 for U16"));
   BP_CHECK_OK(convert(backend, source, 0, BP_INTEGER_U16, wide, 0, BP_INTEGER_I64, 0));  // nothing to do
   for (BP_Buffer* buffer : {source, bytes, words, wide}) BP_CHECK_OK(backend.free(buffer));
+}
+
+TEST_CASE("[opencl][device] a widening kernel that does not build is an error carrying the build log") {
+  // Indices that are not integers: the OpenCL C compiler refuses the source.
+  Backend backend(api(), {{"build_options", "-Dulong=float"}});
+  if (!have_device(backend)) return;
+  BP_Buffer* source = backend.allocate_ok(64);
+  BP_Buffer* destination = backend.allocate_ok(256);
+  const Outcome failed = convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8);
+  CHECK(failed.code == BP_ERROR_DEVICE);
+  CHECK(contains(failed.message, "convert_integers: building the widening kernels on opencl:0 failed: "
+                                 "clBuildProgram with options \"-Dulong=float\": CL_BUILD_PROGRAM_FAILURE; build log:\n"));
+  CHECK_FALSE(contains(failed.message, "build log:\n(empty)"));
+  // Copies still work, and the next conversion reports the same.
+  const auto data = random_bytes(64, 5);
+  BP_CHECK_OK(backend.to_device(source, 0, data.data(), 64));
+  CHECK(convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8).code == BP_ERROR_DEVICE);
+  BP_CHECK_OK(backend.free(source));
+  BP_CHECK_OK(backend.free(destination));
 }
 
 TEST_CASE("[opencl][device] errors name the OpenCL call, the size, the device and the CL error") {
