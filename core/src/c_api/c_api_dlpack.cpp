@@ -249,14 +249,22 @@ bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
                   fmt::format("bp_array_to_dlpack: DLPack has no type code for {}", dtype_name(cxx.dtype())));
     }
     const DLDevice device = dlpack_device(cxx, "bp_array_to_dlpack");
+    // Wrapped host memory may have no plugin address; host data is what kDLCPU means.
+    void* data = cxx.host_data() != nullptr ? const_cast<void*>(cxx.host_data()) : cxx.native_address();
+    if (data == nullptr && cxx.nbytes() != 0) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("bp_array_to_dlpack: {} cannot be exported: backend '{}' gives its memory no address "
+                              "(a device-memory handle such as OpenCL's cl_mem cannot cross the backend ABI), so a "
+                              "DLPack tensor would carry a NULL data pointer; copy the array to a host device first",
+                              cxx.device().selector(), cxx.device().backend));
+    }
     // Consumers read at once and DLPack has no readiness signal for host memory.
     cxx.block_until_ready();
     auto exported = std::make_unique<ExportedTensor>();
     exported->array = cxx;
     exported->shape = cxx.shape();
     DLTensor& tensor = exported->tensor.dl_tensor;
-    // Wrapped host memory may have no plugin address; host data is what kDLCPU means.
-    tensor.data = cxx.host_data() != nullptr ? const_cast<void*>(cxx.host_data()) : cxx.native_address();
+    tensor.data = data;
     tensor.device = device;
     tensor.ndim = static_cast<int>(exported->shape.size());
     tensor.dtype = *type;
