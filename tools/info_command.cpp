@@ -92,7 +92,8 @@ int print_json(const Runtime& runtime) {
                  {"abi_version", backend.abi_version},
                  {"plugin_version", backend.plugin_version},
                  {"priority", backend.priority},
-                 {"capabilities", capability_names(backend.capabilities)}};
+                 {"capabilities", capability_names(backend.capabilities)},
+                 {"dlpack_device_type", backend.dlpack_device_type}};
     auto listing = list_devices(runtime, backend);
     json devices = json::array();
     for (const auto& device : listing.devices) devices.push_back(device_json(device));

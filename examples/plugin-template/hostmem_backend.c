@@ -39,15 +39,17 @@ static BP_Error* fail(BP_ErrorCode code, const char* format, ...) {
   return &owned->error;
 }
 
-/* Checks the args pointer and that it holds every field of ABI 1.0. */
-#define CHECK_ARGS(args, call)                                                                              \
+/* Checks the args pointer and that it holds at least `minimum` bytes. */
+#define CHECK_ARGS_SIZE(args, call, minimum)                                                                \
   do {                                                                                                      \
     if ((args) == NULL) return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: args is NULL", call);          \
-    if ((args)->struct_size < sizeof(*(args)))                                                              \
+    if ((args)->struct_size < (minimum))                                                                    \
       return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: args.struct_size %zu is smaller than %zu", call, \
-                  (args)->struct_size, sizeof(*(args)));                                                    \
+                  (args)->struct_size, (size_t)(minimum));                                                  \
     if ((args)->backend == NULL) return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: backend is NULL", call); \
   } while (0)
+/* ... every field of the struct this plugin was built against. */
+#define CHECK_ARGS(args, call) CHECK_ARGS_SIZE(args, call, sizeof(*(args)))
 
 /* -------------------------------------------------------------- state -- */
 
@@ -190,7 +192,9 @@ void hostmem_backend_destroy(BP_Backend* backend) {
 
 BP_Error* hostmem_probe(BP_ProbeArgs* args) {
   static const char kReason[] = "host memory exposed as a device (example plugin)";
-  CHECK_ARGS(args, "probe");
+  /* priority (ABI 1.2) is optional: a 1.0 or 1.1 core's struct ends before
+   * it. This plugin keeps the table's priority, so it never writes it. */
+  CHECK_ARGS_SIZE(args, "probe", offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t));
   args->available = 1;
   args->reason = kReason;
   args->reason_size = sizeof(kReason) - 1;

@@ -29,6 +29,8 @@ static const BP_PluginApi kApi = {
     .event_query = hostmem_event_query,
     .event_destroy = hostmem_event_destroy,
     .convert_integers = NULL, /* BP_CAPABILITY_CONVERT_INTEGERS not offered */
+    .memory_wrap = NULL,      /* 1.1: BP_CAPABILITY_WRAP_MEMORY not offered */
+    .dlpack_device_type = 1,  /* 1.2: kDLCPU, its memory is host memory */
 };
 
 /* Speaks ABI major 1 only; returns its table whatever the core offers, so a

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 # --- DLPack capsules (the Python array API's exchange protocol) -------------
 _DLTENSOR = b"dltensor"  # module-level: capsule names must outlive the capsules
 _USED_DLTENSOR = b"used_dltensor"
-KDLCPU, KDLCUDA, KDLCUDAHOST = 1, 2, 3
+KDLCPU, KDLCUDA, KDLCUDAHOST, KDLROCMHOST = 1, 2, 3, 11
+# Host memory in DLPack's terms: it lands on a host-addressable device.
+HOST_DEVICE_TYPES = (KDLCPU, KDLCUDAHOST, KDLROCMHOST)
 
 _pythonapi = ctypes.pythonapi
 _pythonapi.PyCapsule_New.restype = ctypes.py_object
@@ -157,8 +159,9 @@ class Array:
 
     @property
     def is_host(self) -> bool:
-        """True when the CPU can read the data in place (a cpu array)."""
-        return _is_host(self.device, self)
+        """True when the CPU can read the data in place (host memory: what
+        exports through DLPack as kDLCPU)."""
+        return _is_host(self)
 
     def __len__(self) -> int:
         shape = self.shape
@@ -255,12 +258,12 @@ class Array:
 
     # --- DLPack producer ----------------------------------------------------
     def __dlpack_device__(self) -> Tuple[int, int]:
-        device = self.device
-        if device.backend == "cuda":
-            return (KDLCUDA, device.ordinal)
-        if _is_host(device, self):
-            return (KDLCPU, 0)
-        raise BufferError(f"DLPack has no device type for {device}")
+        """(device type, device id): the type the backend declares with the
+        device's ordinal, or kDLCPU (1, 0) for host memory. Raises
+        UnsupportedError (a BufferError) naming the backend otherwise."""
+        device_type, device_id = ctypes.c_int32(), ctypes.c_int32()
+        _lib.call("bp_array_dlpack_device", self._live(), ctypes.byref(device_type), ctypes.byref(device_id))
+        return (device_type.value, device_id.value)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Optional[bool] = None) -> Any:
@@ -283,8 +286,12 @@ class Array:
             raise
 
 
-def _is_host(device: Device, array: Array) -> bool:
-    return device.backend == "cpu" and (array.data_ptr != 0 or array.nbytes == 0)
+def _is_host(array: Array) -> bool:
+    """Host memory is what exports as kDLCPU (one rule, in the library)."""
+    try:
+        return array.__dlpack_device__()[0] == KDLCPU
+    except BufferError:
+        return False
 
 
 class _Interface:

@@ -40,6 +40,9 @@ class Backend:
     abi_version: str
     priority: int
     capabilities: int
+    # The DLPack device type the plugin declares for its memory (1 kDLCPU,
+    # 2 kDLCUDA, ...); 0 when it declares none.
+    dlpack_device_type: int = 0
 
     @property
     def available(self) -> bool:
@@ -91,6 +94,7 @@ def backend_from_c(info: _lib.bp_backend_info) -> Backend:
         abi_version=_lib.text(info.abi_version),
         priority=info.priority,
         capabilities=info.capabilities,
+        dlpack_device_type=info.dlpack_device_type,
     )
 
 

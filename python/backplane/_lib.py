@@ -67,6 +67,7 @@ class bp_backend_info(ctypes.Structure):
         ("abi_version", c_char_p),
         ("priority", c_int32),
         ("capabilities", c_uint64),
+        ("dlpack_device_type", c_int32),  # API 0.4
     ]
 
 
@@ -170,6 +171,7 @@ _PROTOTYPES = {
     "bp_memory_stats_get": ([c_void_p, POINTER(bp_device), POINTER(bp_memory_stats)], _status),
     "bp_empty_cache": ([c_void_p, POINTER(bp_device)], _status),
     "bp_array_to_dlpack": ([c_void_p, POINTER(c_void_p)], _status),
+    "bp_array_dlpack_device": ([c_void_p, POINTER(c_int32), POINTER(c_int32)], _status),
     "bp_array_from_dlpack": ([c_void_p, c_void_p, POINTER(c_void_p)], _status),
     "bp_dlpack_tensor_delete": ([c_void_p], None),
     "bp_safetensors_inspect": ([c_char_p, POINTER(c_void_p)], _status),

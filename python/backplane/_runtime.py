@@ -2,19 +2,18 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union
 
 import numpy as _numpy
 
 from . import _dtypes, _lib
-from ._array import KDLCPU, KDLCUDA, KDLCUDAHOST, Array, import_capsule
+from ._array import HOST_DEVICE_TYPES, KDLCUDA, Array, import_capsule
 from ._devices import (Backend, DefaultDevice, Device, DeviceInfo, MemoryStats, backend_from_c, device_info_from_c,
                        memory_stats_from_c)
 from ._scopes import DefaultDeviceScope, ScopeStack
 
 
 DeviceLike = Union[str, Device]
-_IMPORTABLE_DEVICE_TYPES = (KDLCPU, KDLCUDA, KDLCUDAHOST)
 # The DLPack protocol's value for CUDA's legacy default stream.
 _CUDA_LEGACY_DEFAULT_STREAM = 1
 _SCOPED_OVERRIDE = "scoped override"
@@ -237,23 +236,44 @@ class Runtime:
     def from_dlpack(self, obj: Any) -> Array:
         """Zero-copy import of any object with __dlpack__ (NumPy, PyTorch,
         JAX, CuPy) or of a "dltensor" capsule. Host memory becomes an array
-        on cpu:0, CUDA device memory an array on cuda:N. The array keeps the
-        producer's memory alive; it must not change while transfers read it.
-        A CUDA producer is asked for stream 1 (the legacy default stream),
-        after which the cuda backend orders its own work."""
+        on the default device when that is host-addressable, else on the
+        first available host-addressable device; device memory an array on
+        device N (DLPack's device_id) of the backend that declares the
+        tensor's DLPack device type. The array keeps the producer's memory
+        alive; it must not change while transfers read it. A CUDA producer
+        is asked for stream 1 (the legacy default stream), after which the
+        backend orders its own work."""
         if hasattr(obj, "__dlpack__"):
             stream = None
             if hasattr(obj, "__dlpack_device__"):
                 device_type, _ = obj.__dlpack_device__()
-                if device_type not in _IMPORTABLE_DEVICE_TYPES:
+                importable = self._importable_device_types()
+                if device_type not in importable:
                     raise _lib.error_for(4, f"backplane.Runtime.from_dlpack: DLPack device type {device_type} cannot "
-                                            "be imported (only CPU 1, CUDA 2 and CUDA host 3)", "unsupported")
+                                            "be imported: no available backend declares it (importable here: "
+                                            f"{', '.join(str(t) for t in sorted(importable))})", "unsupported")
                 if device_type == KDLCUDA:
                     stream = _CUDA_LEGACY_DEFAULT_STREAM
             capsule = obj.__dlpack__(stream=stream)
         else:
             capsule = obj
-        return Array(self, import_capsule(self, capsule))
+        scoped = self._scopes.current()
+        if scoped is None:
+            return Array(self, import_capsule(self, capsule))
+        # Host memory lands on the default device, which the library decides:
+        # it sees this context's Python scope only while it is pushed there.
+        token = ctypes.c_uint64()
+        _lib.call("bp_default_device_push_scope", self._live_handle(), str(scoped).encode(), ctypes.byref(token))
+        try:
+            return Array(self, import_capsule(self, capsule))
+        finally:
+            _lib.call("bp_default_device_pop_scope", self._live_handle(), token)
+
+    def _importable_device_types(self) -> Set[int]:
+        """Host memory, and the device types the available backends declare."""
+        declared = {backend.dlpack_device_type for backend in self.backends()
+                    if backend.available and backend.dlpack_device_type}
+        return set(HOST_DEVICE_TYPES) | declared
 
     def device_put(self, array: Array, device: Optional[DeviceLike] = None, progress: Any = None) -> Array:
         keep = None

@@ -20,6 +20,7 @@ static const AbiLayoutEntry kEntries[] = {
     LAYOUT(BP_ProbeArgs),
     FIELD(BP_ProbeArgs, available),
     FIELD(BP_ProbeArgs, reason_size),
+    FIELD(BP_ProbeArgs, priority),
     LAYOUT(BP_DeviceCountArgs),
     LAYOUT(BP_DeviceInfoArgs),
     FIELD(BP_DeviceInfoArgs, kind),
@@ -49,11 +50,18 @@ static const AbiLayoutEntry kEntries[] = {
     FIELD(BP_PluginApi, event_destroy),
     FIELD(BP_PluginApi, convert_integers),
     FIELD(BP_PluginApi, memory_wrap),
+    FIELD(BP_PluginApi, dlpack_device_type),
     LAYOUT(BP_PluginEntryArgs),
     FIELD(BP_PluginEntryArgs, core_abi_minor),
 };
 
 int abi_table_has_memory_wrap_from_c(const BP_PluginApi* table) { return BP_TABLE_HAS_CALL(table, memory_wrap); }
+
+int abi_table_has_dlpack_device_type_from_c(const BP_PluginApi* table) {
+  return BP_STRUCT_HAS_FIELD(table, BP_PluginApi, dlpack_device_type);
+}
+
+size_t abi_plugin_api_size_1_1_from_c(void) { return BP_PLUGIN_API_SIZE_1_1; }
 
 const AbiLayoutEntry* abi_layout_from_c(size_t* count) {
   *count = sizeof(kEntries) / sizeof(kEntries[0]);

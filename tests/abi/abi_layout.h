@@ -21,6 +21,10 @@ struct BP_PluginApi;
 
 /* BP_TABLE_HAS_CALL(table, memory_wrap), compiled as C11. */
 int abi_table_has_memory_wrap_from_c(const struct BP_PluginApi* table);
+/* BP_STRUCT_HAS_FIELD(table, BP_PluginApi, dlpack_device_type), as C11. */
+int abi_table_has_dlpack_device_type_from_c(const struct BP_PluginApi* table);
+/* BP_PLUGIN_API_SIZE_1_1, as a C compiler computes it. */
+size_t abi_plugin_api_size_1_1_from_c(void);
 
 #ifdef __cplusplus
 }

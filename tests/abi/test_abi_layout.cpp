@@ -33,6 +33,7 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_LAYOUT(BP_ProbeArgs),
       CXX_FIELD(BP_ProbeArgs, available),
       CXX_FIELD(BP_ProbeArgs, reason_size),
+      CXX_FIELD(BP_ProbeArgs, priority),
       CXX_LAYOUT(BP_DeviceCountArgs),
       CXX_LAYOUT(BP_DeviceInfoArgs),
       CXX_FIELD(BP_DeviceInfoArgs, kind),
@@ -62,6 +63,7 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_FIELD(BP_PluginApi, event_destroy),
       CXX_FIELD(BP_PluginApi, convert_integers),
       CXX_FIELD(BP_PluginApi, memory_wrap),
+      CXX_FIELD(BP_PluginApi, dlpack_device_type),
       CXX_LAYOUT(BP_PluginEntryArgs),
       CXX_FIELD(BP_PluginEntryArgs, core_abi_minor),
   };
@@ -93,7 +95,7 @@ TEST_CASE("[abi] every struct starts with struct_size") {
   CHECK(offsetof(BP_MemoryWrapArgs, struct_size) == 0);
 }
 
-TEST_CASE("[abi] the 1.1 layout on LP64 is pinned (1.0's fields where 1.0 had them)") {
+TEST_CASE("[abi] the 1.2 layout on LP64 is pinned (1.0's and 1.1's fields where they had them)") {
   if (sizeof(void*) != 8) return;  // the pinned numbers below are for 64-bit targets
   CHECK(BP_ABI_MAJOR == 1);
   CHECK(sizeof(BP_Error) == 40);
@@ -104,7 +106,14 @@ TEST_CASE("[abi] the 1.1 layout on LP64 is pinned (1.0's fields where 1.0 had th
   CHECK(offsetof(BP_PluginApi, backend_create) == 64);
   CHECK(offsetof(BP_PluginApi, convert_integers) == 192);
   CHECK(offsetof(BP_PluginApi, memory_wrap) == 200);  // 1.1: appended after 1.0's 200 bytes
-  CHECK(sizeof(BP_PluginApi) == 208);
+  CHECK(BP_PLUGIN_API_SIZE_1_0 == 200);
+  CHECK(BP_PLUGIN_API_SIZE_1_1 == 208);
+  CHECK(abi_plugin_api_size_1_1_from_c() == 208);
+  CHECK(offsetof(BP_PluginApi, dlpack_device_type) == 208);  // 1.2: appended after 1.1's 208 bytes
+  CHECK(sizeof(BP_PluginApi) == 216);
+  CHECK(offsetof(BP_ProbeArgs, reason_size) == 32);
+  CHECK(offsetof(BP_ProbeArgs, priority) == 40);  // 1.2: appended after 1.1's 40 bytes
+  CHECK(sizeof(BP_ProbeArgs) == 48);
   CHECK(offsetof(BP_MemoryWrapArgs, address) == 24);
   CHECK(sizeof(BP_MemoryWrapArgs) == 48);
   CHECK(sizeof(BP_DeviceInfoArgs) == 80);
@@ -124,12 +133,30 @@ TEST_CASE("[abi] BP_TABLE_HAS_CALL needs both the field and a pointer") {
   CHECK(abi_table_has_memory_wrap_from_c(&table) == 0);
 }
 
+TEST_CASE("[abi] a table of each minor has exactly its own fields") {
+  BP_PluginApi table;
+  std::memset(&table, 0, sizeof(table));
+  table.struct_size = BP_PLUGIN_API_SIZE_1_0;
+  CHECK_FALSE(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap));
+  CHECK_FALSE(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, dlpack_device_type));
+  table.struct_size = BP_PLUGIN_API_SIZE_1_1;
+  CHECK(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap));
+  CHECK_FALSE(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, dlpack_device_type));
+  CHECK(abi_table_has_dlpack_device_type_from_c(&table) == 0);
+  table.struct_size = sizeof(table);
+  CHECK(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, dlpack_device_type));
+  CHECK(abi_table_has_dlpack_device_type_from_c(&table) == 1);
+}
+
 TEST_CASE("[abi] BP_STRUCT_HAS_FIELD reads struct_size") {
   BP_ProbeArgs args;
   std::memset(&args, 0, sizeof(args));
   args.struct_size = offsetof(BP_ProbeArgs, reason);
   CHECK(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, available));
   CHECK_FALSE(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, reason));
-  args.struct_size = sizeof(BP_ProbeArgs);
+  args.struct_size = offsetof(BP_ProbeArgs, priority);  // a 1.1 core's probe args
   CHECK(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, reason_size));
+  CHECK_FALSE(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, priority));
+  args.struct_size = sizeof(BP_ProbeArgs);
+  CHECK(BP_STRUCT_HAS_FIELD(&args, BP_ProbeArgs, priority));
 }

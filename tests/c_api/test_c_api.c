@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 static bp_runtime* isolated_runtime(void) {
@@ -49,9 +50,11 @@ static void backends_are_listed_with_status_and_reason(void) {
     if (strcmp(info.name, "cpu") == 0 && info.status == BP_BACKEND_AVAILABLE) {
       found_cpu = 1;
       CHECK(strcmp(info.status_name, "available") == 0);
-      CHECK(strcmp(info.abi_version, "1.1") == 0);
+      CHECK(strcmp(info.abi_version, "1.2") == 0);
       CHECK(info.priority == 10);
+      CHECK(info.dlpack_device_type == 1); /* kDLCPU, as the plugin declares */
     }
+    if (strcmp(info.name, "sim") == 0) CHECK(info.dlpack_device_type == 12); /* kDLExtDev */
     if (strcmp(info.name, "too_new") == 0) {
       found_too_new = 1;
       CHECK(info.status == BP_BACKEND_INCOMPATIBLE);
@@ -71,6 +74,11 @@ static void backends_are_listed_with_status_and_reason(void) {
   info.struct_size = sizeof(info);
   CHECK(bp_backend_get(runtime, count, &info) == BP_STATUS_OUT_OF_RANGE);
   CHECK_CONTAINS(bp_last_error(), "index");
+  /* An API 0.3 caller's struct ends before dlpack_device_type: accepted, and
+   * nothing is written past it. */
+  info.struct_size = offsetof(bp_backend_info, dlpack_device_type);
+  info.dlpack_device_type = -5;
+  CHECK(bp_backend_get(runtime, 0, &info) == BP_OK && info.dlpack_device_type == -5);
   info.struct_size = 4;
   CHECK(bp_backend_get(runtime, 0, &info) == BP_STATUS_INVALID_ARGUMENT);
   CHECK_CONTAINS(bp_last_error(), "struct_size 4");

@@ -67,9 +67,20 @@ static void export_shares_the_buffer_and_keeps_it_alive(void) {
   bp_dlpack_tensor_delete(NULL);
 }
 
+/* The cpu plugin and one sim build: `sim` is BP_TEST_SIM_PLUGIN (declares
+ * kDLExtDev) or BP_TEST_SIM_UNDECLARED_PLUGIN (declares nothing). */
+static bp_runtime* cpu_and(const char* sim, const char* config_text) {
+  const char* paths[2];
+  paths[0] = BP_TEST_CPU_PLUGIN;
+  paths[1] = sim;
+  return c_test_runtime_on(paths, 2, config_text);
+}
+
 static void export_refuses_what_dlpack_cannot_describe(void) {
-  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_runtime* runtime = cpu_and(BP_TEST_SIM_UNDECLARED_PLUGIN, NULL);
   bp_device cpu = c_test_device(runtime, "cpu");
+  int32_t type = -1;
+  int32_t id = -1;
   const uint8_t bytes[4] = {0};
   int64_t shape[1] = {4};
   bp_array* array = NULL;
@@ -82,7 +93,15 @@ static void export_refuses_what_dlpack_cannot_describe(void) {
   CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U8, shape, 1, bytes, 4, &array) == BP_OK);
   CHECK(bp_array_device_put(runtime, array, NULL, NULL, NULL, &on_sim) == BP_OK);
   CHECK(bp_array_to_dlpack(on_sim, &tensor) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "DLPack has no device type for sim:0");
+  CHECK_CONTAINS(bp_last_error(), "bp_array_to_dlpack: sim:0 cannot be exported: backend 'sim' declares no DLPack "
+                                  "device type (the plugin's dlpack_device_type, backend ABI 1.2) and its memory is "
+                                  "not host memory");
+  CHECK(bp_array_dlpack_device(on_sim, &type, &id) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "bp_array_dlpack_device: sim:0 cannot be exported: backend 'sim'");
+  CHECK(type == -1 && id == -1);
+  CHECK(bp_array_dlpack_device(array, &type, &id) == BP_OK && type == kDLCPU && id == 0);
+  CHECK(bp_array_dlpack_device(array, NULL, &id) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_array_dlpack_device: device_type is NULL");
   CHECK(bp_array_to_dlpack(array, NULL) == BP_STATUS_INVALID_ARGUMENT);
   CHECK_CONTAINS(bp_last_error(), "bp_array_to_dlpack: out is NULL");
   CHECK(bp_array_to_dlpack(NULL, &tensor) == BP_STATUS_INVALID_ARGUMENT);
@@ -160,11 +179,13 @@ static void import_refusals_name_the_problem(void) {
   tensor = foreign_tensor();
   tensor.dl_tensor.device.device_type = kDLCUDA;
   {
-    /* The real cuda plugin: not built (no nvcc), unavailable without a GPU;
-     * with one, host memory is not device memory. */
+    /* The real cuda plugin declares kDLCUDA: not built (no nvcc), unavailable
+     * without a GPU; with one, host memory is not device memory. */
     const bp_status status = bp_array_from_dlpack(runtime, &tensor, &array);
-    if (status == BP_STATUS_UNAVAILABLE || status == BP_STATUS_NOT_FOUND) {
-      CHECK_CONTAINS(bp_last_error(), "cuda");
+    if (status == BP_STATUS_UNSUPPORTED) {
+      CHECK_CONTAINS(bp_last_error(), "DLPack device type 2 (kDLCUDA) cannot be imported: no backend declares it");
+    } else if (status == BP_STATUS_UNAVAILABLE) {
+      CHECK_CONTAINS(bp_last_error(), "DLPack device type 2 (kDLCUDA) is the memory of cuda (unavailable: ");
     } else {
       CHECK(status == BP_STATUS_INVALID_ARGUMENT);
       CHECK_CONTAINS(bp_last_error(), "not memory the CUDA driver knows");
@@ -172,10 +193,16 @@ static void import_refusals_name_the_problem(void) {
   }
   tensor.dl_tensor.device.device_type = kDLCUDAManaged;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "CUDA managed memory (kDLCUDAManaged) cannot be imported");
-  tensor.dl_tensor.device.device_type = kDLOpenCL;
+  CHECK_CONTAINS(bp_last_error(), "DLPack device type 13 (kDLCUDAManaged) cannot be imported: no backend declares it");
+  tensor.dl_tensor.device.device_type = kDLVulkan;  /* kDLOpenCL is the opencl plugin's */
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "DLPack device type 4 cannot be imported (only kDLCPU, kDLCUDAHost and kDLCUDA)");
+  CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: DLPack device type 7 (kDLVulkan) cannot be imported: no "
+                                  "backend declares it (declared: ");
+  CHECK_CONTAINS(bp_last_error(), "sim 12 (kDLExtDev)");
+  CHECK_CONTAINS(bp_last_error(), "cpu 1 (kDLCPU)");
+  tensor.dl_tensor.device.device_type = (DLDeviceType)99;
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+  CHECK_CONTAINS(bp_last_error(), "DLPack device type 99 cannot be imported");
 
   tensor = foreign_tensor();
   tensor.dl_tensor.strides = strides;
@@ -217,35 +244,69 @@ static void import_refusals_name_the_problem(void) {
   CHECK(array == NULL && foreign_deletes == 0);
   bp_runtime_destroy(runtime);
 
-  /* Without an available cpu backend there is nowhere to put host memory. */
+  /* Without a host-addressable backend there is nowhere to put host memory,
+   * and without backends no device type is declared. */
   {
+    static const char* const only_sim[] = {BP_TEST_SIM_PLUGIN};
+    bp_runtime* sim_only = c_test_runtime_on(only_sim, 1, NULL);
     bp_runtime_options options;
     bp_runtime* empty = NULL;
+    CHECK(bp_array_from_dlpack(sim_only, &tensor, &array) == BP_STATUS_UNAVAILABLE);
+    CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: DLPack device type 1 (kDLCPU) is host memory, which only "
+                                    "a host-addressable device can hold; the default device sim:0 is not one and no "
+                                    "other is available (sim (available))");
+    bp_runtime_destroy(sim_only);
     memset(&options, 0, sizeof(options));
     options.struct_size = sizeof(options);
     options.ignore_environment = 1;
     options.skip_default_paths = 1;
     CHECK(bp_runtime_create(&options, &empty) == BP_OK);
-    CHECK(bp_array_from_dlpack(empty, &tensor, &array) == BP_STATUS_NOT_FOUND);
-    CHECK_CONTAINS(bp_last_error(), "cpu");
+    CHECK(bp_array_from_dlpack(empty, &tensor, &array) != BP_OK); /* no default device at all */
     tensor.dl_tensor.device.device_type = kDLCUDA;
-    CHECK(bp_array_from_dlpack(empty, &tensor, &array) == BP_STATUS_NOT_FOUND);
-    CHECK_CONTAINS(bp_last_error(), "cuda");
+    CHECK(bp_array_from_dlpack(empty, &tensor, &array) == BP_STATUS_UNSUPPORTED);
+    CHECK_CONTAINS(bp_last_error(), "no backend declares it (declared: none;");
     CHECK(foreign_deletes == 0);
     bp_runtime_destroy(empty);
   }
 }
 
-/* A runtime whose "cuda" backend is the simulated accelerator built under
- * that name (tests/plugins/fake_cuda), so kDLCUDA runs without a GPU. */
-static bp_runtime* fake_cuda_runtime(void) {
-  static const char* const paths[] = {BP_TEST_FAKE_CUDA_DIR, BP_TEST_PLUGIN_DIR};
-  return c_test_runtime_on(paths, 2, NULL);
+/* Host memory lands on the default device when the CPU can address it, else
+ * on the first available host-addressable device. */
+static void host_import_follows_the_default_device(void) {
+  bp_runtime* runtime = cpu_and(BP_TEST_SIM_PLUGIN, "[backend.cpu]\ndevices = 2\n");
+  DLManagedTensor tensor;
+  bp_array* array = NULL;
+  bp_device device;
+  uint64_t token = 0;
+  int32_t type = -1;
+  int32_t id = -1;
+  foreign_deletes = 0;
+
+  tensor = foreign_tensor(); /* the default is sim:0 (it outranks cpu): not host memory */
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_OK);
+  CHECK(bp_array_device(array, &device) == BP_OK && strcmp(device.backend, "cpu") == 0 && device.ordinal == 0);
+  bp_array_destroy(array);
+
+  CHECK(bp_default_device_push_scope(runtime, "cpu:1", &token) == BP_OK);
+  tensor = foreign_tensor();
+  tensor.dl_tensor.device.device_type = kDLCUDAHost; /* pinned host memory is host memory too */
+  CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_OK);
+  CHECK(bp_array_device(array, &device) == BP_OK && strcmp(device.backend, "cpu") == 0 && device.ordinal == 1);
+  /* Host memory exports as kDLCPU device 0 whichever cpu device holds it. */
+  CHECK(bp_array_dlpack_device(array, &type, &id) == BP_OK && type == kDLCPU && id == 0);
+  bp_array_destroy(array);
+  CHECK(bp_default_device_pop_scope(runtime, token) == BP_OK);
+  CHECK(foreign_deletes == 2);
+  bp_runtime_destroy(runtime);
 }
 
-static void cuda_import_adopts_device_memory(void) {
-  bp_runtime* runtime = fake_cuda_runtime();
-  bp_device cuda = c_test_device(runtime, "cuda:0");
+/* The simulated accelerator declares kDLExtDev: DLPack export and import of
+ * device memory, with no backend named in the core. */
+static bp_runtime* sim_runtime(void) { return cpu_and(BP_TEST_SIM_PLUGIN, "[backend.sim]\ndevices = 2\n"); }
+
+static void device_import_adopts_device_memory(void) {
+  bp_runtime* runtime = sim_runtime();
+  bp_device sim = c_test_device(runtime, "sim:1");
   bp_device cpu = c_test_device(runtime, "cpu");
   const int32_t values[6] = {-1, 2, -3, 4, -5, 6};
   int64_t shape[2] = {2, 3};
@@ -256,12 +317,15 @@ static void cuda_import_adopts_device_memory(void) {
   bp_device device;
   void* address = NULL;
   int32_t back[6];
+  int32_t type = -1;
+  int32_t id = -1;
   bp_memory_stats before;
   bp_memory_stats after;
-  CHECK(bp_array_create(runtime, &cuda, BP_DTYPE_I32, shape, 2, values, sizeof(values), &original) == BP_OK);
+  CHECK(bp_array_create(runtime, &sim, BP_DTYPE_I32, shape, 2, values, sizeof(values), &original) == BP_OK);
   CHECK(bp_array_native_address(original, &address) == BP_OK && address != NULL);
+  CHECK(bp_array_dlpack_device(original, &type, &id) == BP_OK && type == kDLExtDev && id == 1);
   CHECK(bp_array_to_dlpack(original, &exported) == BP_OK);
-  CHECK(exported->dl_tensor.device.device_type == kDLCUDA && exported->dl_tensor.device.device_id == 0);
+  CHECK(exported->dl_tensor.device.device_type == kDLExtDev && exported->dl_tensor.device.device_id == 1);
   CHECK(exported->dl_tensor.data == address);
   bp_array_destroy(original); /* the exported tensor keeps the memory */
 
@@ -269,11 +333,11 @@ static void cuda_import_adopts_device_memory(void) {
   memset(&after, 0, sizeof(after));
   before.struct_size = sizeof(before);
   after.struct_size = sizeof(after);
-  CHECK(bp_memory_stats_get(runtime, &cuda, &before) == BP_OK);
+  CHECK(bp_memory_stats_get(runtime, &sim, &before) == BP_OK);
   CHECK(bp_array_from_dlpack(runtime, exported, &imported) == BP_OK);
-  CHECK(bp_memory_stats_get(runtime, &cuda, &after) == BP_OK);
+  CHECK(bp_memory_stats_get(runtime, &sim, &after) == BP_OK);
   CHECK(after.backend_allocations == before.backend_allocations); /* no copy */
-  CHECK(bp_array_device(imported, &device) == BP_OK && strcmp(device.backend, "cuda") == 0 && device.ordinal == 0);
+  CHECK(bp_array_device(imported, &device) == BP_OK && strcmp(device.backend, "sim") == 0 && device.ordinal == 1);
   {
     void* imported_address = NULL;
     CHECK(bp_array_native_address(imported, &imported_address) == BP_OK && imported_address == address);
@@ -287,9 +351,9 @@ static void cuda_import_adopts_device_memory(void) {
   bp_runtime_destroy(runtime);
 }
 
-static void cuda_import_refusals_name_the_problem(void) {
-  bp_runtime* runtime = fake_cuda_runtime();
-  bp_device cuda = c_test_device(runtime, "cuda:0");
+static void device_import_refusals_name_the_problem(void) {
+  bp_runtime* runtime = sim_runtime();
+  bp_device sim = c_test_device(runtime, "sim:0");
   /* 512 bytes: the allocator's granularity, so the allocation is exactly this. */
   const uint8_t bytes[512] = {0};
   int64_t shape[1] = {512};
@@ -299,17 +363,17 @@ static void cuda_import_refusals_name_the_problem(void) {
   DLManagedTensor tensor;
   void* address = NULL;
   foreign_deletes = 0;
-  CHECK(bp_array_create(runtime, &cuda, BP_DTYPE_U8, shape, 1, bytes, sizeof(bytes), &home) == BP_OK);
+  CHECK(bp_array_create(runtime, &sim, BP_DTYPE_U8, shape, 1, bytes, sizeof(bytes), &home) == BP_OK);
   CHECK(bp_array_native_address(home, &address) == BP_OK);
 
   tensor = foreign_tensor(); /* host memory, claimed to be on the device */
-  tensor.dl_tensor.device.device_type = kDLCUDA;
+  tensor.dl_tensor.device.device_type = kDLExtDev;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
-  CHECK_CONTAINS(bp_last_error(), "cuda:0: memory_wrap of 24 bytes at 0x");
+  CHECK_CONTAINS(bp_last_error(), "sim:0: memory_wrap of 24 bytes at 0x");
   CHECK_CONTAINS(bp_last_error(), "not in a live device allocation");
 
   tensor = foreign_tensor();
-  tensor.dl_tensor.device.device_type = kDLCUDA;
+  tensor.dl_tensor.device.device_type = kDLExtDev;
   tensor.dl_tensor.dtype.code = kDLUInt;
   tensor.dl_tensor.dtype.bits = 8;
   tensor.dl_tensor.ndim = 1;
@@ -325,10 +389,11 @@ static void cuda_import_refusals_name_the_problem(void) {
   CHECK(foreign_deletes == 1);
   tensor.dl_tensor.device.device_id = 3;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_OUT_OF_RANGE);
-  CHECK_CONTAINS(bp_last_error(), "cuda:3");
+  CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: DLPack device type 12 (kDLExtDev) device_id 3 is out of "
+                                  "range: backend 'sim', which declares that type, has 2 device(s)");
   tensor.dl_tensor.device.device_id = -1;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
-  CHECK_CONTAINS(bp_last_error(), "kDLCUDA device_id is -1");
+  CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: device_id is -1 for DLPack device type 12 (kDLExtDev)");
   CHECK(foreign_deletes == 1); /* refusals leave the tensor to the caller */
   bp_array_destroy(home);
   bp_runtime_destroy(runtime);
@@ -340,7 +405,8 @@ int main(void) {
   RUN(export_refuses_what_dlpack_cannot_describe);
   RUN(import_is_zero_copy_and_calls_the_deleter_once);
   RUN(import_refusals_name_the_problem);
-  RUN(cuda_import_adopts_device_memory);
-  RUN(cuda_import_refusals_name_the_problem);
+  RUN(host_import_follows_the_default_device);
+  RUN(device_import_adopts_device_memory);
+  RUN(device_import_refusals_name_the_problem);
   return c_test_summary();
 }

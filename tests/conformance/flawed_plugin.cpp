@@ -20,6 +20,7 @@
 
 #include <backplane/plugin_support.hpp>
 
+#include <cstddef>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -42,6 +43,8 @@ enum class Flaw {
   kZeroMemory,
   kProbeError,
   kCrashInAllocate,
+  kWildPriority,          // probe reports a priority far outside the expected range
+  kPriorityPastStruct,    // probe writes priority whatever the caller's struct_size
 };
 
 std::mutex g_mutex;
@@ -84,6 +87,8 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
     else if (value == "zero_memory") flaw = Flaw::kZeroMemory;
     else if (value == "probe_error") flaw = Flaw::kProbeError;
     else if (value == "crash_in_allocate") flaw = Flaw::kCrashInAllocate;
+    else if (value == "wild_priority") flaw = Flaw::kWildPriority;
+    else if (value == "priority_past_struct") flaw = Flaw::kPriorityPastStruct;
     else return make_error(BP_ERROR_INVALID_ARGUMENT, "flawed: option flaw = \"" + std::string(value) + "\" is unknown");
   }
   BP_BackendCreateArgs forwarded = *args;
@@ -109,6 +114,12 @@ BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return make_error(BP_ERROR_DEVICE, "flawed: probe exploded (on purpose)");
   }
   BP_Error* error = cpu::Entries::probe(args);
+  if (error == nullptr && args->struct_size >= offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t)) {
+    // Both flaws write the ABI 1.2 field; the second even past a 1.1 struct.
+    const Flaw flaw = flaw_of(args->backend);
+    if (flaw == Flaw::kWildPriority && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, priority)) args->priority = 1 << 30;
+    if (flaw == Flaw::kPriorityPastStruct) args->priority = 7;
+  }
   if (error != nullptr || !unavailable(args->backend)) return error;
   static constexpr char kReason[] = "flawed: no such hardware (unavailable on purpose)";
   args->available = 0;
@@ -193,6 +204,7 @@ constexpr BP_PluginApi kApi = {
     .event_destroy = cpu::Entries::event_destroy,
     .convert_integers = nullptr,
     .memory_wrap = cpu::Entries::memory_wrap,
+    .dlpack_device_type = 1,  // kDLCPU
 };
 
 }  // namespace

@@ -70,6 +70,34 @@ TEST_CASE("[conformance] a plugin built against ABI 1.0 conforms; the 1.1 checks
 TEST_CASE("[conformance] the flawed fixture without a flaw conforms") {
   const auto report = run_flawed("none");
   CHECK_MESSAGE(report.passed(), doctest::toString(failed_checks(report)));
+  CHECK(find_check(report, "negotiation: dlpack_device_type is 0 or a DLPack device type").detail == "1");
+  CHECK(find_check(report, "probe: the reported priority is sane").detail == "1, the table's");
+}
+
+TEST_CASE("[conformance] the 1.2 checks on a 1.0 table: dlpack_device_type n/a, priority left alone") {
+  const auto report = conformance::run(std::string(BP_TEST_ABI_1_0_DIR) + "/backplane-cpu.so");
+  const auto& dlpack = find_check(report, "negotiation: dlpack_device_type is 0 or a DLPack device type");
+  CHECK(dlpack.outcome == Outcome::kNotApplicable);
+  CHECK(dlpack.detail.find("ends before dlpack_device_type (ABI 1.2)") != std::string::npos);
+  CHECK(find_check(report, "probe: the reported priority is sane").outcome == Outcome::kPass);
+  CHECK(find_check(report, "probe: a caller's 1.1 struct, without priority, is accepted and not written past")
+            .outcome == Outcome::kPass);
+}
+
+TEST_CASE("[conformance] a probe priority far outside the usual range is caught") {
+  const auto report = run_flawed("wild_priority");
+  CHECK(failed_checks(report) ==
+        std::vector<std::string>{"probe: the reported priority is sane: probe reported priority 1073741824 (the "
+                                 "table says 1); priorities are expected within -1000..1000 (cpu 10, GPUs 100)"});
+}
+
+TEST_CASE("[conformance] a probe that writes priority past a 1.1 caller's struct is caught") {
+  const auto report = run_flawed("priority_past_struct");
+  const auto& check =
+      find_check(report, "probe: a caller's 1.1 struct, without priority, is accepted and not written past");
+  CHECK(check.outcome == Outcome::kFail);
+  CHECK(check.detail.find("probe wrote priority (7) although struct_size") != std::string::npos);
+  CHECK(find_check(report, "probe: the reported priority is sane").outcome == Outcome::kPass);
 }
 
 TEST_CASE("[conformance] an honestly unavailable backend conforms, device checks n/a with its reason") {
@@ -222,7 +250,7 @@ TEST_CASE("[conformance] a probe that returns an error is reported as such, not 
   const auto output = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) +
                                                            " --option flaw=probe_error"));
   CHECK(output.exit_status == 1);
-  CHECK(output.output.find("backend flawed test-only (ABI 1.1), probe failed: DOES NOT CONFORM") != std::string::npos);
+  CHECK(output.output.find("backend flawed test-only (ABI 1.2), probe failed: DOES NOT CONFORM") != std::string::npos);
   CHECK(output.output.find("probe said unavailable") == std::string::npos);
 }
 
@@ -231,7 +259,7 @@ TEST_CASE("[conformance] the summary after a failed backend_create says there is
                                                            " --option flaw=no_such_flaw"));
   CHECK(output.exit_status == 1);
   CHECK(output.output.find("FAIL  backend: backend_create with the given options") != std::string::npos);
-  CHECK(output.output.find("backend flawed test-only (ABI 1.1), no backend instance (backend_create failed): "
+  CHECK(output.output.find("backend flawed test-only (ABI 1.2), no backend instance (backend_create failed): "
                            "DOES NOT CONFORM") != std::string::npos);
   CHECK(output.output.find("0 device(s)") == std::string::npos);
 }

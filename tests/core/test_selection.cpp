@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -236,6 +237,35 @@ TEST_CASE("[selection] config priority, enabled and backends change the automati
   // The environment wins over the config's list.
   Runtime environment_wins(test_options({{"BACKPLANE_BACKENDS", "sim"}}, listing));
   CHECK(environment_wins.default_device().device.selector() == "sim:0");
+}
+
+TEST_CASE("[selection] the priority a probe reports ranks its backend; the config's priority still wins") {
+  // sim's table says 50 (above cpu's 10); its probe_priority option makes the
+  // probe report another (plugin ABI 1.2).
+  auto ranked = [](std::string probe_priority, std::optional<std::filesystem::path> config = std::nullopt) {
+    Runtime::Options options = test_options({}, std::move(config));
+    options.backend_options["sim"] = {{"probe_priority", std::move(probe_priority)}};
+    return options;
+  };
+  Runtime below_cpu(ranked("5"));  // what it found ranks below the native cpu backend
+  CHECK(below_cpu.find_backend("sim")->priority == 5);
+  CHECK(below_cpu.default_device().device.selector() == "cpu:0");
+
+  TempDir dir;
+  auto cpu_at_100 = dir.write("cpu.toml", "[backend.cpu]\npriority = 100\n");
+  Runtime table_priority(test_options({}, cpu_at_100));
+  CHECK(table_priority.find_backend("sim")->priority == 50);
+  CHECK(table_priority.default_device().device.selector() == "cpu:0");
+  Runtime above_cpu(ranked("200", cpu_at_100));  // reported above cpu's configured 100: wins
+  CHECK(above_cpu.find_backend("sim")->priority == 200);
+  CHECK(above_cpu.find_backend("cpu")->priority == 100);
+  CHECK(above_cpu.default_device().device.selector() == "sim:0");
+  CHECK(above_cpu.devices().front().backend == "sim");
+
+  auto sim_at_1 = dir.write("sim.toml", "[backend.sim]\npriority = 1\n");
+  Runtime configured(ranked("200", sim_at_1));  // the config overrides what the probe said
+  CHECK(configured.find_backend("sim")->priority == 1);
+  CHECK(configured.default_device().device.selector() == "cpu:0");
 }
 
 TEST_CASE("[selection] config plugin options reach the plugin; code options win per key") {

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -50,6 +51,43 @@ TEST_CASE("[table] a 1.0 table (ending at convert_integers) is accepted") {
   table.abi_minor = 0;
   table.memory_wrap = nullptr;  // beyond struct_size: never read
   CHECK_FALSE(validate_table(&table, "ok").has_value());
+}
+
+TEST_CASE("[table] a 1.1 table (ending at memory_wrap) is accepted, whatever lies past it") {
+  BP_PluginApi table = complete_table();
+  table.struct_size = BP_PLUGIN_API_SIZE_1_1;
+  table.abi_minor = 1;
+  table.dlpack_device_type = -7;  // beyond struct_size: never read, so never refused
+  CHECK_FALSE(validate_table(&table, "ok").has_value());
+}
+
+TEST_CASE("[table] a 1.2 table declaring a DLPack device type is accepted") {
+  BP_PluginApi table = complete_table();
+  CHECK(table.struct_size == sizeof(BP_PluginApi));
+  CHECK(table.abi_minor == 2);
+  for (std::int32_t type : {0, 2, 4, 10, 12, 17, 99}) {
+    CAPTURE(type);
+    table.dlpack_device_type = type;
+    CHECK_FALSE(validate_table(&table, "ok").has_value());
+  }
+  table.capabilities = BP_CAPABILITY_HOST_ADDRESSABLE;
+  table.dlpack_device_type = 1;  // kDLCPU: host memory
+  CHECK_FALSE(validate_table(&table, "ok").has_value());
+}
+
+TEST_CASE("[table] a negative dlpack_device_type, or kDLCPU for memory that is not host memory, is refused") {
+  BP_PluginApi table = complete_table();
+  table.dlpack_device_type = -1;
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->status == BackendStatus::kFailed);
+  CHECK(problem->reason ==
+        "bad table: dlpack_device_type is -1; it must be 0 (not declared) or a DLPack device type");
+  table.dlpack_device_type = 1;
+  problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->reason == "bad table: dlpack_device_type is 1 (kDLCPU), but the table does not claim "
+                           "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory");
 }
 
 TEST_CASE("[table] a table from a newer 1.x minor (a larger struct) is accepted") {

@@ -60,7 +60,7 @@ TEST_CASE("[cpu] plugin files export exactly one dynamic symbol") {
 
 TEST_CASE("[cpu] probe says available with a description") {
   Backend backend(cpu());
-  BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0};
+  BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0, 0};
   BP_REQUIRE_OK(cpu().probe(&probe));
   CHECK(probe.available == 1);
   CHECK(contains(string_of(probe.reason, probe.reason_size), "1 device"));

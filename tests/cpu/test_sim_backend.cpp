@@ -43,7 +43,7 @@ TEST_CASE("[sim] entry describes an async accelerator that is not host-addressab
   CHECK((api.convert_integers == nullptr));
 
   Backend backend(api, {{"devices", "3"}, {"memory_limit", "4096"}});
-  BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0};
+  BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0, 0};
   BP_REQUIRE_OK(api.probe(&probe));
   CHECK(probe.available == 1);
   CHECK(backend.device_count() == 3);
@@ -159,7 +159,7 @@ TEST_CASE("[sim] the worker thread starts on the first async copy, not in create
   const int before = thread_count();
   {
     Backend backend(sim());
-    BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0};
+    BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0, 0};
     BP_CHECK_OK(sim().probe(&probe));
     BP_Buffer* buffer = backend.allocate_ok(16);
     unsigned char bytes[16] = {1};

@@ -154,7 +154,7 @@ class Backend {
     const Outcome created = take(api().backend_create(&create));
     REQUIRE_MESSAGE(created.ok(), created.message);
     handle_ = create.backend;
-    BP_ProbeArgs probe{sizeof(probe), handle_, 0, nullptr, 0};
+    BP_ProbeArgs probe{sizeof(probe), handle_, 0, nullptr, 0, 0};
     const Outcome probed = take(api().probe(&probe));
     REQUIRE_MESSAGE(probed.ok(), probed.message);
     available_ = probe.available != 0;

@@ -58,7 +58,7 @@ TEST_CASE("[cuda] probe answers as a call, with a reason, and is stable") {
   if (!backend.available()) CHECK(backend.device_count() == 0);
   if (backend.available()) CHECK(backend.device_count() > 0);
 
-  BP_ProbeArgs again{sizeof(again), backend.handle(), -1, nullptr, 0};
+  BP_ProbeArgs again{sizeof(again), backend.handle(), -1, nullptr, 0, 0};
   REQUIRE(take(api().probe(&again)).ok());
   CHECK((again.available != 0) == backend.available());
   CHECK(std::string(again.reason, again.reason_size) == backend.reason());
@@ -135,13 +135,13 @@ TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
     CHECK(take(table.memory_wrap(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
   }
   SUBCASE("an args struct older than the plugin's") {
-    BP_ProbeArgs probe{offsetof(BP_ProbeArgs, reason), backend.handle(), 0, nullptr, 0};
+    BP_ProbeArgs probe{offsetof(BP_ProbeArgs, reason), backend.handle(), 0, nullptr, 0, 0};
     const auto outcome = take(table.probe(&probe));
     CHECK(outcome.code == BP_ERROR_INVALID_ARGUMENT);
     CHECK(outcome.message.find("struct_size") != std::string::npos);
   }
   SUBCASE("backends the plugin did not create") {
-    BP_ProbeArgs probe{sizeof(probe), nullptr, 0, nullptr, 0};
+    BP_ProbeArgs probe{sizeof(probe), nullptr, 0, nullptr, 0, 0};
     CHECK(take(table.probe(&probe)).code == BP_ERROR_INVALID_ARGUMENT);
     probe.backend = bogus_backend;
     CHECK(take(table.probe(&probe)).code == BP_ERROR_INVALID_ARGUMENT);

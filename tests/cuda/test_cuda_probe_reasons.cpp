@@ -150,7 +150,7 @@ TEST_CASE("[cuda] fake driver: a forked child gets a clear error, the parent kee
     // A backend made in the child: probe answers unavailable with the reason.
     BP_BackendCreateArgs create{sizeof(create), nullptr, 0, nullptr};
     checks.expect(take(api().backend_create(&create)).ok(), "backend_create failed in the child");
-    BP_ProbeArgs probe{sizeof(probe), create.backend, 1, nullptr, 0};
+    BP_ProbeArgs probe{sizeof(probe), create.backend, 1, nullptr, 0, 0};
     checks.expect(take(api().probe(&probe)).ok(), "probe failed in the child");
     checks.expect(probe.available == 0, "probe said available in the child");
     checks.expect(std::string(probe.reason, probe.reason_size) == expected,

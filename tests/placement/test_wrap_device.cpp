@@ -145,6 +145,33 @@ TEST_CASE("[placement] a 1.0 plugin still places arrays, and refuses wrap_device
   // wrap_host needs nothing from the plugin and still works.
   Array host = Array::wrap_host(runtime, kCpu0, DType::kU8, {16}, data.data(), nullptr);
   CHECK(host.to_vector<std::uint8_t>() == data);
+  // Its table ends before dlpack_device_type (1.2): it reads as 0, whatever
+  // lies past struct_size.
+  CHECK(runtime.backends()[0].dlpack_device_type == 0);
+  CHECK(host.dlpack_device_type() == 0);
+}
+
+TEST_CASE("[placement] a 1.1 plugin places arrays and adopts memory; its DLPack type and priority are 1.2's defaults") {
+  Runtime::Options options;
+  options.plugin_paths = {BP_TEST_ABI_1_1_DIR};
+  options.skip_default_paths = true;
+  options.environment = std::map<std::string, std::string>{};
+  Runtime runtime(options);
+  REQUIRE(runtime.backends().size() == 1);
+  const BackendInfo& info = runtime.backends()[0];
+  CHECK(info.abi_version == "1.1");
+  CHECK(info.status == BackendStatus::kAvailable);
+  CHECK(info.priority == 10);           // the table's: its probe does not know the field
+  CHECK(info.dlpack_device_type == 0);  // past its struct_size
+
+  const auto bytes = random_bytes(300);
+  Array array = u8_array(runtime, kCpu0, bytes);
+  CHECK(device_put(runtime, array.slice(1, 300), kCpu0).to_vector<std::uint8_t>() == slice_of(bytes, 1, 299));
+  auto data = random_bytes(16);
+  Array wrapped = Array::wrap_device(runtime, kCpu0, DType::kU8, {16}, data.data(), nullptr);
+  CHECK(wrapped.to_vector<std::uint8_t>() == data);
+  CHECK(wrapped.dlpack_device_type() == 0);
+  CHECK(wrapped.host_data() == data.data());  // host memory: DLPack exports it as kDLCPU
 }
 
 }  // namespace backplane::testing

@@ -22,13 +22,19 @@ def optional_module(name):
         return None
 
 
-def fake_cuda_runtime(directory):
-    """A runtime whose "cuda" backend is the simulated accelerator built under
-    that name (tests/plugins/fake_cuda) with two devices, ahead of the real
-    cuda plugin, so the kDLCUDA paths run without a GPU. Its config file is
-    written into `directory`."""
-    config = os.path.join(directory, "fake_cuda.toml")
-    with open(config, "w", encoding="utf-8") as file:
-        file.write("[backend.cuda]\ndevices = 2\n")
-    return backplane.Runtime(plugin_paths=[os.environ["BACKPLANE_TEST_FAKE_CUDA_DIR"]] + plugin_dirs(),
-                             config_file=config, ignore_environment=True, skip_default_paths=True)
+def plugin_runtime(directory, *plugins, config=""):
+    """A runtime over the given plugin files only, with `config` as its
+    config file (written into `directory`), no environment."""
+    path = os.path.join(directory, "plugins.toml")
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(config)
+    return backplane.Runtime(plugin_paths=list(plugins), config_file=path, ignore_environment=True,
+                             skip_default_paths=True)
+
+
+def sim_runtime(directory):
+    """The cpu plugin and the simulated accelerator with two devices. The
+    simulator declares DLPack's kDLExtDev (12), so device-memory exchange
+    runs without a GPU and without the core knowing the backend by name."""
+    return plugin_runtime(directory, os.environ["BACKPLANE_TEST_CPU_PLUGIN"],
+                          os.environ["BACKPLANE_TEST_SIM_PLUGIN"], config="[backend.sim]\ndevices = 2\n")

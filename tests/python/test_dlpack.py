@@ -9,7 +9,7 @@ import unittest
 import weakref
 
 import backplane
-from support import fake_cuda_runtime, isolated_runtime, optional_module
+from support import isolated_runtime, optional_module, plugin_runtime, sim_runtime
 
 numpy = optional_module("numpy")
 torch = optional_module("torch")
@@ -37,15 +37,31 @@ class ExportTest(unittest.TestCase):
 
     def test_dlpack_device(self):
         self.assertEqual(self.f32([1], (1,)).__dlpack_device__(), (1, 0))
+        self.assertTrue(self.f32([1], (1,)).is_host)
+        # The simulator declares kDLExtDev (12): the type comes from the plugin.
         on_sim = self.runtime.array(b"\0", "U8", (1,), device="sim")
-        with self.assertRaises(BufferError):
-            on_sim.__dlpack_device__()
-        with self.assertRaises(backplane.UnsupportedError) as caught:
-            on_sim.__dlpack__()
-        self.assertEqual(caught.exception.status, 4)
-        self.assertIn("DLPack has no device type for sim:0", caught.exception.message)
+        self.assertEqual(on_sim.__dlpack_device__(), (12, 0))
+        self.assertFalse(on_sim.is_host)
+        self.assertEqual([b.dlpack_device_type for b in self.runtime.backends() if b.name in ("cpu", "sim")],
+                         [1, 12])
         with self.assertRaises(BufferError):
             self.runtime.array(b"\0", "F8_E4M3", (1,), device="cpu").__dlpack__()
+
+    def test_a_backend_without_a_dlpack_type_is_refused_by_name(self):
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        undeclared = os.path.join(os.path.dirname(os.environ["BACKPLANE_TEST_SIM_PLUGIN"]), "sim_undeclared",
+                                  "backplane-sim.so")
+        with plugin_runtime(directory.name, os.environ["BACKPLANE_TEST_CPU_PLUGIN"], undeclared) as runtime:
+            on_sim = runtime.array(b"\0", "U8", (1,), device="sim")
+            with self.assertRaises(BufferError):
+                on_sim.__dlpack_device__()
+            with self.assertRaises(backplane.UnsupportedError) as caught:
+                on_sim.__dlpack__()
+            self.assertEqual(caught.exception.status, 4)
+            self.assertIn("sim:0 cannot be exported: backend 'sim' declares no DLPack device type",
+                          caught.exception.message)
+            self.assertFalse(on_sim.is_host)
 
     @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
     def test_numpy_sees_our_buffer(self):
@@ -193,9 +209,9 @@ def _set_device_id(capsule, device_id):
     ctypes.c_int32.from_address(tensor + ctypes.sizeof(ctypes.c_void_p) + 4).value = device_id
 
 
-class _CudaProducer:
-    """A CUDA producer in the protocol's terms: records the stream it is asked
-    to order its work before, and hands out an array's capsule."""
+class _Producer:
+    """A device-memory producer in the protocol's terms: records the stream it
+    is asked to order its work before, and hands out an array's capsule."""
 
     def __init__(self, array):
         self.array = array
@@ -209,13 +225,14 @@ class _CudaProducer:
         return self.array.__dlpack_device__()
 
 
-class CudaImportTest(unittest.TestCase):
-    """kDLCUDA import on the fake "cuda" backend (the simulator under that
-    name): the same calls a CuPy or PyTorch CUDA tensor goes through."""
+class DeviceImportTest(unittest.TestCase):
+    """Device memory import on the simulated accelerator, found by the DLPack
+    device type it declares (kDLExtDev): the same calls a CuPy or PyTorch
+    CUDA tensor goes through on the cuda backend."""
 
     def setUp(self):
         self.directory = tempfile.TemporaryDirectory()
-        self.runtime = fake_cuda_runtime(self.directory.name)
+        self.runtime = sim_runtime(self.directory.name)
 
     def tearDown(self):
         self.runtime.close()
@@ -223,38 +240,56 @@ class CudaImportTest(unittest.TestCase):
 
     def test_device_memory_is_adopted_not_copied(self):
         values = struct.pack("<6i", -1, 2, -3, 4, -5, 6)
-        original = self.runtime.array(values, "I32", (2, 3), device="cuda:1")
-        producer = _CudaProducer(original)
-        self.assertEqual(producer.__dlpack_device__(), (2, 1))
+        original = self.runtime.array(values, "I32", (2, 3), device="sim:1")
+        producer = _Producer(original)
+        self.assertEqual(producer.__dlpack_device__(), (12, 1))
         imported = self.runtime.from_dlpack(producer)
-        self.assertEqual(producer.streams, [1])  # the legacy default stream, by the protocol
-        self.assertEqual(imported.device, backplane.Device("cuda", 1))
+        self.assertEqual(producer.streams, [None])  # stream 1 is CUDA's convention only
+        self.assertEqual(imported.device, backplane.Device("sim", 1))
         self.assertEqual(imported.data_ptr, original.data_ptr)
-        self.assertEqual(self.runtime.memory_stats("cuda:1").backend_allocations, 1)  # the original's only
+        self.assertEqual(self.runtime.memory_stats("sim:1").backend_allocations, 1)  # the original's only
         del original, producer
         gc.collect()
         self.assertEqual(imported.to_bytes(), values)
         self.assertEqual(imported.device_put("cpu").wait().to_bytes(), values)
 
     def test_memory_of_another_device_is_refused(self):
-        on_zero = self.runtime.array(b"\1" * 512, "U8", (512,), device="cuda:0")
+        on_zero = self.runtime.array(b"\1" * 512, "U8", (512,), device="sim:0")
         capsule = on_zero.__dlpack__()
-        # Claims cuda:1 for memory of cuda:0: the plugin checks the address.
+        # Claims sim:1 for memory of sim:0: the plugin checks the address.
         _set_device_id(capsule, 1)
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
             self.runtime.from_dlpack(capsule)
-        self.assertIn("cuda:1: memory_wrap of 512 bytes", caught.exception.message)
+        self.assertIn("sim:1: memory_wrap of 512 bytes", caught.exception.message)
         self.assertIn("the address is memory of sim:0", caught.exception.message)
+        _set_device_id(capsule, 5)
+        with self.assertRaises(backplane.OutOfRangeError) as caught:
+            self.runtime.from_dlpack(capsule)
+        self.assertIn("DLPack device type 12 (kDLExtDev) device_id 5 is out of range: backend 'sim'",
+                      caught.exception.message)
         _set_device_id(capsule, 0)  # refused, so still unconsumed: importable as it really is
         self.assertEqual(self.runtime.from_dlpack(capsule).to_bytes(), b"\1" * 512)
 
     def test_other_device_types_are_refused_before_asking_for_a_capsule(self):
-        producer = _CudaProducer(None)
-        producer.__dlpack_device__ = lambda: (4, 0)  # OpenCL
+        producer = _Producer(None)
+        producer.__dlpack_device__ = lambda: (7, 0)  # Vulkan: no backend here declares it
         with self.assertRaises(backplane.UnsupportedError) as caught:
             self.runtime.from_dlpack(producer)
-        self.assertIn("DLPack device type 4 cannot be imported", caught.exception.message)
+        self.assertIn("DLPack device type 7 cannot be imported: no available backend declares it (importable "
+                      "here: 1, 3, 11, 12)", caught.exception.message)
         self.assertEqual(producer.streams, [])
+
+    def test_host_memory_lands_on_the_default_device_when_it_is_host_memory(self):
+        plugins = [os.environ["BACKPLANE_TEST_CPU_PLUGIN"], os.environ["BACKPLANE_TEST_SIM_PLUGIN"]]
+        with plugin_runtime(self.directory.name, *plugins, config="[backend.cpu]\ndevices = 2\n") as runtime:
+            source = runtime.array(b"\7" * 8, "U8", (8,), device="cpu:0")
+            # The default is sim:0, not host memory: the first host-addressable device.
+            self.assertEqual(runtime.default_device().device, backplane.Device("sim", 0))
+            self.assertEqual(runtime.from_dlpack(source).device, backplane.Device("cpu", 0))
+            with runtime.default_device_scope("cpu:1"):
+                imported = runtime.from_dlpack(source)
+            self.assertEqual(imported.device, backplane.Device("cpu", 1))
+            self.assertEqual(imported.data_ptr, source.data_ptr)
 
 
 @unittest.skipIf(torch is None, "torch is not installed for this interpreter")

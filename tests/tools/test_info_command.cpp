@@ -40,7 +40,7 @@ TEST_CASE("[cli] info --json lists cpu as available with its device") {
   auto result = run_command(tool("", "info --json"));
   REQUIRE(result.exit_status == 0);
   json info = json::parse(result.output);
-  CHECK(info["abi_version"] == "1.1");
+  CHECK(info["abi_version"] == "1.2");
   const json* cpu = find_backend(info, "cpu", "available");
   REQUIRE(cpu != nullptr);
   REQUIRE((*cpu)["devices"].size() >= 1);
@@ -48,6 +48,7 @@ TEST_CASE("[cli] info --json lists cpu as available with its device") {
   CHECK((*cpu)["devices"][0]["memory_total"].get<std::uint64_t>() > 0);
   CHECK((*cpu)["origin"] == "next to core");
   CHECK((*cpu)["capabilities"] == json::array({"host_addressable", "pinned_host", "wrap_memory"}));
+  CHECK((*cpu)["dlpack_device_type"] == 1);  // kDLCPU, as the plugin declares it
 }
 
 TEST_CASE("[cli] info --json shows every fixture plugin with its status, next to a working cpu") {

@@ -92,6 +92,9 @@ class Array {
   // The plugin's native address of the first byte (host pointer on CPU, device
   // pointer on CUDA), for DLPack export; nullptr where the backend has none.
   void* native_address() const;
+  // The DLPack device type (DLDeviceType) its backend declares for its
+  // memory (backend ABI 1.2), 0 when it declares none.
+  std::int32_t dlpack_device_type() const;
 
   // Waits for the data; copies nbytes() bytes into `destination`, which must
   // hold `size` >= nbytes() bytes. Throws the transfer's error, kInvalidArgument.

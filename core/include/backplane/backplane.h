@@ -21,7 +21,9 @@
  *
  * Changes: 0.2 cancellable safetensors loads. 0.3 safetensors names and
  * metadata carried with their sizes (the *_n functions, name_size,
- * name_sizes), since the format allows NUL bytes in them.
+ * name_sizes), since the format allows NUL bytes in them. 0.4 DLPack device
+ * types come from the backends (bp_backend_info.dlpack_device_type,
+ * bp_array_dlpack_device), so any backend that declares one takes part.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -34,7 +36,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 3
+#define BP_API_VERSION_MINOR 4
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -118,14 +120,18 @@ typedef struct bp_backend_info {
   const char* reason;      /* why this status; may be "" when available */
   const char* plugin_path;
   const char* abi_version; /* "1.1", or "" when the table could not be read */
-  int32_t priority;
+  int32_t priority;       /* config priority, else the probe's, else the table's */
   uint64_t capabilities; /* BP_CAPABILITY_* bits of plugin.h */
+  /* API 0.4, written only when struct_size covers it: the DLPack device type
+   * (DLDeviceType) the plugin declares for its memory, 0 when none. */
+  int32_t dlpack_device_type;
 } bp_backend_info;
 
 /* Number of plugins found (every status counts). */
 bp_status bp_backend_count(bp_runtime* runtime, size_t* out);
 
-/* Fills `out` (set out->struct_size first) for index 0..count-1. */
+/* Fills `out` (set out->struct_size first; the API 0.3 size, without
+ * dlpack_device_type, is accepted too) for index 0..count-1. */
 bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out);
 
 /* *out = 1 when a backend of that name is available, else 0. Never an error
@@ -390,30 +396,44 @@ struct DLManagedTensor;
 /* Exports the array as a DLManagedTensor sharing its buffer (no copy). Waits
  * for the data first. The tensor holds one reference to the data; the
  * consumer calls tensor->deleter(tensor) exactly once when done (or
- * bp_dlpack_tensor_delete), from any thread. kDLCPU for host-addressable
- * devices, kDLCUDA with the ordinal for the cuda backend. Errors: UNSUPPORTED
- * for other devices and for dtypes DLPack cannot describe (F8, F6, F4);
- * the transfer's error when the data never arrived. */
+ * bp_dlpack_tensor_delete), from any thread. The tensor's device is the one
+ * bp_array_dlpack_device reports. Errors: UNSUPPORTED for a backend that
+ * declares no DLPack device type and whose memory is not host memory, and
+ * for dtypes DLPack cannot describe (F8, F6, F4); the transfer's error when
+ * the data never arrived. */
 bp_status bp_array_to_dlpack(const bp_array* array, struct DLManagedTensor** out);
 
-/* Imports a DLPack tensor without a copy. Host memory (kDLCPU, kDLCUDAHost)
- * becomes an array on cpu:0; CUDA device memory (kDLCUDA, device_id N) an
- * array on cuda:N, adopted through the cuda plugin (backend ABI 1.1
- * memory_wrap), which checks that the range is device memory of that GPU
- * inside one allocation. On success the array owns `tensor`: its deleter
- * runs (on whichever thread drops the last reference) when the last handle,
- * view or transfer using the data is gone; the caller must not touch `tensor`
- * again. On failure the caller still owns it. The memory must not change
- * while transfers read it, and CUDA memory must be ready: written, or its
- * writes ordered before the legacy default stream (what a DLPack producer
- * does when asked for stream 1). Errors: UNSUPPORTED for kDLCUDAManaged and
- * other device types, non-contiguous strides, lanes != 1, dtypes with no
- * backplane equivalent, and a cuda plugin too old to adopt memory;
- * INVALID_ARGUMENT for NULL data with a non-empty shape, negative extents, a
- * negative device_id, or CUDA memory the driver does not know or that
- * belongs to another GPU; OUT_OF_RANGE for a range past the end of its
- * allocation or a GPU that does not exist; NOT_FOUND / UNAVAILABLE when the
- * runtime has no usable cpu (host memory) or cuda (device memory) backend. */
+/* API 0.4: the DLPack device (DLDeviceType and device_id) the array exports
+ * as, without exporting it: the type its backend declares (backend ABI 1.2)
+ * with the device ordinal as device_id (0 for kDLCPU); kDLCPU for a backend
+ * that declares none but whose memory is host memory. Errors: UNSUPPORTED,
+ * naming the backend, when neither applies. Does not wait for the data. */
+bp_status bp_array_dlpack_device(const bp_array* array, int32_t* device_type, int32_t* device_id);
+
+/* Imports a DLPack tensor without a copy. Where it lands:
+ * - host memory (kDLCPU, kDLCUDAHost, kDLROCMHost): on the calling thread's
+ *   default device when that device is host-addressable, else on device 0 of
+ *   the first available host-addressable backend in priority order;
+ * - any other device type: on device `device_id` of the first available
+ *   backend, in priority order, that declares that DLPack device type
+ *   (backend ABI 1.2), adopted through its memory_wrap (ABI 1.1), which
+ *   checks what it can (CUDA: device memory of that GPU, inside one
+ *   allocation).
+ * On success the array owns `tensor`: its deleter runs (on whichever thread
+ * drops the last reference) when the last handle, view or transfer using the
+ * data is gone; the caller must not touch `tensor` again. On failure the
+ * caller still owns it. The memory must not change while transfers read it,
+ * and device memory must be ready: written, or (CUDA) its writes ordered
+ * before the legacy default stream (what a DLPack producer does when asked
+ * for stream 1). Errors: UNSUPPORTED for a device type no backend declares,
+ * non-contiguous strides, lanes != 1, dtypes with no backplane equivalent,
+ * and a plugin too old to adopt memory; INVALID_ARGUMENT for NULL data with a
+ * non-empty shape, negative extents, a negative device_id, or memory the
+ * plugin refuses (CUDA: unknown to the driver, or of another GPU);
+ * OUT_OF_RANGE for a device_id past the backend's devices or a range past
+ * the end of its allocation; UNAVAILABLE when the backends that declare the
+ * type, or all host-addressable backends, are unavailable; the default
+ * device's error when the default device cannot be decided. */
 bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tensor, bp_array** out);
 
 /* Calls tensor->deleter(tensor) when both are non-NULL: for callers (such as

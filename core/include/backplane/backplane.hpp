@@ -57,8 +57,13 @@ struct BackendInfo {
   SearchOrigin origin;
   std::string abi_version;     // "1.1"; empty when the table could not be read
   std::string plugin_version;  // the plugin's own version string
-  int priority = 0;            // higher wins the default device
+  // Higher wins the default device: the config's [backend.NAME] priority,
+  // else what the probe reported (plugin ABI 1.2), else the table's.
+  int priority = 0;
   std::uint64_t capabilities = 0;
+  // The DLPack device type of the backend's memory (DLDeviceType: 1 kDLCPU,
+  // 2 kDLCUDA, ...) as the plugin declares it (ABI 1.2); 0 when it declares none.
+  std::int32_t dlpack_device_type = 0;
 };
 
 enum class DeviceKind { kCpu, kGpu, kAccelerator };

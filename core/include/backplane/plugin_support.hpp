@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace backplane::plugin {
@@ -92,13 +93,26 @@ namespace detail {
 
 }  // namespace detail
 
+// The smallest struct_size a caller may pass for Args by default: the whole
+// struct, except where a later minor appended an optional field that an
+// older caller leaves out (BP_ProbeArgs.priority, ABI 1.2: write it only when
+// BP_STRUCT_HAS_FIELD says the caller's struct has it).
+template <class Args>
+constexpr std::size_t minimum_args_size() {
+  if constexpr (std::is_same_v<Args, BP_ProbeArgs>) {
+    return offsetof(BP_ProbeArgs, priority);
+  } else {
+    return sizeof(Args);
+  }
+}
+
 // Checks the args pointer and that the caller's struct holds every field the
 // plugin reads: all of the version it was built against, or at least
 // `minimum` bytes for a struct that grew in a later minor (the plugin then
 // checks BP_STRUCT_HAS_FIELD before touching the newer fields). The failure
 // path is out of line: this runs on every call.
 template <class Args>
-inline void require_args(const Args* args, const char* call, std::size_t minimum = sizeof(Args)) {
+inline void require_args(const Args* args, const char* call, std::size_t minimum = minimum_args_size<Args>()) {
   if (args == nullptr || args->struct_size < minimum) [[unlikely]] {
     detail::throw_bad_args(call, args == nullptr, args == nullptr ? 0 : args->struct_size, minimum);
   }

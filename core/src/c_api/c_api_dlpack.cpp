@@ -1,14 +1,21 @@
 // bp_array_to_dlpack, bp_array_from_dlpack: zero-copy exchange with DLPack
-// (NumPy, PyTorch, JAX). Host memory is wrapped directly; CUDA device memory
-// through the cuda plugin's memory_wrap (ABI 1.1). Built against Debian's
-// dlpack.h 0.6, which has only the unversioned DLManagedTensor.
+// (NumPy, PyTorch, JAX). Which backend a DLPack device type belongs to is
+// what the plugins declare (backend ABI 1.2 dlpack_device_type); the core
+// names none. Host memory is wrapped directly; device memory through the
+// declaring plugin's memory_wrap (ABI 1.1). Built against Debian's dlpack.h
+// 0.6, which has only the unversioned DLManagedTensor.
 #include "c_api/c_api_support.hpp"
+#include "registry/runtime_impl.hpp"
 
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace backplane::c_api {
@@ -85,11 +92,36 @@ std::optional<DType> backplane_dtype(const DLDataType& type) {
   }
 }
 
-// The DLPack device of an array, or nullopt when DLPack cannot name it.
-std::optional<DLDevice> dlpack_device(const Array& array) {
+// DLPack's names for its device types, for messages (DLPack 1.0's list;
+// the values are fixed by the format).
+std::string dlpack_device_type_name(std::int32_t type) {
+  static constexpr std::string_view kNames[] = {
+      "",          "kDLCPU",     "kDLCUDA",       "kDLCUDAHost",   "kDLOpenCL", "",
+      "",          "kDLVulkan",  "kDLMetal",      "kDLVPI",        "kDLROCM",   "kDLROCMHost",
+      "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU",     "kDLHexagon", "kDLMAIA"};
+  if (type > 0 && static_cast<std::size_t>(type) < std::size(kNames) && !kNames[type].empty()) {
+    return fmt::format("{} ({})", type, kNames[type]);
+  }
+  return std::to_string(type);
+}
+
+// Host memory in DLPack's terms: what any host-addressable device can adopt.
+bool is_host_type(std::int32_t type) { return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost; }
+
+// The DLPack device an array exports as: the type its backend declares with
+// the ordinal as device_id (host memory has one address space: kDLCPU is
+// always device 0); kDLCPU for undeclared host memory. Throws kUnsupported
+// naming the backend otherwise.
+DLDevice dlpack_device(const Array& array, const char* call) {
+  const std::int32_t declared = array.dlpack_device_type();
+  if (declared == kDLCPU) return DLDevice{kDLCPU, 0};
+  if (declared != 0) return DLDevice{static_cast<DLDeviceType>(declared), array.device().ordinal};
   if (array.host_data() != nullptr) return DLDevice{kDLCPU, 0};
-  if (array.device().backend == "cuda") return DLDevice{kDLCUDA, array.device().ordinal};
-  return std::nullopt;
+  throw Error(ErrorCode::kUnsupported,
+              fmt::format("{}: {} cannot be exported: backend '{}' declares no DLPack device type (the plugin's "
+                          "dlpack_device_type, backend ABI 1.2) and its memory is not host memory; copy the array "
+                          "to a host device first",
+                          call, array.device().selector(), array.device().backend));
 }
 
 // Row-major contiguity; extents of 1 may carry any stride (NumPy and PyTorch
@@ -123,27 +155,75 @@ struct ImportPlace {
   bool host;  // host memory (wrap_host) rather than a backend's device memory
 };
 
-ImportPlace import_place(const DLDevice& device) {
-  switch (device.device_type) {
-    case kDLCPU:
-    case kDLCUDAHost:
-      return {Device{"cpu", 0}, true};
-    case kDLCUDA:
-      if (device.device_id < 0) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("bp_array_from_dlpack: kDLCUDA device_id is {}", device.device_id));
-      }
-      return {Device{"cuda", device.device_id}, false};
-    case kDLCUDAManaged:
-      throw Error(ErrorCode::kUnsupported,
-                  "bp_array_from_dlpack: CUDA managed memory (kDLCUDAManaged) cannot be imported; import device "
-                  "(kDLCUDA) or host (kDLCPU) memory");
-    default:
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("bp_array_from_dlpack: DLPack device type {} cannot be imported (only kDLCPU, "
-                              "kDLCUDAHost and kDLCUDA)",
-                              static_cast<int>(device.device_type)));
+bool host_addressable(const DiscoveredBackend& entry) {
+  return entry.backend != nullptr && entry.backend->has(BP_CAPABILITY_HOST_ADDRESSABLE);
+}
+
+// Host memory lands on the calling thread's default device when the CPU can
+// address it, else on device 0 of the first available host-addressable
+// backend in the order the automatic default considers them.
+Device host_import_device(Runtime& runtime, std::int32_t type) {
+  Runtime::Impl& impl = runtime.impl();
+  const Device current = runtime.default_device().device;
+  if (const DiscoveredBackend* entry = impl.find(current.backend); entry != nullptr && host_addressable(*entry)) {
+    return current;
   }
+  for (const DiscoveredBackend* entry : impl.preference_order()) {
+    if (host_addressable(*entry) && entry->backend->device_count() > 0) return Device{entry->info.name, 0};
+  }
+  throw Error(ErrorCode::kUnavailable,
+              fmt::format("bp_array_from_dlpack: DLPack device type {} is host memory, which only a host-addressable "
+                          "device can hold; the default device {} is not one and no other is available ({})",
+                          dlpack_device_type_name(type), current.selector(), impl.describe_backends()));
+}
+
+// Device memory lands on device `device_id` of the first available backend,
+// in the same order, that declares the tensor's DLPack device type.
+Device device_import_device(Runtime& runtime, const DLDevice& device) {
+  const auto type = static_cast<std::int32_t>(device.device_type);
+  if (device.device_id < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("bp_array_from_dlpack: device_id is {} for DLPack device type {}", device.device_id,
+                            dlpack_device_type_name(type)));
+  }
+  Runtime::Impl& impl = runtime.impl();
+  std::vector<std::string> unavailable;  // backends that declare the type but cannot be used
+  std::vector<std::string> declared;     // every backend's declaration, for the message
+  for (const DiscoveredBackend* entry : impl.preference_order()) {
+    if (entry->info.dlpack_device_type == 0) continue;
+    declared.push_back(
+        fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
+    if (entry->info.dlpack_device_type != type) continue;
+    if (entry->backend == nullptr) {
+      unavailable.push_back(fmt::format("{} ({}: {})", entry->info.name, to_string(entry->info.status),
+                                        entry->info.reason));
+      continue;
+    }
+    const int count = entry->backend->device_count();
+    if (device.device_id >= count) {
+      throw Error(ErrorCode::kOutOfRange,
+                  fmt::format("bp_array_from_dlpack: DLPack device type {} device_id {} is out of range: backend "
+                              "'{}', which declares that type, has {} device(s)",
+                              dlpack_device_type_name(type), device.device_id, entry->info.name, count));
+    }
+    return Device{entry->info.name, device.device_id};
+  }
+  if (!unavailable.empty()) {
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("bp_array_from_dlpack: DLPack device type {} is the memory of {}, not available here",
+                            dlpack_device_type_name(type), fmt::join(unavailable, ", ")));
+  }
+  const std::string declarations = declared.empty() ? "none" : fmt::format("{}", fmt::join(declared, ", "));
+  throw Error(ErrorCode::kUnsupported,
+              fmt::format("bp_array_from_dlpack: DLPack device type {} cannot be imported: no backend declares it "
+                          "(declared: {}; host memory goes to a host-addressable device)",
+                          dlpack_device_type_name(type), declarations));
+}
+
+ImportPlace import_place(Runtime& runtime, const DLDevice& device) {
+  const auto type = static_cast<std::int32_t>(device.device_type);
+  if (is_host_type(type)) return {host_import_device(runtime, type), true};
+  return {device_import_device(runtime, device), false};
 }
 
 std::string describe_type(const DLDataType& type) {
@@ -168,12 +248,15 @@ bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("bp_array_to_dlpack: DLPack has no type code for {}", dtype_name(cxx.dtype())));
     }
-    const auto device = dlpack_device(cxx);
-    if (!device) {
+    const DLDevice device = dlpack_device(cxx, "bp_array_to_dlpack");
+    // Wrapped host memory may have no plugin address; host data is what kDLCPU means.
+    void* data = cxx.host_data() != nullptr ? const_cast<void*>(cxx.host_data()) : cxx.native_address();
+    if (data == nullptr && cxx.nbytes() != 0) {
       throw Error(ErrorCode::kUnsupported,
-                  fmt::format("bp_array_to_dlpack: DLPack has no device type for {} (only host-addressable devices "
-                              "and cuda can be exported)",
-                              cxx.device().selector()));
+                  fmt::format("bp_array_to_dlpack: {} cannot be exported: backend '{}' gives its memory no address "
+                              "(a device-memory handle such as OpenCL's cl_mem cannot cross the backend ABI), so a "
+                              "DLPack tensor would carry a NULL data pointer; copy the array to a host device first",
+                              cxx.device().selector(), cxx.device().backend));
     }
     // Consumers read at once and DLPack has no readiness signal for host memory.
     cxx.block_until_ready();
@@ -181,9 +264,8 @@ bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
     exported->array = cxx;
     exported->shape = cxx.shape();
     DLTensor& tensor = exported->tensor.dl_tensor;
-    // Wrapped host memory may have no plugin address; host data is what kDLCPU means.
-    tensor.data = cxx.host_data() != nullptr ? const_cast<void*>(cxx.host_data()) : cxx.native_address();
-    tensor.device = *device;
+    tensor.data = data;
+    tensor.device = device;
     tensor.ndim = static_cast<int>(exported->shape.size());
     tensor.dtype = *type;
     tensor.shape = exported->shape.data();
@@ -195,6 +277,17 @@ bp_status bp_array_to_dlpack(const bp_array* array, DLManagedTensor** out) {
   });
 }
 
+bp_status bp_array_dlpack_device(const bp_array* array, int32_t* device_type, int32_t* device_id) {
+  return guarded([&] {
+    const auto array_lease = array_of(array, "bp_array_dlpack_device");
+    require_non_null(device_type, "bp_array_dlpack_device", "device_type");
+    require_non_null(device_id, "bp_array_dlpack_device", "device_id");
+    const DLDevice device = dlpack_device(*array_lease, "bp_array_dlpack_device");
+    *device_type = static_cast<int32_t>(device.device_type);
+    *device_id = device.device_id;
+  });
+}
+
 bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp_array** out) {
   return guarded([&] {
     const auto runtime_lease = runtime_of(runtime, "bp_array_from_dlpack");
@@ -202,7 +295,7 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp
     require_non_null(managed, "bp_array_from_dlpack", "tensor");
     require_non_null(out, "bp_array_from_dlpack", "out");
     const DLTensor& tensor = managed->dl_tensor;
-    const auto place = import_place(tensor.device);
+    const auto place = import_place(cxx, tensor.device);
     if (tensor.dtype.lanes != 1) {
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("bp_array_from_dlpack: vector types are not supported ({})", describe_type(tensor.dtype)));

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -157,7 +159,9 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
   return guarded([&] {
     auto cxx = runtime_of(runtime, "bp_backend_get");
     require_non_null(out, "bp_backend_get", "out");
-    if (out->struct_size < sizeof(bp_backend_info)) {
+    // API 0.3's struct ends before dlpack_device_type.
+    constexpr std::size_t kSize_0_3 = offsetof(bp_backend_info, capabilities) + sizeof(std::uint64_t);
+    if (out->struct_size < kSize_0_3) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("bp_backend_get: out->struct_size {} is smaller than {} (set it to sizeof)",
                               out->struct_size, sizeof(bp_backend_info)));
@@ -177,6 +181,9 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
     out->abi_version = info.abi_version.c_str();
     out->priority = info.priority;
     out->capabilities = info.capabilities;
+    if (out->struct_size >= offsetof(bp_backend_info, dlpack_device_type) + sizeof(std::int32_t)) {
+      out->dlpack_device_type = info.dlpack_device_type;
+    }
   });
 }
 

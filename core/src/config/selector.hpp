@@ -1,4 +1,4 @@
-// Device selectors: "cpu", "cpu:0", "cuda", "cuda:1".
+// Device selectors: a backend name with an optional ordinal ("cpu", "cpu:0", "sim:1").
 //
 // This layer checks syntax only. Whether the backend exists, is available, and
 // has the ordinal asked for is decided later by the registry, which knows the

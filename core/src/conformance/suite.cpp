@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +22,8 @@ namespace backplane::conformance {
 namespace {
 
 constexpr char kUnknownOption[] = "conformance_no_such_option";
+// The range a probe's priority is expected in (cpu 10, GPUs 100).
+constexpr std::int32_t kPlausiblePriority = 1000;
 
 // <name> of a file called backplane-<name>.so, else empty.
 std::string name_from_file(const std::filesystem::path& file) {
@@ -41,6 +45,24 @@ BP_PluginEntryFn find_entry(const std::filesystem::path& file) {
   return reinterpret_cast<BP_PluginEntryFn>(symbol);
 }
 
+// The capability bits each ABI 1.x minor defines (1.2 added none).
+BP_Capabilities known_capabilities(std::uint32_t minor) {
+  constexpr BP_Capabilities kKnown_1_0 = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
+                                         BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
+  constexpr BP_Capabilities kKnown_1_1 = kKnown_1_0 | BP_CAPABILITY_WRAP_MEMORY;
+  constexpr BP_Capabilities kKnown_1_2 = kKnown_1_1;
+  switch (minor) {
+    case 0: return kKnown_1_0;
+    case 1: return kKnown_1_1;
+    default: return kKnown_1_2;
+  }
+}
+
+// DLPack's device types (DLDeviceType, DLPack 1.0): 5 and 6 were never used.
+bool is_known_dlpack_device_type(std::int32_t type) {
+  return (type >= 1 && type <= 4) || (type >= 7 && type <= 17);
+}
+
 std::string table_summary(const BP_PluginApi& table) {
   return fmt::format("struct_size {}, ABI {}.{}", table.struct_size, table.abi_major, table.abi_minor);
 }
@@ -55,15 +77,38 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
     return table_summary(api);
   });
   context.check("negotiation: capability bits are defined ones", [&] {
-    constexpr BP_Capabilities kKnown_1_0 = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
-                                           BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
-    const BP_Capabilities known = kKnown_1_0 | (api.abi_minor >= 1 ? BP_CAPABILITY_WRAP_MEMORY : 0);
-    const BP_Capabilities unknown = api.capabilities & ~known;
+    const BP_Capabilities unknown = api.capabilities & ~known_capabilities(api.abi_minor);
     if (unknown != 0 && api.abi_minor <= BP_ABI_MINOR) {
       throw CheckFailure(fmt::format("capabilities 0x{:x} include bits 0x{:x} that ABI {}.{} does not define",
                                      api.capabilities, unknown, api.abi_major, api.abi_minor));
     }
     return fmt::format("capabilities 0x{:x}", api.capabilities);
+  });
+  context.check("negotiation: dlpack_device_type is 0 or a DLPack device type", [&] {
+    if (!BP_STRUCT_HAS_FIELD(&api, BP_PluginApi, dlpack_device_type)) {
+      throw NotApplicable(fmt::format("the table ({}) ends before dlpack_device_type (ABI 1.2); it reads as 0, "
+                                      "so only host memory is shared through DLPack",
+                                      table_summary(api)));
+    }
+    const std::int32_t type = api.dlpack_device_type;
+    if (type == 0) {
+      return std::string("0: not declared; DLPack shares this backend's memory only if it is host memory");
+    }
+    if (!is_known_dlpack_device_type(type)) {
+      throw CheckFailure(fmt::format("dlpack_device_type is {}, which is not a DLPack device type (DLDeviceType: "
+                                     "1 kDLCPU, 2 kDLCUDA, 4 kDLOpenCL, 10 kDLROCM, ... 17)",
+                                     type));
+    }
+    const bool host_type = type == 1 || type == 3 || type == 11;  // kDLCPU, kDLCUDAHost, kDLROCMHost
+    if (host_type && !context.has_capability(BP_CAPABILITY_HOST_ADDRESSABLE)) {
+      throw CheckFailure(fmt::format("dlpack_device_type {} is host memory, but the table does not claim "
+                                     "BP_CAPABILITY_HOST_ADDRESSABLE",
+                                     type));
+    }
+    if (!host_type && !context.has_capability(BP_CAPABILITY_WRAP_MEMORY)) {
+      return fmt::format("{}; without BP_CAPABILITY_WRAP_MEMORY its arrays export but imports are refused", type);
+    }
+    return std::to_string(type);
   });
   context.check("negotiation: backend name matches the file name", [&] {
     const std::string expected = name_from_file(file);
@@ -215,6 +260,51 @@ void check_probe(Context& context) {
       throw CheckFailure(fmt::format("the first probe said {}, the second {}",
                                      report.available ? "available" : "unavailable",
                                      args.available == 1 ? "available" : "unavailable"));
+    }
+    return std::string();
+  });
+  context.check("probe: the reported priority is sane", [&] {
+    if (!answered) throw NotApplicable("the first probe failed");
+    BP_ProbeArgs args{};
+    args.struct_size = sizeof(args);
+    args.backend = context.backend;
+    args.priority = api.priority;  // what the core fills in
+    context.require_ok(api.probe(&args), "probe");
+    if (api.abi_minor < 2 && args.priority != api.priority) {
+      throw CheckFailure(fmt::format("an ABI {}.{} table's probe changed priority ({} -> {}), a field of ABI 1.2 "
+                                     "it cannot know: it writes past the struct it was built against",
+                                     api.abi_major, api.abi_minor, api.priority, args.priority));
+    }
+    if (args.priority < -kPlausiblePriority || args.priority > kPlausiblePriority) {
+      throw CheckFailure(fmt::format("probe reported priority {} (the table says {}); priorities are expected "
+                                     "within -{}..{} (cpu 10, GPUs 100)",
+                                     args.priority, api.priority, kPlausiblePriority, kPlausiblePriority));
+    }
+    BP_ProbeArgs again{};
+    again.struct_size = sizeof(again);
+    again.backend = context.backend;
+    again.priority = api.priority;
+    context.require_ok(api.probe(&again), "the second probe");
+    if (again.priority != args.priority) {
+      throw CheckFailure(fmt::format("the first probe reported priority {}, the second {}", args.priority,
+                                     again.priority));
+    }
+    return args.priority == api.priority ? fmt::format("{}, the table's", args.priority)
+                                         : fmt::format("{} (the table says {})", args.priority, api.priority);
+  });
+  context.check("probe: a caller's 1.1 struct, without priority, is accepted and not written past", [&] {
+    if (!answered) throw NotApplicable("the first probe failed");
+    // What a core of ABI 1.0 or 1.1 passes: the struct ends at reason_size.
+    BP_ProbeArgs args{};
+    constexpr std::int32_t kCanary = 0x5a5a5a5a;
+    args.struct_size = offsetof(BP_ProbeArgs, reason_size) + sizeof(args.reason_size);
+    args.backend = context.backend;
+    args.priority = kCanary;
+    context.require_ok(api.probe(&args), fmt::format("probe with struct_size {}", args.struct_size));
+    if (args.priority != kCanary) {
+      throw CheckFailure(fmt::format("probe wrote priority ({}) although struct_size {} ends before it; write "
+                                     "it only when BP_STRUCT_HAS_FIELD says the caller's struct has it",
+                                     args.priority, args.struct_size));
     }
     return std::string();
   });

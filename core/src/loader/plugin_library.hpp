@@ -10,6 +10,7 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -29,6 +30,11 @@ class PluginLibrary {
   const BP_PluginApi& api() const { return *api_; }
   std::string_view name() const { return {api_->name, api_->name_size}; }
   std::string version() const;
+  // The DLPack device type the table declares (ABI 1.2); 0 when it declares
+  // none or the table is older than 1.2.
+  std::int32_t dlpack_device_type() const {
+    return BP_STRUCT_HAS_FIELD(api_, BP_PluginApi, dlpack_device_type) ? api_->dlpack_device_type : 0;
+  }
 
   // Once a device was used, unloading could pull code from under driver
   // threads or atexit handlers: the library then stays mapped until exit.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace backplane {
@@ -15,6 +16,8 @@ constexpr std::size_t kVersionFieldsEnd = offsetof(BP_PluginApi, abi_minor) + si
 // A plugin built against 1.0 stays valid when later minors append fields
 // (which the core reads only with BP_STRUCT_HAS_FIELD).
 constexpr std::size_t kTableSize_1_0 = BP_PLUGIN_API_SIZE_1_0;
+// DLPack's kDLCPU (plugin.h does not include dlpack.h).
+constexpr std::int32_t kDLPackCPU = 1;
 
 // The calls every 1.x plugin must provide, by name for the error message.
 std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) {
@@ -116,6 +119,20 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
         fmt::format("bad table: it claims BP_CAPABILITY_WRAP_MEMORY, but its struct_size {} (ABI {}) ends before "
                     "memory_wrap, which arrived in ABI 1.1",
                     table->struct_size, abi_version_string(*table))};
+  }
+  if (BP_STRUCT_HAS_FIELD(table, BP_PluginApi, dlpack_device_type)) {
+    if (table->dlpack_device_type < 0) {
+      return TableProblem{BackendStatus::kFailed,
+                          fmt::format("bad table: dlpack_device_type is {}; it must be 0 (not declared) or a "
+                                      "DLPack device type",
+                                      table->dlpack_device_type)};
+    }
+    // The core hands kDLCPU memory to consumers that dereference it.
+    if (table->dlpack_device_type == kDLPackCPU && (table->capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0) {
+      return TableProblem{BackendStatus::kFailed,
+                          "bad table: dlpack_device_type is 1 (kDLCPU), but the table does not claim "
+                          "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory"};
+    }
   }
   if (auto missing = missing_required_calls(*table); !missing.empty()) {
     return TableProblem{BackendStatus::kFailed,

@@ -80,6 +80,8 @@ void* Array::native_address() const {
   return array.storage->native == nullptr ? nullptr : static_cast<std::byte*>(array.storage->native) + array.offset;
 }
 
+std::int32_t Array::dlpack_device_type() const { return state().storage->context->backend->dlpack_device_type(); }
+
 bool Array::shares_buffer_with(const Array& other) const {
   return state_ != nullptr && other.state_ != nullptr && state_->storage == other.state_->storage;
 }

@@ -37,8 +37,12 @@ std::shared_ptr<DeviceContext> PlacementState::context(const Device& device) {
   context->converts_integers = live.has(BP_CAPABILITY_CONVERT_INTEGERS) && live.api().convert_integers != nullptr;
   context->memory =
       std::make_shared<CachingAllocator>(context->backend, device.ordinal, BP_MEMORY_DEVICE, context->selector);
-  // Pinned staging only helps where device memory is not host memory already.
-  if (live.has(BP_CAPABILITY_PINNED_HOST) && !context->host_addressable) {
+  // Pinned staging only helps where device memory is not host memory already:
+  // not on host-addressable backends, and not on a CPU device behind a runtime
+  // with its own memory (an OpenCL CPU device), whose driver copies from
+  // pageable memory with one memcpy where staging would add a second.
+  if (live.has(BP_CAPABILITY_PINNED_HOST) && !context->host_addressable &&
+      live.device_info(device.ordinal).kind != DeviceKind::kCpu) {
     context->pinned = std::make_shared<CachingAllocator>(context->backend, device.ordinal, BP_MEMORY_PINNED_HOST,
                                                          context->selector + " pinned");
   }

@@ -91,13 +91,16 @@ std::pair<std::optional<Backend::ProbeAnswer>, std::optional<PluginFailure>> Bac
   BP_ProbeArgs args{};
   args.struct_size = sizeof(args);
   args.backend = handle_;
+  // In/out since ABI 1.2: a plugin built against 1.0 or 1.1 does not know the
+  // field and leaves the table's priority in place.
+  args.priority = api().priority;
   if (auto failure = consume_error(api().probe(&args))) return {std::nullopt, std::move(failure)};
   if (args.reason_size > kMaxPluginTextSize) {
     return {std::nullopt, PluginFailure{ErrorCode::kPlugin,
                                         fmt::format("probe answered reason_size {}, more than {}", args.reason_size,
                                                     kMaxPluginTextSize)}};
   }
-  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size))};
+  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
   return {std::move(answer), std::nullopt};
 }
 

@@ -46,6 +46,8 @@ class Backend {
   struct ProbeAnswer {
     bool available = false;
     std::string reason;
+    // The table's priority, or the one the probe reported (ABI 1.2).
+    int priority = 0;
   };
 
   // Calls backend_create with the plugin options.
@@ -63,6 +65,8 @@ class Backend {
   std::string_view name() const { return library_->name(); }
   const BP_PluginApi& api() const { return library_->api(); }
   BP_Backend* handle() const { return handle_; }
+  // The DLPack device type the plugin declares (ABI 1.2); 0 when none.
+  std::int32_t dlpack_device_type() const { return library_->dlpack_device_type(); }
   // Called before the first device use: the plugin then stays loaded until exit.
   void mark_used() { library_->keep_loaded(); }
 

@@ -208,10 +208,11 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   info.name = std::string(library->name());
   info.plugin_version = library->version();
   info.capabilities = library->api().capabilities;
+  info.dlpack_device_type = library->dlpack_device_type();
+  // The table's priority until the probe answers; the config's always wins.
   info.priority = library->api().priority;
-  if (auto found = policy.priorities.find(info.name); found != policy.priorities.end()) {
-    info.priority = found->second;
-  }
+  const auto configured_priority = policy.priorities.find(info.name);
+  if (configured_priority != policy.priorities.end()) info.priority = configured_priority->second;
   // A directly named file only reveals its name once opened.
   if (candidate.name.empty()) {
     if (auto earlier = seen.find(info.name); earlier != seen.end()) {
@@ -254,7 +255,11 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   if (failure) {
     info.status = BackendStatus::kFailed;
     info.reason = fmt::format("probe failed ({}): {}", to_string(failure->code), failure->message);
-  } else if (!answer->available) {
+    return result;
+  }
+  // The probe may rank the backend by what it found (ABI 1.2).
+  if (configured_priority == policy.priorities.end()) info.priority = answer->priority;
+  if (!answer->available) {
     info.status = BackendStatus::kUnavailable;
     info.reason = answer->reason.empty() ? "the plugin gave no reason" : answer->reason;
   } else {
@@ -278,7 +283,7 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
         log(LogLevel::kDebug, "{}: skipped, shadowed by {}", candidate.file.string(), earlier->second.string());
         found.push_back({BackendInfo{candidate.name, BackendStatus::kShadowed,
                                      fmt::format("shadowed by {}, found earlier", earlier->second.string()),
-                                     candidate.file, candidate.origin, "", "", 0, 0},
+                                     candidate.file, candidate.origin, "", "", 0, 0, 0},
                          nullptr});
         continue;
       }
@@ -287,7 +292,7 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
         log(LogLevel::kDebug, "{}: skipped, disabled ({})", candidate.file.string(), *reason);
         found.push_back({BackendInfo{candidate.name, BackendStatus::kDisabled,
                                      fmt::format("disabled: {}", *reason), candidate.file, candidate.origin,
-                                     "", "", 0, 0},
+                                     "", "", 0, 0, 0},
                          nullptr});
         continue;
       }

@@ -46,7 +46,7 @@ std::string_view to_string(DeviceKind kind) noexcept {
 
 namespace {
 
-// BACKPLANE_BACKENDS=cuda,cpu -> {"cuda", "cpu"}; strict, like selectors.
+// BACKPLANE_BACKENDS=sim,cpu -> {"sim", "cpu"}; strict, like selectors.
 std::vector<std::string> parse_backend_list(const std::string& text) {
   std::vector<std::string> names;
   std::size_t start = 0;

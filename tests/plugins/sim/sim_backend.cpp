@@ -20,6 +20,7 @@ namespace backplane::sim {
 namespace {
 
 constexpr std::uint64_t kMaxCopyDelayUs = 60'000'000;
+constexpr std::int64_t kMaxPriority = 1000;
 constexpr std::size_t kPinnedAlignment = 64;
 
 [[noreturn]] void fail(BP_ErrorCode code, const std::string& message) { throw sdk::Failure(code, "sim: " + message); }
@@ -63,13 +64,16 @@ SimBackend::SimBackend(const Options& options)
 SimBackend::~SimBackend() { worker_.stop(); }
 
 std::unique_ptr<SimBackend> SimBackend::create(const sdk::Options& options) {
-  options.allow_only({"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us"});
+  options.allow_only({"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us", "probe_priority"});
   Options parsed;
   parsed.devices = static_cast<std::int32_t>(options.integer("devices", 1, 1, 64));
   parsed.memory_limit = options.unsigned_integer("memory_limit", parsed.memory_limit, 0, UINT64_MAX);
   parsed.fail_alloc_at = options.unsigned_integer("fail_alloc_at", 0, 0, UINT64_MAX);
   parsed.fail_copy_at = options.unsigned_integer("fail_copy_at", 0, 0, UINT64_MAX);
   parsed.copy_delay_us = options.unsigned_integer("copy_delay_us", 0, 0, kMaxCopyDelayUs);
+  if (options.find("probe_priority") != nullptr) {
+    parsed.priority = static_cast<std::int32_t>(options.integer("probe_priority", 0, 0, kMaxPriority));
+  }
   return std::make_unique<SimBackend>(parsed);
 }
 
@@ -77,7 +81,7 @@ sdk::Probe SimBackend::probe() {
   return {.available = true,
           .reason = "simulated accelerator: " + std::to_string(options_.devices) + " device(s) of " +
                     sdk::format_bytes(options_.memory_limit),
-          .priority = {}};
+          .priority = options_.priority};
 }
 
 sdk::DeviceDescription SimBackend::describe(std::int32_t ordinal) {

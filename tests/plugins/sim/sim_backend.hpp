@@ -39,9 +39,13 @@
 //                  submission. 0 (default): never.
 //   copy_delay_us  0..60000000: each async copy sleeps this long on the worker
 //                  before moving data, so overlap is observable. Default 0.
+//   probe_priority 0..1000: the priority probe reports (ABI 1.2), in place of
+//                  the table's 50. Default: the table's.
 //
 // DLPack: the table declares BACKPLANE_SIM_DLPACK_DEVICE_TYPE (a build
-// define; 0, none, unless the build says otherwise).
+// define; 12, kDLExtDev, unless the build says otherwise), so DLPack export
+// and import of device memory run on any machine without the core knowing
+// the backend by name.
 //
 // Thread-safety: every call may come from any thread at once.
 #ifndef BACKPLANE_TESTS_PLUGINS_SIM_SIM_BACKEND_HPP
@@ -58,16 +62,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-// Built a second time under the name "cuda" (tests/plugins/fake_cuda), so the
-// core's CUDA-specific paths (DLPack kDLCUDA) run without a GPU.
-#ifndef BACKPLANE_SIM_NAME
-#define BACKPLANE_SIM_NAME "sim"
-#endif
 #ifndef BACKPLANE_SIM_DLPACK_DEVICE_TYPE
-#define BACKPLANE_SIM_DLPACK_DEVICE_TYPE 0
+#define BACKPLANE_SIM_DLPACK_DEVICE_TYPE 12
 #endif
 
 namespace backplane::sim {
@@ -77,7 +77,7 @@ namespace sdk = backplane::plugin_sdk;
 class SimBackend {
  public:
   static constexpr sdk::Identity kIdentity{
-      .name = BACKPLANE_SIM_NAME,
+      .name = "sim",
       .version = "test-only",
       .priority = 50,
       .capabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_WRAP_MEMORY,
@@ -90,6 +90,7 @@ class SimBackend {
     std::uint64_t fail_alloc_at = 0;  // 0: never
     std::uint64_t fail_copy_at = 0;   // 0: never
     std::uint64_t copy_delay_us = 0;
+    std::optional<std::int32_t> priority;  // what probe reports; unset: kIdentity's
   };
 
   // Storage is shared so a buffer freed while an async copy still reads or

@@ -1,0 +1,421 @@
+// The OpenCL backend's hooks. The SDK has checked every handle, ordinal,
+// range and pointer before a hook runs; what is left here is OpenCL.
+#include "opencl_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace backplane::opencl {
+namespace {
+
+using sdk::Failure;
+using sdk::format_bytes;
+
+const char* type_name(cl_device_type type) {
+  if ((type & CL_DEVICE_TYPE_GPU) != 0) return "GPU";
+  if ((type & CL_DEVICE_TYPE_ACCELERATOR) != 0) return "ACCELERATOR";
+  if ((type & CL_DEVICE_TYPE_CPU) != 0) return "CPU";
+  if ((type & CL_DEVICE_TYPE_CUSTOM) != 0) return "CUSTOM";
+  return "UNKNOWN";
+}
+
+BP_DeviceKind kind_of(cl_device_type type) {
+  if ((type & CL_DEVICE_TYPE_GPU) != 0) return BP_DEVICE_KIND_GPU;
+  if ((type & CL_DEVICE_TYPE_CPU) != 0) return BP_DEVICE_KIND_CPU;
+  return BP_DEVICE_KIND_ACCELERATOR;
+}
+
+const char* integer_name(BP_IntegerType type) {
+  switch (type) {
+    case BP_INTEGER_U8: return "U8";
+    case BP_INTEGER_U16: return "U16";
+    case BP_INTEGER_U32: return "U32";
+    case BP_INTEGER_I32: return "I32";
+    case BP_INTEGER_I64: return "I64";
+    default: return "unknown";
+  }
+}
+
+std::uint64_t integer_size(BP_IntegerType type) {
+  switch (type) {
+    case BP_INTEGER_U8: return 1;
+    case BP_INTEGER_U16: return 2;
+    case BP_INTEGER_U32: case BP_INTEGER_I32: return 4;
+    case BP_INTEGER_I64: return 8;
+    default: return 0;
+  }
+}
+
+// The widening pairs, each an OpenCL C kernel: a destination type that holds
+// every source value.
+struct Widening {
+  BP_IntegerType source;
+  BP_IntegerType destination;
+  const char* kernel;
+};
+constexpr Widening kWidenings[] = {
+    {BP_INTEGER_U8, BP_INTEGER_U16, "widen_u8_u16"},   {BP_INTEGER_U8, BP_INTEGER_U32, "widen_u8_u32"},
+    {BP_INTEGER_U8, BP_INTEGER_I32, "widen_u8_i32"},   {BP_INTEGER_U8, BP_INTEGER_I64, "widen_u8_i64"},
+    {BP_INTEGER_U16, BP_INTEGER_U32, "widen_u16_u32"}, {BP_INTEGER_U16, BP_INTEGER_I32, "widen_u16_i32"},
+    {BP_INTEGER_U16, BP_INTEGER_I64, "widen_u16_i64"}, {BP_INTEGER_U32, BP_INTEGER_I64, "widen_u32_i64"},
+};
+
+// Indices are element counts; each work item strides over the range, so the
+// global size stays small on CPU devices.
+constexpr char kWidenSource[] = R"CL(
+#define WIDEN(NAME, S, D)                                                          \
+  __kernel void NAME(__global const S* source, ulong source_index,                 \
+                     __global D* destination, ulong destination_index, ulong count) { \
+    for (ulong i = get_global_id(0); i < count; i += get_global_size(0))           \
+      destination[destination_index + i] = (D)source[source_index + i];            \
+  }
+WIDEN(widen_u8_u16, uchar, ushort)
+WIDEN(widen_u8_u32, uchar, uint)
+WIDEN(widen_u8_i32, uchar, int)
+WIDEN(widen_u8_i64, uchar, long)
+WIDEN(widen_u16_u32, ushort, uint)
+WIDEN(widen_u16_i32, ushort, int)
+WIDEN(widen_u16_i64, ushort, long)
+WIDEN(widen_u32_i64, uint, long)
+)CL";
+
+const char* kSupportedWidenings = "U8 -> U16/U32/I32/I64, U16 -> U32/I32/I64, U32 -> I64";
+
+}  // namespace
+
+OpenclBackend::Buffer::~Buffer() {
+  if (memory == nullptr || forked()) return;  // in a child the memory is the parent's
+  if (address != nullptr) api->clEnqueueUnmapMemObject(device->queue, memory, address, 0, nullptr, nullptr);
+  api->clReleaseMemObject(memory);  // OpenCL frees it once queued work using it completes
+  if (kind == BP_MEMORY_DEVICE) device->allocated.fetch_sub(std::max<std::uint64_t>(size, 1));
+}
+
+OpenclBackend::Event::~Event() {
+  if (event == nullptr || forked()) return;
+  api->clWaitForEvents(1, &event);
+  api->clReleaseEvent(event);
+}
+
+OpenclBackend::~OpenclBackend() {
+  if (forked()) return;
+  for (const auto& device : devices_) {
+    for (const auto& [pair, kernel] : device->widen_kernels) api_->clReleaseKernel(kernel);
+    if (device->widen_program != nullptr) api_->clReleaseProgram(device->widen_program);
+    if (device->queue != nullptr) {
+      api_->clFinish(device->queue);
+      api_->clReleaseCommandQueue(device->queue);
+    }
+    if (device->context != nullptr) api_->clReleaseContext(device->context);
+  }
+}
+
+std::unique_ptr<OpenclBackend> OpenclBackend::create(const sdk::Options& options) {
+  options.allow_only({"library", "build_options"});
+  const std::string_view* library = options.find("library");
+  if (library != nullptr && library->empty()) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT, "opencl: option library = \"\" is invalid: expected the path of an OpenCL ICD loader");
+  }
+  const std::string_view* build_options = options.find("build_options");
+  return std::make_unique<OpenclBackend>(library != nullptr ? std::string(*library) : std::string(kLoaderLibrary),
+                                         build_options != nullptr ? std::string(*build_options) : std::string());
+}
+
+sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
+  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  return {device.name,
+          kind_of(device.type),
+          {{"vendor", device.vendor},
+           {"platform", device.platform_name},
+           {"opencl_version", device.opencl_version},
+           {"driver_version", device.driver_version},
+           {"device_type", type_name(device.type)},
+           {"global_memory_size", std::to_string(device.global_memory)},
+           {"max_allocation_size", std::to_string(device.max_allocation)},
+           {"compute_units", std::to_string(device.compute_units)}}};
+}
+
+// OpenCL has no portable free-memory query: free is total less what this
+// backend holds on the device.
+sdk::MemoryFigures OpenclBackend::memory(std::int32_t ordinal) {
+  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  const std::uint64_t held = device.allocated.load(std::memory_order_relaxed);
+  return {device.global_memory, device.global_memory > held ? device.global_memory - held : 0};
+}
+
+Device& OpenclBackend::start(Device& device, const char* call) {
+  require_initialising_process(call);
+  const std::lock_guard lock(device.mutex);
+  if (device.queue != nullptr) return device;
+  const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
+                                              reinterpret_cast<cl_context_properties>(device.platform), 0};
+  cl_int result = CL_SUCCESS;
+  if (device.context == nullptr) {
+    device.context = api_->clCreateContext(properties, 1, &device.id, nullptr, nullptr, &result);
+    check(result, std::string(call) + ": clCreateContext on " + device.label);
+  }
+  device.queue = api_->clCreateCommandQueue(device.context, device.id, 0, &result);  // in order
+  check(result, std::string(call) + ": clCreateCommandQueue on " + device.label);
+  return device;
+}
+
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(cl_event event, std::string operation) {
+  auto tracked = std::make_unique<Event>();
+  tracked->api = api_;
+  tracked->event = event;
+  tracked->operation = std::move(operation);
+  return tracked;
+}
+
+std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind,
+                                                               std::uint64_t size) {
+  Device& device = start(*devices_[static_cast<std::size_t>(ordinal)], "memory_allocate");
+  const bool pinned = kind == BP_MEMORY_PINNED_HOST;
+  // OpenCL has no empty buffers: size 0 holds one byte nobody copies.
+  const std::uint64_t bytes = std::max<std::uint64_t>(size, 1);
+  const std::string what = std::string("clCreateBuffer") + (pinned ? "(CL_MEM_ALLOC_HOST_PTR)" : "") + " of " +
+                           format_bytes(size) + " on " + device.label;
+  if (bytes > SIZE_MAX) throw Failure(BP_ERROR_OUT_OF_MEMORY, what + " failed: larger than the address space");
+  cl_int result = CL_SUCCESS;
+  const cl_mem_flags flags = CL_MEM_READ_WRITE | (pinned ? CL_MEM_ALLOC_HOST_PTR : 0);
+  cl_mem memory = api_->clCreateBuffer(device.context, flags, static_cast<std::size_t>(bytes), nullptr, &result);
+  if (result == CL_INVALID_BUFFER_SIZE && bytes > device.max_allocation) {
+    throw Failure(BP_ERROR_OUT_OF_MEMORY, what + " failed: CL_INVALID_BUFFER_SIZE (" + device.label +
+                                              " allocates at most " + format_bytes(device.max_allocation) +
+                                              " at once)");
+  }
+  check(result, what);
+  auto buffer = std::make_unique<Buffer>();
+  buffer->ordinal = ordinal;
+  buffer->kind = kind;
+  buffer->size = size;
+  buffer->api = api_;
+  buffer->device = &device;
+  buffer->memory = memory;
+  if (pinned) {
+    // Mapped for the buffer's whole life: the mapped pointer is its address.
+    void* mapped = api_->clEnqueueMapBuffer(device.queue, memory, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                            static_cast<std::size_t>(bytes), 0, nullptr, nullptr, &result);
+    check(result, "clEnqueueMapBuffer of " + format_bytes(size) + " of pinned host memory on " + device.label);
+    buffer->address = mapped;
+  } else {
+    device.allocated.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  return buffer;
+}
+
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& destination, std::uint64_t offset,
+                                                                    const void* source, std::uint64_t size,
+                                                                    sdk::Mode) {
+  if (size == 0) return nullptr;
+  require_initialising_process("copy_to_device");
+  if (destination.address != nullptr) {  // pinned host memory: mapped, so written directly
+    std::memmove(static_cast<std::byte*>(destination.address) + offset, source, size);
+    return nullptr;
+  }
+  Device& device = *destination.device;
+  const std::string what = "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + device.label;
+  cl_event event = nullptr;
+  check(api_->clEnqueueWriteBuffer(device.queue, destination.memory, CL_FALSE, offset, size, source, 0, nullptr, &event),
+        what);
+  auto tracked = track(event, what);
+  check(api_->clFlush(device.queue), "clFlush after " + what);
+  return tracked;
+}
+
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_host(Buffer& source, std::uint64_t offset,
+                                                                  void* destination, std::uint64_t size, sdk::Mode) {
+  if (size == 0) return nullptr;
+  require_initialising_process("copy_to_host");
+  if (source.address != nullptr) {
+    std::memmove(destination, static_cast<const std::byte*>(source.address) + offset, size);
+    return nullptr;
+  }
+  Device& device = *source.device;
+  const std::string what = "clEnqueueReadBuffer of " + format_bytes(size) + " from " + device.label;
+  cl_event event = nullptr;
+  check(api_->clEnqueueReadBuffer(device.queue, source.memory, CL_FALSE, offset, size, destination, 0, nullptr, &event),
+        what);
+  auto tracked = track(event, what);
+  check(api_->clFlush(device.queue), "clFlush after " + what);
+  return tracked;
+}
+
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffer& source, std::uint64_t source_offset,
+                                                                           Buffer& destination,
+                                                                           std::uint64_t destination_offset,
+                                                                           std::uint64_t size, sdk::Mode mode) {
+  if (size == 0) return nullptr;
+  require_initialising_process("copy_device_to_device");
+  // Pinned host memory on either side is a host pointer.
+  if (source.address != nullptr) {
+    return copy_to_device(destination, destination_offset, static_cast<const std::byte*>(source.address) + source_offset,
+                          size, mode);
+  }
+  if (destination.address != nullptr) {
+    return copy_to_host(source, source_offset, static_cast<std::byte*>(destination.address) + destination_offset, size,
+                        mode);
+  }
+  Device& from = *source.device;
+  Device& to = *destination.device;
+  if (&from != &to) {
+    // Different contexts: through host memory the event keeps alive.
+    std::vector<std::byte> staging(size);
+    const std::string read = "clEnqueueReadBuffer of " + format_bytes(size) + " from " + from.label;
+    check(api_->clEnqueueReadBuffer(from.queue, source.memory, CL_TRUE, source_offset, size, staging.data(), 0, nullptr,
+                                    nullptr),
+          read + " (for a copy to " + to.label + ")");
+    const std::string what = "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + to.label + " (from " +
+                             from.label + ")";
+    cl_event event = nullptr;
+    check(api_->clEnqueueWriteBuffer(to.queue, destination.memory, CL_FALSE, destination_offset, size, staging.data(), 0,
+                                     nullptr, &event),
+          what);
+    auto tracked = track(event, what);
+    tracked->staging = std::move(staging);  // the vector's heap block does not move
+    check(api_->clFlush(to.queue), "clFlush after " + what);
+    return tracked;
+  }
+  const std::string what = "clEnqueueCopyBuffer of " + format_bytes(size) + " on " + to.label;
+  const bool overlap = source.memory == destination.memory && source_offset < destination_offset + size &&
+                       destination_offset < source_offset + size;
+  cl_event event = nullptr;
+  if (overlap) {
+    // OpenCL refuses overlapping copies (CL_MEM_COPY_OVERLAP): through a
+    // temporary buffer, released at once (OpenCL frees it after the copies).
+    cl_int result = CL_SUCCESS;
+    cl_mem temporary = api_->clCreateBuffer(to.context, CL_MEM_READ_WRITE, size, nullptr, &result);
+    check(result, "clCreateBuffer of " + format_bytes(size) + " on " + to.label + " (to stage an overlapping copy)");
+    result = api_->clEnqueueCopyBuffer(to.queue, source.memory, temporary, source_offset, 0, size, 0, nullptr, nullptr);
+    if (result == CL_SUCCESS) {
+      result = api_->clEnqueueCopyBuffer(to.queue, temporary, destination.memory, 0, destination_offset, size, 0,
+                                         nullptr, &event);
+    }
+    api_->clReleaseMemObject(temporary);
+    check(result, what + " (overlapping, staged)");
+  } else {
+    check(api_->clEnqueueCopyBuffer(to.queue, source.memory, destination.memory, source_offset, destination_offset, size,
+                                    0, nullptr, &event),
+          what);
+  }
+  auto tracked = track(event, what);
+  check(api_->clFlush(to.queue), "clFlush after " + what);
+  return tracked;
+}
+
+cl_kernel OpenclBackend::widen_kernel(Device& device, BP_IntegerType source_type, BP_IntegerType destination_type) {
+  // Called with device.mutex held.
+  if (!device.widen_built) {
+    const char* source = kWidenSource;
+    const std::size_t length = sizeof(kWidenSource) - 1;
+    cl_int result = CL_SUCCESS;
+    cl_program program = api_->clCreateProgramWithSource(device.context, 1, &source, &length, &result);
+    check(result, "convert_integers: clCreateProgramWithSource on " + device.label);
+    result = api_->clBuildProgram(program, 1, &device.id, build_options_.c_str(), nullptr, nullptr);
+    if (result != CL_SUCCESS) {
+      std::string log;
+      std::size_t size = 0;
+      if (api_->clGetProgramBuildInfo(program, device.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS) {
+        log.resize(size);
+        api_->clGetProgramBuildInfo(program, device.id, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+        while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+      }
+      api_->clReleaseProgram(program);
+      constexpr std::size_t kMaxLog = 16 * 1024;
+      if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n[build log cut at 16 KiB]";
+      throw Failure(error_code_for(result), "convert_integers: building the widening kernels on " + device.label +
+                                                " failed: clBuildProgram" +
+                                                (build_options_.empty() ? "" : " with options \"" + build_options_ + "\"") +
+                                                ": " + error_name(result) + "; build log:\n" +
+                                                (log.empty() ? "(empty)" : log));
+    }
+    for (const Widening& widening : kWidenings) {
+      cl_kernel kernel = api_->clCreateKernel(program, widening.kernel, &result);
+      if (result != CL_SUCCESS) {
+        for (const auto& [pair, made] : device.widen_kernels) api_->clReleaseKernel(made);
+        device.widen_kernels.clear();
+        api_->clReleaseProgram(program);
+        check(result, std::string("convert_integers: clCreateKernel(") + widening.kernel + ") on " + device.label);
+      }
+      device.widen_kernels[{widening.source, widening.destination}] = kernel;
+    }
+    device.widen_program = program;
+    device.widen_built = true;
+  }
+  return device.widen_kernels.at({source_type, destination_type});
+}
+
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& source, std::uint64_t source_offset,
+                                                                      BP_IntegerType source_type, Buffer& destination,
+                                                                      std::uint64_t destination_offset,
+                                                                      BP_IntegerType destination_type,
+                                                                      std::uint64_t count) {
+  const std::string pair = std::string(integer_name(source_type)) + " to " + integer_name(destination_type);
+  const bool supported = std::any_of(std::begin(kWidenings), std::end(kWidenings), [&](const Widening& widening) {
+    return widening.source == source_type && widening.destination == destination_type;
+  });
+  if (!supported) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  "convert_integers: cannot widen " + pair + " (supported: " + kSupportedWidenings + ")");
+  }
+  if (source.kind != BP_MEMORY_DEVICE || destination.kind != BP_MEMORY_DEVICE || source.device != destination.device) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  "convert_integers: source and destination must be device memory of the same opencl device");
+  }
+  const std::uint64_t source_size = integer_size(source_type);
+  const std::uint64_t destination_size = integer_size(destination_type);
+  if (source_offset % source_size != 0 || destination_offset % destination_size != 0) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  "convert_integers: offsets must be multiples of the element sizes (source offset " +
+                      std::to_string(source_offset) + " for " + integer_name(source_type) + ", destination offset " +
+                      std::to_string(destination_offset) + " for " + integer_name(destination_type) + ")");
+  }
+  if (count == 0) return nullptr;
+  Device& device = start(*source.device, "convert_integers");
+  const std::string what = "convert_integers " + pair + " of " + std::to_string(count) + " elements on " + device.label;
+  const cl_ulong source_index = source_offset / source_size;
+  const cl_ulong destination_index = destination_offset / destination_size;
+  const cl_ulong elements = count;
+  const std::size_t global =
+      static_cast<std::size_t>(std::min<std::uint64_t>(count, std::uint64_t{std::max(device.compute_units, 1u)} * 4096));
+  cl_event event = nullptr;
+  {
+    // One kernel object per pair and device: arguments and launch together.
+    const std::lock_guard lock(device.mutex);
+    cl_kernel kernel = widen_kernel(device, source_type, destination_type);
+    check(api_->clSetKernelArg(kernel, 0, sizeof(cl_mem), &source.memory), what + ": clSetKernelArg");
+    check(api_->clSetKernelArg(kernel, 1, sizeof(cl_ulong), &source_index), what + ": clSetKernelArg");
+    check(api_->clSetKernelArg(kernel, 2, sizeof(cl_mem), &destination.memory), what + ": clSetKernelArg");
+    check(api_->clSetKernelArg(kernel, 3, sizeof(cl_ulong), &destination_index), what + ": clSetKernelArg");
+    check(api_->clSetKernelArg(kernel, 4, sizeof(cl_ulong), &elements), what + ": clSetKernelArg");
+    check(api_->clEnqueueNDRangeKernel(device.queue, kernel, 1, nullptr, &global, nullptr, 0, nullptr, &event),
+          what + ": clEnqueueNDRangeKernel");
+  }
+  auto tracked = track(event, what);
+  check(api_->clFlush(device.queue), "clFlush after " + what);
+  return tracked;
+}
+
+void OpenclBackend::wait(Event& event) {
+  require_initialising_process("event_wait");
+  const cl_int waited = api_->clWaitForEvents(1, &event.event);
+  cl_int status = CL_COMPLETE;
+  const cl_int asked = api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+                                            nullptr);
+  if (asked == CL_SUCCESS && status < 0) {
+    throw Failure(error_code_for(status), event.operation + " failed: " + error_name(status));
+  }
+  check(waited, "clWaitForEvents for " + event.operation);
+  check(asked, "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation);
+}
+
+// Done once the command completed or failed (a negative status).
+bool OpenclBackend::query(Event& event) {
+  require_initialising_process("event_query");
+  cl_int status = CL_QUEUED;
+  check(api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr),
+        "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation);
+  return status <= CL_COMPLETE;
+}
+
+}  // namespace backplane::opencl

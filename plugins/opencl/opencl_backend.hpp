@@ -1,0 +1,154 @@
+// The OpenCL backend: any OpenCL 1.2+ driver the ICD loader finds (PoCL's CPU
+// device in CI, a GPU driver elsewhere). Written on the plugin SDK
+// (backplane/plugin_sdk.hpp), which generates the ABI table, handle checks,
+// range checks and error translation around this class.
+//
+// Discovery: probe opens libOpenCL.so.1 with dlopen (opencl_loader.hpp) and
+// asks every platform for its devices. Devices are numbered across platforms
+// in a stable order: platforms sorted by (name, vendor, version), which does
+// not depend on the order the loader reads /etc/OpenCL/vendors in, and each
+// platform's devices in the order it reports them. A platform that fails to
+// answer is skipped and named in the reason. Asking for devices starts the
+// driver, which may start its own threads (PoCL starts two); the probe
+// creates no context, queue or memory.
+//
+// Priority (ABI 1.2, reported by probe): 50 when any device found is a GPU,
+// an accelerator or a custom device, so that it ranks above the native cpu
+// backend (10) and below cuda (100); 5 when every device is a CPU (PoCL), so
+// that an OpenCL view of the host never displaces the cpu backend. The table
+// declares 5, so a core that predates probe-reported priorities keeps cpu.
+//
+// Memory: BP_MEMORY_DEVICE is a cl_mem from clCreateBuffer, reachable only
+// through copies (no address). BP_MEMORY_PINNED_HOST is a cl_mem made with
+// CL_MEM_ALLOC_HOST_PTR and mapped for its whole life; its address is the
+// mapped host pointer. Copies are non-blocking clEnqueue{Write,Read,Copy}Buffer
+// calls on one in-order queue per device (made on the device's first use),
+// flushed at once; their cl_event is the ABI event. Copies between two
+// devices go through host memory. memory_free on a buffer an in-flight copy
+// still uses is safe: OpenCL releases the memory when that copy completes.
+//
+// convert_integers: U8 -> U16/U32/I32/I64, U16 -> U32/I32/I64, U32 -> I64,
+// between device buffers of one device, offsets aligned to the element
+// sizes. The OpenCL C kernels are built on the first conversion per device;
+// a failed build is an error carrying the driver's build log.
+//
+// Fork: a child of a process that listed OpenCL platforms refuses every call
+// that would reach the driver (opencl_loader.hpp, forked_message()).
+//
+// Options (string values):
+//   library = PATH          the ICD loader to open instead of libOpenCL.so.1.
+//   build_options = TEXT    extra options for clBuildProgram of the widening
+//                           kernels (e.g. a vendor's tuning flag); default none.
+#ifndef BACKPLANE_PLUGINS_OPENCL_OPENCL_BACKEND_HPP
+#define BACKPLANE_PLUGINS_OPENCL_OPENCL_BACKEND_HPP
+
+#include "opencl_loader.hpp"
+
+#include <backplane/plugin_sdk.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#ifndef BP_OPENCL_PLUGIN_VERSION
+#define BP_OPENCL_PLUGIN_VERSION "unversioned"
+#endif
+
+namespace backplane::opencl {
+
+namespace sdk = backplane::plugin_sdk;
+
+inline constexpr std::int32_t kCpuOnlyPriority = 5;       // below cpu (10)
+inline constexpr std::int32_t kAcceleratorPriority = 50;  // above cpu, below cuda (100)
+
+// One OpenCL device, numbered across platforms.
+struct Device {
+  std::int32_t ordinal = 0;
+  std::string label;  // "opencl:0"
+  cl_platform_id platform = nullptr;
+  cl_device_id id = nullptr;
+  cl_device_type type = 0;
+  std::string name, vendor, platform_name, opencl_version, driver_version;
+  std::uint64_t global_memory = 0;
+  std::uint64_t max_allocation = 0;
+  std::uint32_t compute_units = 0;
+  std::atomic<std::uint64_t> allocated{0};  // device bytes this backend holds
+
+  std::mutex mutex;  // guards first use and the kernels
+  cl_context context = nullptr;
+  cl_command_queue queue = nullptr;
+  bool widen_built = false;
+  cl_program widen_program = nullptr;
+  std::map<std::pair<BP_IntegerType, BP_IntegerType>, cl_kernel> widen_kernels;
+};
+
+class OpenclBackend {
+ public:
+  static constexpr sdk::Identity kIdentity{
+      .name = "opencl",
+      .version = BP_OPENCL_PLUGIN_VERSION,
+      .priority = kCpuOnlyPriority,
+      .capabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS,
+      .dlpack_device_type = 4,  // kDLOpenCL
+  };
+
+  struct Buffer : sdk::BufferBase {
+    const Api* api = nullptr;
+    Device* device = nullptr;
+    cl_mem memory = nullptr;
+    ~Buffer();  // unmaps pinned memory, releases the cl_mem
+  };
+
+  struct Event {
+    const Api* api = nullptr;
+    cl_event event = nullptr;
+    std::string operation;                // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", for wait's error
+    std::vector<std::byte> staging;       // host bytes the copy reads, for copies between devices
+    ~Event();                             // waits, then releases the cl_event
+  };
+
+  OpenclBackend(std::string library, std::string build_options)
+      : library_(std::move(library)), build_options_(std::move(build_options)) {}
+  ~OpenclBackend();
+  static std::unique_ptr<OpenclBackend> create(const sdk::Options& options);
+
+  sdk::Probe probe();
+  std::int32_t device_count() const { return static_cast<std::int32_t>(devices_.size()); }
+  sdk::DeviceDescription describe(std::int32_t ordinal);
+  sdk::MemoryFigures memory(std::int32_t ordinal);
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size,
+                                      sdk::Mode mode);
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,
+                                               std::uint64_t destination_offset, std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type,
+                                          Buffer& destination, std::uint64_t destination_offset,
+                                          BP_IntegerType destination_type, std::uint64_t count);
+  void wait(Event& event);
+  bool query(Event& event);
+
+ private:
+  Device& start(Device& device, const char* call);
+  cl_kernel widen_kernel(Device& device, BP_IntegerType source_type, BP_IntegerType destination_type);
+  std::unique_ptr<Event> track(cl_event event, std::string operation);
+
+  const std::string library_;
+  const std::string build_options_;
+  const Api* api_ = nullptr;  // set by an available probe
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// The generated entries, for tests that drive the backend directly.
+using Entries = sdk::Entries<OpenclBackend>;
+
+}  // namespace backplane::opencl
+
+#endif  // BACKPLANE_PLUGINS_OPENCL_OPENCL_BACKEND_HPP
