@@ -19,17 +19,7 @@ namespace {
 
 using sdk::Failure;
 using sdk::format_bytes;
-
-const char* integer_type_name(BP_IntegerType type) {
-  switch (type) {
-    case BP_INTEGER_U8: return "U8";
-    case BP_INTEGER_U16: return "U16";
-    case BP_INTEGER_U32: return "U32";
-    case BP_INTEGER_I32: return "I32";
-    case BP_INTEGER_I64: return "I64";
-    default: return "unknown";
-  }
-}
+using sdk::integer_type_name;
 
 // Once a device has a context, this plugin must stay mapped until exit (the
 // static CUDA runtime inside it registered the kernels with the driver):

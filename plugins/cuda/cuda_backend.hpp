@@ -112,9 +112,7 @@ class CudaBackend {
   BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
   std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
   void release(Buffer& buffer);
-  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type,
-                                          Buffer& destination, std::uint64_t destination_offset,
-                                          BP_IntegerType destination_type, std::uint64_t count);
+  BACKPLANE_PLUGIN_SDK_CONVERT_HOOK;
   void wait(Event& event);
   bool query(Event& event);
 

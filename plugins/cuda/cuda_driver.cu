@@ -1,6 +1,7 @@
 // Dynamic binding to libcuda.so.1; see cuda_driver.hpp.
 #include "cuda_driver.hpp"
 
+#include <backplane/plugin_sdk/fork.hpp>
 #include <backplane/plugin_support.hpp>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -86,23 +87,15 @@ const DriverLoad& load_driver() noexcept {
 }
 
 namespace {
-std::atomic<pid_t> initialised_in{0};  // 0: cuInit has not succeeded
+plugin_sdk::ForkGuard fork_guard;
 }  // namespace
 
-void note_driver_initialised() noexcept {
-  pid_t expected = 0;
-  initialised_in.compare_exchange_strong(expected, getpid());
-}
+void note_driver_initialised() noexcept { fork_guard.note_initialised(); }
 
-bool driver_forked() noexcept {
-  const pid_t pid = initialised_in.load();
-  return pid != 0 && pid != getpid();
-}
+bool driver_forked() noexcept { return fork_guard.forked(); }
 
 std::string forked_driver_message() {
-  return "CUDA was initialised in process " + std::to_string(initialised_in.load()) +
-         " before fork(); a CUDA context does not survive fork: use the cuda backend only in the parent, "
-         "or start workers with the 'spawn' method";
+  return fork_guard.message("CUDA", "a CUDA context does not survive fork", "cuda");
 }
 
 std::string describe_result(const DriverApi& driver, CUresult result) {

@@ -26,17 +26,6 @@ BP_DeviceKind kind_of(cl_device_type type) {
   return BP_DEVICE_KIND_ACCELERATOR;
 }
 
-const char* integer_name(BP_IntegerType type) {
-  switch (type) {
-    case BP_INTEGER_U8: return "U8";
-    case BP_INTEGER_U16: return "U16";
-    case BP_INTEGER_U32: return "U32";
-    case BP_INTEGER_I32: return "I32";
-    case BP_INTEGER_I64: return "I64";
-    default: return "unknown";
-  }
-}
-
 std::uint64_t integer_size(BP_IntegerType type) {
   switch (type) {
     case BP_INTEGER_U8: return 1;
@@ -350,7 +339,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
                                                                       std::uint64_t destination_offset,
                                                                       BP_IntegerType destination_type,
                                                                       std::uint64_t count) {
-  const std::string pair = std::string(integer_name(source_type)) + " to " + integer_name(destination_type);
+  const std::string pair = std::string(sdk::integer_type_name(source_type)) + " to " + sdk::integer_type_name(destination_type);
   const bool supported = std::any_of(std::begin(kWidenings), std::end(kWidenings), [&](const Widening& widening) {
     return widening.source == source_type && widening.destination == destination_type;
   });
@@ -367,8 +356,8 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
   if (source_offset % source_size != 0 || destination_offset % destination_size != 0) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
                   "convert_integers: offsets must be multiples of the element sizes (source offset " +
-                      std::to_string(source_offset) + " for " + integer_name(source_type) + ", destination offset " +
-                      std::to_string(destination_offset) + " for " + integer_name(destination_type) + ")");
+                      std::to_string(source_offset) + " for " + sdk::integer_type_name(source_type) + ", destination offset " +
+                      std::to_string(destination_offset) + " for " + sdk::integer_type_name(destination_type) + ")");
   }
   if (count == 0) return nullptr;
   Device& device = start(*source.device, "convert_integers");

@@ -1,6 +1,7 @@
 // Dynamic binding to libOpenCL.so.1; see opencl_loader.hpp.
 #include "opencl_loader.hpp"
 
+#include <backplane/plugin_sdk/fork.hpp>
 #include <backplane/plugin_support.hpp>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ LoaderLoad open_loader(const std::string& library) {
   return load;
 }
 
-std::atomic<pid_t> initialised_in{0};  // 0: no platform has answered yet
+plugin_sdk::ForkGuard fork_guard;  // noted once a platform has answered
 
 }  // namespace
 
@@ -147,21 +148,11 @@ void check(cl_int code, std::string_view what, std::string_view note) {
   throw plugin::Failure(error_code_for(code), std::string(what) + " failed: " + error_name(code) + std::string(note));
 }
 
-void note_initialised() noexcept {
-  pid_t expected = 0;
-  initialised_in.compare_exchange_strong(expected, getpid());
-}
+void note_initialised() noexcept { fork_guard.note_initialised(); }
 
-bool forked() noexcept {
-  const pid_t pid = initialised_in.load();
-  return pid != 0 && pid != getpid();
-}
+bool forked() noexcept { return fork_guard.forked(); }
 
-std::string forked_message() {
-  return "OpenCL was initialised in process " + std::to_string(initialised_in.load()) +
-         " before fork(); OpenCL drivers do not survive fork: use the opencl backend only in the parent, "
-         "or start workers with the 'spawn' method";
-}
+std::string forked_message() { return fork_guard.message("OpenCL", "OpenCL drivers do not survive fork", "opencl"); }
 
 void require_initialising_process(std::string_view call) {
   if (forked()) throw plugin::Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + forked_message());

@@ -1,5 +1,6 @@
 // The SDK's shared checks and message pieces.
 #include <backplane/plugin_sdk/checks.hpp>
+#include <backplane/plugin_sdk/fork.hpp>
 
 #include <doctest/doctest.h>
 
@@ -90,4 +91,17 @@ TEST_CASE("a wrapped range must stay inside the allocation it points into") {
         "memory_wrap of 97 bytes on demo:0: the range runs past the end of its 4.00 KiB allocation (it starts 4000 "
         "bytes in)");
   CHECK(code == BP_ERROR_OUT_OF_RANGE);
+}
+
+TEST_CASE("integer type names and the fork guard's message read alike in every plugin") {
+  CHECK(std::string(sdk::integer_type_name(BP_INTEGER_U16)) == "U16");
+  CHECK(std::string(sdk::integer_type_name(static_cast<BP_IntegerType>(99))) == "unknown");
+  sdk::ForkGuard guard;
+  CHECK_FALSE(guard.forked());
+  guard.note_initialised();
+  CHECK_FALSE(guard.forked());  // this process initialised it
+  CHECK(guard.message("Demo", "demo contexts do not survive fork", "demo") ==
+        "Demo was initialised in process " + std::to_string(getpid()) +
+            " before fork(); demo contexts do not survive fork: use the demo backend only in the parent, or start "
+            "workers with the 'spawn' method");
 }

@@ -5,11 +5,13 @@
 //   backplane/plugin_sdk/backend.hpp  the table generator and what a backend provides
 //   backplane/plugin_sdk/checks.hpp   ranges, options, byte sizes in messages
 //   backplane/plugin_sdk/handles.hpp  lock-free handle tables
+//   backplane/plugin_sdk/fork.hpp     refusing a forked child of a driver's process
 #ifndef BACKPLANE_PLUGIN_SDK_HPP
 #define BACKPLANE_PLUGIN_SDK_HPP
 
 #include <backplane/plugin_sdk/backend.hpp>
 #include <backplane/plugin_sdk/checks.hpp>
+#include <backplane/plugin_sdk/fork.hpp>
 #include <backplane/plugin_sdk/handles.hpp>
 
 #endif  // BACKPLANE_PLUGIN_SDK_HPP

@@ -608,6 +608,13 @@ const BP_PluginApi* table() noexcept {
                                                std::uint64_t destination_offset, std::uint64_t size,             \
                                                ::backplane::plugin_sdk::Mode mode)
 
+// Declares convert_integers, for a backend with BP_CAPABILITY_CONVERT_INTEGERS
+// that defines it out of line.
+#define BACKPLANE_PLUGIN_SDK_CONVERT_HOOK                                                                       \
+  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type, \
+                                          Buffer& destination, std::uint64_t destination_offset,                 \
+                                          BP_IntegerType destination_type, std::uint64_t count)
+
 // Defines the plugin's one exported symbol for backend class IMPL. The plugin
 // speaks the ABI major it was built with and returns its table whatever the
 // core offers, so that a core without that major can name both versions.

@@ -37,6 +37,18 @@ inline std::string format_bytes(std::uint64_t bytes) {
   return text;
 }
 
+// "U8", "I64", ...: the names conversion messages use; "unknown" otherwise.
+inline const char* integer_type_name(BP_IntegerType type) {
+  switch (type) {
+    case BP_INTEGER_U8: return "U8";
+    case BP_INTEGER_U16: return "U16";
+    case BP_INTEGER_U32: return "U32";
+    case BP_INTEGER_I32: return "I32";
+    case BP_INTEGER_I64: return "I64";
+    default: return "unknown";
+  }
+}
+
 inline std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 // [offset, offset + size) must lie inside `limit` bytes; compared without
