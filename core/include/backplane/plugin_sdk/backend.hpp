@@ -156,10 +156,13 @@ concept CanRefuse = requires(Impl& impl) {
 template <class Impl>
 concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) { impl.release(buffer); };
 
-// The plugin's live backends. A variable rather than a function-local static,
-// so the hot path pays no initialisation guard.
+// The plugin's live backends: made once and never destroyed, so a backend
+// the embedder did not destroy is neither torn down at exit (its drivers may
+// already be gone) nor reported as a leak (it stays reachable from here). A
+// variable rather than a function-local static, so the hot path pays no
+// initialisation guard.
 template <class Impl>
-inline HandleTable<Instance<Impl>, BP_Backend> live_backends;
+inline HandleTable<Instance<Impl>, BP_Backend>& live_backends = *new HandleTable<Instance<Impl>, BP_Backend>;
 
 }  // namespace detail
 

@@ -62,11 +62,16 @@ class HandleTable {
   static constexpr std::uint64_t kMaxObjects = (std::uint64_t{1} << kIndexBits) - 1;
 
   HandleTable() : tag_(detail::next_table_tag()) { detail::install_fork_guard(); }
-  // Objects still in the table are leaked on purpose: this runs at process
-  // exit for a plugin's table of backends, when the drivers their destructors
-  // would call may already be gone. Owners drain() what they mean to free.
+  // Deletes what is still in the table. A plugin's table of backends is
+  // never destroyed (see live_backends): at process exit the drivers a
+  // backend's destructor would call may already be gone.
   ~HandleTable() {
-    for (auto& segment : segments_) delete segment.load(std::memory_order_relaxed);
+    for (auto& segment : segments_) {
+      Segment* slots = segment.load(std::memory_order_relaxed);
+      if (slots == nullptr) continue;
+      for (Slot& slot : slots->slots) delete slot.object.load(std::memory_order_relaxed);
+      delete slots;
+    }
   }
   HandleTable(const HandleTable&) = delete;
   HandleTable& operator=(const HandleTable&) = delete;
