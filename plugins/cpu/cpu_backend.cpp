@@ -93,8 +93,7 @@ sdk::DeviceDescription CpuBackend::describe(std::int32_t ordinal) {
 
 sdk::MemoryFigures CpuBackend::memory(std::int32_t /*ordinal*/) { return host_memory(); }
 
-std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind,
-                                                         std::uint64_t size) {
+std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size) {
   // aligned_alloc wants a multiple of the alignment; 0 becomes one line.
   void* data = nullptr;
   if (size <= SIZE_MAX - kAlignment) {

@@ -1,10 +1,10 @@
 // Dynamic binding to libcuda.so.1; see cuda_driver.hpp.
 #include "cuda_driver.hpp"
 
-#include <backplane/plugin_sdk/fork.hpp>
-#include <backplane/plugin_support.hpp>
 #include <dlfcn.h>
 #include <unistd.h>
+#include <backplane/plugin_sdk/fork.hpp>
+#include <backplane/plugin_support.hpp>
 
 #include <atomic>
 #include <exception>
@@ -21,8 +21,7 @@ constexpr char kDriverLibrary[] = "libcuda.so.1";
 
 std::string too_old_message(int version, const std::string& detail) {
   std::string message = "NVIDIA driver too old: it supports CUDA " + format_cuda_version(version) +
-                        ", this plugin needs CUDA " +
-                        format_cuda_version(kRequiredDriverVersion) + " or newer";
+                        ", this plugin needs CUDA " + format_cuda_version(kRequiredDriverVersion) + " or newer";
   if (!detail.empty()) message += " (" + detail + ")";
   return message;
 }
@@ -40,9 +39,8 @@ DriverLoad open_driver() {
 
   static DriverApi api;
   const char* missing = nullptr;
-#define BP_CUDA_RESOLVE_ENTRY(function)                                                   \
-  api.function = reinterpret_cast<decltype(api.function)>(                                \
-      dlsym(library, BP_CUDA_STRINGIFY(function)));                                       \
+#define BP_CUDA_RESOLVE_ENTRY(function)                                                                 \
+  api.function = reinterpret_cast<decltype(api.function)>(dlsym(library, BP_CUDA_STRINGIFY(function))); \
   if (api.function == nullptr && missing == nullptr) missing = BP_CUDA_STRINGIFY(function);
   BP_CUDA_DRIVER_FUNCTIONS(BP_CUDA_RESOLVE_ENTRY)
 #undef BP_CUDA_RESOLVE_ENTRY
@@ -55,11 +53,9 @@ DriverLoad open_driver() {
     load.failure = too_old_message(load.version, "");
   } else if (missing != nullptr) {
     load.failure = load.version != 0
-                       ? too_old_message(load.version, std::string(kDriverLibrary) +
-                                                           " lacks " + missing)
-                       : std::string("NVIDIA driver too old: ") + kDriverLibrary + " lacks " +
-                             missing + ", this plugin needs CUDA " +
-                             format_cuda_version(kRequiredDriverVersion) + " or newer";
+                       ? too_old_message(load.version, std::string(kDriverLibrary) + " lacks " + missing)
+                       : std::string("NVIDIA driver too old: ") + kDriverLibrary + " lacks " + missing +
+                             ", this plugin needs CUDA " + format_cuda_version(kRequiredDriverVersion) + " or newer";
   }
   if (!load.failure.empty()) {
     dlclose(library);
@@ -122,11 +118,9 @@ BP_ErrorCode error_code_for(CUresult result) {
   }
 }
 
-void check(const DriverApi& driver, CUresult result, const std::string& what,
-           const std::string& note) {
+void check(const DriverApi& driver, CUresult result, const std::string& what, const std::string& note) {
   if (result == CUDA_SUCCESS) return;
-  throw plugin::Failure(error_code_for(result),
-                        what + " failed: " + describe_result(driver, result) + note);
+  throw plugin::Failure(error_code_for(result), what + " failed: " + describe_result(driver, result) + note);
 }
 
 }  // namespace backplane::cuda

@@ -108,8 +108,7 @@ BP_ErrorCode error_code_for(CUresult result);
 
 // Throws backplane::plugin::Failure for a failed driver call, with the message
 // "<what> failed: CUDA_ERROR_X: text<note>". Does nothing on CUDA_SUCCESS.
-void check(const DriverApi& driver, CUresult result, const std::string& what,
-           const std::string& note = "");
+void check(const DriverApi& driver, CUresult result, const std::string& what, const std::string& note = "");
 
 }  // namespace backplane::cuda
 

@@ -36,8 +36,7 @@ LaunchStatus widen_kernel_status() noexcept;
 // both pointers are device-accessible, suitably aligned and do not overlap.
 // Errors found during execution surface on the stream (event_wait).
 LaunchStatus launch_widen(const void* source, BP_IntegerType source_type, void* destination,
-                          BP_IntegerType destination_type, std::uint64_t count,
-                          void* stream) noexcept;
+                          BP_IntegerType destination_type, std::uint64_t count, void* stream) noexcept;
 
 }  // namespace backplane::cuda
 

@@ -30,7 +30,8 @@ std::uint64_t integer_size(BP_IntegerType type) {
   switch (type) {
     case BP_INTEGER_U8: return 1;
     case BP_INTEGER_U16: return 2;
-    case BP_INTEGER_U32: case BP_INTEGER_I32: return 4;
+    case BP_INTEGER_U32:
+    case BP_INTEGER_I32: return 4;
     case BP_INTEGER_I64: return 8;
     default: return 0;
   }
@@ -103,7 +104,8 @@ std::unique_ptr<OpenclBackend> OpenclBackend::create(const sdk::Options& options
   options.allow_only({"library", "build_options"});
   const std::string_view* library = options.find("library");
   if (library != nullptr && library->empty()) {
-    throw Failure(BP_ERROR_INVALID_ARGUMENT, "opencl: option library = \"\" is invalid: expected the path of an OpenCL ICD loader");
+    throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                  "opencl: option library = \"\" is invalid: expected the path of an OpenCL ICD loader");
   }
   const std::string_view* build_options = options.find("build_options");
   return std::make_unique<OpenclBackend>(library != nullptr ? std::string(*library) : std::string(kLoaderLibrary),
@@ -194,8 +196,7 @@ std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordi
 }
 
 std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& destination, std::uint64_t offset,
-                                                                    const void* source, std::uint64_t size,
-                                                                    sdk::Mode) {
+                                                                    const void* source, std::uint64_t size, sdk::Mode) {
   if (size == 0) return nullptr;
   require_initialising_process("copy_to_device");
   if (destination.address != nullptr) {  // pinned host memory: mapped, so written directly
@@ -205,8 +206,9 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& dest
   Device& device = *destination.device;
   const std::string what = "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + device.label;
   cl_event event = nullptr;
-  check(api_->clEnqueueWriteBuffer(device.queue, destination.memory, CL_FALSE, offset, size, source, 0, nullptr, &event),
-        what);
+  check(
+      api_->clEnqueueWriteBuffer(device.queue, destination.memory, CL_FALSE, offset, size, source, 0, nullptr, &event),
+      what);
   auto tracked = track(event, what);
   check(api_->clFlush(device.queue), "clFlush after " + what);
   return tracked;
@@ -238,8 +240,8 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
   require_initialising_process("copy_device_to_device");
   // Pinned host memory on either side is a host pointer.
   if (source.address != nullptr) {
-    return copy_to_device(destination, destination_offset, static_cast<const std::byte*>(source.address) + source_offset,
-                          size, mode);
+    return copy_to_device(destination, destination_offset,
+                          static_cast<const std::byte*>(source.address) + source_offset, size, mode);
   }
   if (destination.address != nullptr) {
     return copy_to_host(source, source_offset, static_cast<std::byte*>(destination.address) + destination_offset, size,
@@ -254,11 +256,11 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
     check(api_->clEnqueueReadBuffer(from.queue, source.memory, CL_TRUE, source_offset, size, staging.data(), 0, nullptr,
                                     nullptr),
           read + " (for a copy to " + to.label + ")");
-    const std::string what = "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + to.label + " (from " +
-                             from.label + ")";
+    const std::string what =
+        "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + to.label + " (from " + from.label + ")";
     cl_event event = nullptr;
-    check(api_->clEnqueueWriteBuffer(to.queue, destination.memory, CL_FALSE, destination_offset, size, staging.data(), 0,
-                                     nullptr, &event),
+    check(api_->clEnqueueWriteBuffer(to.queue, destination.memory, CL_FALSE, destination_offset, size, staging.data(),
+                                     0, nullptr, &event),
           what);
     auto tracked = track(event, what);
     tracked->staging = std::move(staging);  // the vector's heap block does not move
@@ -283,8 +285,8 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
     api_->clReleaseMemObject(temporary);
     check(result, what + " (overlapping, staged)");
   } else {
-    check(api_->clEnqueueCopyBuffer(to.queue, source.memory, destination.memory, source_offset, destination_offset, size,
-                                    0, nullptr, &event),
+    check(api_->clEnqueueCopyBuffer(to.queue, source.memory, destination.memory, source_offset, destination_offset,
+                                    size, 0, nullptr, &event),
           what);
   }
   auto tracked = track(event, what);
@@ -312,11 +314,10 @@ cl_kernel OpenclBackend::widen_kernel(Device& device, BP_IntegerType source_type
       api_->clReleaseProgram(program);
       constexpr std::size_t kMaxLog = 16 * 1024;
       if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n[build log cut at 16 KiB]";
-      throw Failure(error_code_for(result), "convert_integers: building the widening kernels on " + device.label +
-                                                " failed: clBuildProgram" +
-                                                (build_options_.empty() ? "" : " with options \"" + build_options_ + "\"") +
-                                                ": " + error_name(result) + "; build log:\n" +
-                                                (log.empty() ? "(empty)" : log));
+      throw Failure(error_code_for(result),
+                    "convert_integers: building the widening kernels on " + device.label + " failed: clBuildProgram" +
+                        (build_options_.empty() ? "" : " with options \"" + build_options_ + "\"") + ": " +
+                        error_name(result) + "; build log:\n" + (log.empty() ? "(empty)" : log));
     }
     for (const Widening& widening : kWidenings) {
       cl_kernel kernel = api_->clCreateKernel(program, widening.kernel, &result);
@@ -339,7 +340,8 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
                                                                       std::uint64_t destination_offset,
                                                                       BP_IntegerType destination_type,
                                                                       std::uint64_t count) {
-  const std::string pair = std::string(sdk::integer_type_name(source_type)) + " to " + sdk::integer_type_name(destination_type);
+  const std::string pair =
+      std::string(sdk::integer_type_name(source_type)) + " to " + sdk::integer_type_name(destination_type);
   const bool supported = std::any_of(std::begin(kWidenings), std::end(kWidenings), [&](const Widening& widening) {
     return widening.source == source_type && widening.destination == destination_type;
   });
@@ -356,8 +358,9 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
   if (source_offset % source_size != 0 || destination_offset % destination_size != 0) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
                   "convert_integers: offsets must be multiples of the element sizes (source offset " +
-                      std::to_string(source_offset) + " for " + sdk::integer_type_name(source_type) + ", destination offset " +
-                      std::to_string(destination_offset) + " for " + sdk::integer_type_name(destination_type) + ")");
+                      std::to_string(source_offset) + " for " + sdk::integer_type_name(source_type) +
+                      ", destination offset " + std::to_string(destination_offset) + " for " +
+                      sdk::integer_type_name(destination_type) + ")");
   }
   if (count == 0) return nullptr;
   Device& device = start(*source.device, "convert_integers");
@@ -365,8 +368,8 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
   const cl_ulong source_index = source_offset / source_size;
   const cl_ulong destination_index = destination_offset / destination_size;
   const cl_ulong elements = count;
-  const std::size_t global =
-      static_cast<std::size_t>(std::min<std::uint64_t>(count, std::uint64_t{std::max(device.compute_units, 1u)} * 4096));
+  const std::size_t global = static_cast<std::size_t>(
+      std::min<std::uint64_t>(count, std::uint64_t{std::max(device.compute_units, 1u)} * 4096));
   cl_event event = nullptr;
   {
     // One kernel object per pair and device: arguments and launch together.
@@ -389,8 +392,8 @@ void OpenclBackend::wait(Event& event) {
   require_initialising_process("event_wait");
   const cl_int waited = api_->clWaitForEvents(1, &event.event);
   cl_int status = CL_COMPLETE;
-  const cl_int asked = api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
-                                            nullptr);
+  const cl_int asked =
+      api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
   if (asked == CL_SUCCESS && status < 0) {
     throw Failure(error_code_for(status), event.operation + " failed: " + error_name(status));
   }

@@ -108,9 +108,9 @@ class OpenclBackend {
   struct Event {
     const Api* api = nullptr;
     cl_event event = nullptr;
-    std::string operation;                // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", for wait's error
-    std::vector<std::byte> staging;       // host bytes the copy reads, for copies between devices
-    ~Event();                             // waits, then releases the cl_event
+    std::string operation;           // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", for wait's error
+    std::vector<std::byte> staging;  // host bytes the copy reads, for copies between devices
+    ~Event();                        // waits, then releases the cl_event
   };
 
   OpenclBackend(std::string library, std::string build_options)

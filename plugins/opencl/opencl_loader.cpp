@@ -1,10 +1,10 @@
 // Dynamic binding to libOpenCL.so.1; see opencl_loader.hpp.
 #include "opencl_loader.hpp"
 
-#include <backplane/plugin_sdk/fork.hpp>
-#include <backplane/plugin_support.hpp>
 #include <dlfcn.h>
 #include <unistd.h>
+#include <backplane/plugin_sdk/fork.hpp>
+#include <backplane/plugin_support.hpp>
 
 #include <atomic>
 #include <exception>
@@ -21,14 +21,15 @@ LoaderLoad open_loader(const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* text = dlerror();
-    load.failure = "no OpenCL ICD loader: " + library + " not found (" + (text != nullptr ? text : "no loader message") +
+    load.failure = "no OpenCL ICD loader: " + library + " not found (" +
+                   (text != nullptr ? text : "no loader message") +
                    "); install one (Debian: ocl-icd-libopencl1) and a driver (pocl-opencl-icd, or the GPU vendor's)";
     return load;
   }
   auto api = std::make_unique<Api>();
   const char* missing = nullptr;
-#define BP_OPENCL_RESOLVE_ENTRY(function)                                                   \
-  api->function = reinterpret_cast<decltype(api->function)>(dlsym(handle, #function));      \
+#define BP_OPENCL_RESOLVE_ENTRY(function)                                              \
+  api->function = reinterpret_cast<decltype(api->function)>(dlsym(handle, #function)); \
   if (api->function == nullptr && missing == nullptr) missing = #function;
   BP_OPENCL_FUNCTIONS(BP_OPENCL_RESOLVE_ENTRY)
 #undef BP_OPENCL_RESOLVE_ENTRY
@@ -133,13 +134,10 @@ BP_ErrorCode error_code_for(cl_int code) {
   switch (code) {
     case CL_MEM_OBJECT_ALLOCATION_FAILURE:
     case CL_OUT_OF_RESOURCES:
-    case CL_OUT_OF_HOST_MEMORY:
-      return BP_ERROR_OUT_OF_MEMORY;
+    case CL_OUT_OF_HOST_MEMORY: return BP_ERROR_OUT_OF_MEMORY;
     case CL_DEVICE_NOT_AVAILABLE:
-    case CL_COMPILER_NOT_AVAILABLE:
-      return BP_ERROR_UNAVAILABLE;
-    default:
-      return BP_ERROR_DEVICE;
+    case CL_COMPILER_NOT_AVAILABLE: return BP_ERROR_UNAVAILABLE;
+    default: return BP_ERROR_DEVICE;
   }
 }
 

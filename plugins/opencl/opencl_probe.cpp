@@ -3,9 +3,9 @@
 #include "opencl_backend.hpp"
 
 #include <algorithm>
-#include <tuple>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace backplane::opencl {
@@ -17,7 +17,8 @@ std::string platform_text(const Api& api, cl_platform_id platform, cl_platform_i
   std::size_t size = 0;
   check(api.clGetPlatformInfo(platform, what, 0, nullptr, &size), std::string("clGetPlatformInfo(") + name + ")");
   std::string text(size, '\0');
-  check(api.clGetPlatformInfo(platform, what, size, text.data(), nullptr), std::string("clGetPlatformInfo(") + name + ")");
+  check(api.clGetPlatformInfo(platform, what, size, text.data(), nullptr),
+        std::string("clGetPlatformInfo(") + name + ")");
   while (!text.empty() && (text.back() == '\0' || text.back() == ' ')) text.pop_back();
   return text;
 }
@@ -34,14 +35,16 @@ std::string device_text(const Api& api, cl_device_id device, cl_device_info what
 template <class Value>
 Value device_value(const Api& api, cl_device_id device, cl_device_info what, const char* name) {
   Value value{};
-  check(api.clGetDeviceInfo(device, what, sizeof(value), &value, nullptr), std::string("clGetDeviceInfo(") + name + ")");
+  check(api.clGetDeviceInfo(device, what, sizeof(value), &value, nullptr),
+        std::string("clGetDeviceInfo(") + name + ")");
   return value;
 }
 
 // "no OpenCL platforms: ... names where the loader looked for drivers.
 std::string no_platforms_reason(const std::string& library, cl_int code) {
-  std::string reason = "no OpenCL platforms: the ICD loader " + library + " found no driver (clGetPlatformIDs: " +
-                       error_name(code) + "); it loads the drivers named by the .icd files in ";
+  std::string reason = "no OpenCL platforms: the ICD loader " + library +
+                       " found no driver (clGetPlatformIDs: " + error_name(code) +
+                       "); it loads the drivers named by the .icd files in ";
   const char* vendors = std::getenv("OCL_ICD_VENDORS");
   if (vendors != nullptr && *vendors != '\0') {
     reason += "OCL_ICD_VENDORS=\"" + std::string(vendors) + "\" (set, so instead of /etc/OpenCL/vendors)";
@@ -116,7 +119,8 @@ sdk::Probe OpenclBackend::probe() {
       continue;
     }
     std::vector<cl_device_id> device_ids(device_count);
-    if (result == CL_SUCCESS) result = api.clGetDeviceIDs(platform.id, CL_DEVICE_TYPE_ALL, device_count, device_ids.data(), &device_count);
+    if (result == CL_SUCCESS)
+      result = api.clGetDeviceIDs(platform.id, CL_DEVICE_TYPE_ALL, device_count, device_ids.data(), &device_count);
     if (result != CL_SUCCESS) {
       failed.push_back(called + ": clGetDeviceIDs failed: " + error_name(result));
       continue;
@@ -133,9 +137,12 @@ sdk::Probe OpenclBackend::probe() {
         device->opencl_version = device_text(api, device->id, CL_DEVICE_VERSION, "CL_DEVICE_VERSION");
         device->driver_version = device_text(api, device->id, CL_DRIVER_VERSION, "CL_DRIVER_VERSION");
         device->type = device_value<cl_device_type>(api, device->id, CL_DEVICE_TYPE, "CL_DEVICE_TYPE");
-        device->global_memory = device_value<cl_ulong>(api, device->id, CL_DEVICE_GLOBAL_MEM_SIZE, "CL_DEVICE_GLOBAL_MEM_SIZE");
-        device->max_allocation = device_value<cl_ulong>(api, device->id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
-        device->compute_units = device_value<cl_uint>(api, device->id, CL_DEVICE_MAX_COMPUTE_UNITS, "CL_DEVICE_MAX_COMPUTE_UNITS");
+        device->global_memory =
+            device_value<cl_ulong>(api, device->id, CL_DEVICE_GLOBAL_MEM_SIZE, "CL_DEVICE_GLOBAL_MEM_SIZE");
+        device->max_allocation =
+            device_value<cl_ulong>(api, device->id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
+        device->compute_units =
+            device_value<cl_uint>(api, device->id, CL_DEVICE_MAX_COMPUTE_UNITS, "CL_DEVICE_MAX_COMPUTE_UNITS");
         const auto available = device_value<cl_bool>(api, device->id, CL_DEVICE_AVAILABLE, "CL_DEVICE_AVAILABLE");
         if (available == CL_FALSE) {
           failed.push_back(called + " device #" + std::to_string(index) + " \"" + device->name + "\": not available");
@@ -157,8 +164,9 @@ sdk::Probe OpenclBackend::probe() {
   if (!failed.empty()) notes.push_back("skipped, failed to answer: " + join(failed, "; "));
   if (!empty.empty()) notes.push_back("no devices on " + join(empty, ", "));
   if (devices.empty()) {
-    return {false, "no usable OpenCL devices on " + std::to_string(ids.size()) + " platform(s)" +
-                       (notes.empty() ? std::string() : " (" + join(notes, "; ") + ")"),
+    return {false,
+            "no usable OpenCL devices on " + std::to_string(ids.size()) + " platform(s)" +
+                (notes.empty() ? std::string() : " (" + join(notes, "; ") + ")"),
             {}};
   }
   api_ = &api;

@@ -55,8 +55,8 @@ std::string attribute(const BP_DeviceInfoArgs& info, const std::string& key) {
 Outcome convert(const Backend& backend, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
                 BP_Buffer* destination, std::uint64_t destination_offset, BP_IntegerType destination_type,
                 std::uint64_t count) {
-  BP_ConvertIntegersArgs args{sizeof(args),      backend.handle(),   source, source_offset, source_type,
-                              destination,       destination_offset, destination_type, count, nullptr};
+  BP_ConvertIntegersArgs args{sizeof(args), backend.handle(),   source,           source_offset, source_type,
+                              destination,  destination_offset, destination_type, count,         nullptr};
   Outcome submitted = outcome(api().convert_integers(&args));
   if (!submitted.ok()) return submitted;
   Outcome waited = backend.wait(args.event);
@@ -77,7 +77,7 @@ TEST_CASE("[opencl] the table: name, ABI 1.2, capabilities, priority and DLPack 
   CHECK(std::string(api().name, api().name_size) == "opencl");
   CHECK(api().abi_major == BP_ABI_MAJOR);
   CHECK(api().abi_minor == 2);
-  CHECK(api().priority == 5);  // below cpu unless the probe finds a GPU
+  CHECK(api().priority == 5);            // below cpu unless the probe finds a GPU
   CHECK(api().dlpack_device_type == 4);  // kDLOpenCL
   CHECK((api().capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0);
   CHECK((api().capabilities & BP_CAPABILITY_PINNED_HOST) != 0);
@@ -292,8 +292,9 @@ TEST_CASE("[opencl][device] a widening kernel that does not build is an error ca
   BP_Buffer* destination = backend.allocate_ok(256);
   const Outcome failed = convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8);
   CHECK(failed.code == BP_ERROR_DEVICE);
-  CHECK(contains(failed.message, "convert_integers: building the widening kernels on opencl:0 failed: "
-                                 "clBuildProgram with options \"-Dulong=float\": CL_BUILD_PROGRAM_FAILURE; build log:\n"));
+  CHECK(contains(failed.message,
+                 "convert_integers: building the widening kernels on opencl:0 failed: "
+                 "clBuildProgram with options \"-Dulong=float\": CL_BUILD_PROGRAM_FAILURE; build log:\n"));
   CHECK_FALSE(contains(failed.message, "build log:\n(empty)"));
   // Copies still work, and the next conversion reports the same.
   const auto data = random_bytes(64, 5);

@@ -15,7 +15,8 @@ namespace {
 
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
-         "-u BACKPLANE_LOG XDG_CONFIG_HOME=/nonexistent " + variables + " " + BP_TEST_TOOL + " " + args;
+         "-u BACKPLANE_LOG XDG_CONFIG_HOME=/nonexistent " +
+         variables + " " + BP_TEST_TOOL + " " + args;
 }
 
 const json* opencl_of(const json& info) {
@@ -41,8 +42,8 @@ TEST_CASE("[opencl][cli] info lists opencl with its devices and their attributes
   REQUIRE((*opencl)["devices"].size() >= 1);
   const json& device = (*opencl)["devices"][0];
   CHECK(device["selector"] == "opencl:0");
-  for (const char* key : {"vendor", "platform", "opencl_version", "driver_version", "device_type",
-                          "global_memory_size", "max_allocation_size", "compute_units"}) {
+  for (const char* key : {"vendor", "platform", "opencl_version", "driver_version", "device_type", "global_memory_size",
+                          "max_allocation_size", "compute_units"}) {
     CHECK_MESSAGE(device["attributes"].contains(key), key);
   }
   if (device["attributes"]["platform"] == "Portable Computing Language") {  // PoCL, as in CI

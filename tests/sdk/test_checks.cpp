@@ -38,8 +38,9 @@ TEST_CASE("a range check cannot be fooled by offset + size wrapping around") {
   const std::string wrapped =
       failure_of([] { sdk::check_range("copy_to_host", "source", 8, UINT64_MAX - 4, 16); }, &code);
   CHECK(code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(wrapped == "copy_to_host: source range at offset 8 of size 18446744073709551611 does not fit in buffer "
-                   "size 16");
+  CHECK(wrapped ==
+        "copy_to_host: source range at offset 8 of size 18446744073709551611 does not fit in buffer "
+        "size 16");
   CHECK(!failure_of([] { sdk::check_range("copy_to_host", "source", 17, 0, 16); }).empty());
 }
 
@@ -66,13 +67,11 @@ TEST_CASE("options: unknown keys and malformed integers are refused naming the k
 
 TEST_CASE("options: a NULL key with a size, or a short option struct, is an error, not a read") {
   const BP_KeyValue null_key{sizeof(BP_KeyValue), nullptr, 3, "x", 1};
-  CHECK(failure_of([&] { sdk::Options("demo", &null_key, 1); }) ==
-        "backend_create: option 0 key is NULL with size 3");
+  CHECK(failure_of([&] { sdk::Options("demo", &null_key, 1); }) == "backend_create: option 0 key is NULL with size 3");
   const BP_KeyValue short_struct{4, "k", 1, "v", 1};
   CHECK(failure_of([&] { sdk::Options("demo", &short_struct, 1); }).find("struct_size 4 is smaller") !=
         std::string::npos);
-  CHECK(failure_of([&] { sdk::Options("demo", nullptr, 2); }) ==
-        "backend_create: options is NULL with option_count 2");
+  CHECK(failure_of([&] { sdk::Options("demo", nullptr, 2); }) == "backend_create: options is NULL with option_count 2");
 }
 
 TEST_CASE("options: unsigned integers reach UINT64_MAX, with the same strictness") {
@@ -86,8 +85,7 @@ TEST_CASE("options: unsigned integers reach UINT64_MAX, with the same strictness
 TEST_CASE("a wrapped range must stay inside the allocation it points into") {
   CHECK(failure_of([] { sdk::check_inside_allocation("memory_wrap of 96 bytes on demo:0", 4000, 96, 4096); }).empty());
   BP_ErrorCode code = 0;
-  CHECK(failure_of([] { sdk::check_inside_allocation("memory_wrap of 97 bytes on demo:0", 4000, 97, 4096); },
-                   &code) ==
+  CHECK(failure_of([] { sdk::check_inside_allocation("memory_wrap of 97 bytes on demo:0", 4000, 97, 4096); }, &code) ==
         "memory_wrap of 97 bytes on demo:0: the range runs past the end of its 4.00 KiB allocation (it starts 4000 "
         "bytes in)");
   CHECK(code == BP_ERROR_OUT_OF_RANGE);

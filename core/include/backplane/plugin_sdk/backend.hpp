@@ -65,8 +65,8 @@
 #include <backplane/plugin_support.hpp>
 
 #include <atomic>
-#include <cstddef>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -89,7 +89,7 @@ struct Identity {
 
 struct Probe {
   bool available = false;
-  std::string reason;                   // why not, or a short description
+  std::string reason;                    // why not, or a short description
   std::optional<std::int32_t> priority;  // from what was found; else kIdentity's
 };
 
@@ -154,7 +154,9 @@ concept CanRefuse = requires(Impl& impl) {
 };
 
 template <class Impl>
-concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) { impl.release(buffer); };
+concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) {
+  impl.release(buffer);
+};
 
 // The plugin's live backends: made once and never destroyed, so a backend
 // the embedder did not destroy is neither torn down at exit (its drivers may
@@ -177,7 +179,7 @@ class Entries {
   static std::string name() { return std::string(kId.name); }
 
   [[noreturn, gnu::cold, gnu::noinline]] static void throw_not_live(const char* call, const char* role,
-                                                                     const char* what, const void* handle) {
+                                                                    const char* what, const void* handle) {
     const std::string subject = std::string(call) + ": " + (*role != '\0' ? std::string(role) + " " : "");
     if (handle == nullptr) throw Failure(BP_ERROR_INVALID_ARGUMENT, subject + what + " is NULL");
     if (std::string_view(what) == "backend") {
@@ -190,7 +192,8 @@ class Entries {
 
   static Instance& instance(BP_Backend* handle, const char* call) {
     Instance* found = detail::live_backends<Impl>.find(handle);
-    if (found == nullptr) [[unlikely]] throw_not_live(call, "", "backend", handle);
+    if (found == nullptr) [[unlikely]]
+      throw_not_live(call, "", "backend", handle);
     return *found;
   }
 
@@ -205,7 +208,8 @@ class Entries {
   }
 
   static Instance& probed(Instance& self) {
-    if (self.probed.load(std::memory_order_acquire)) [[likely]] return self;
+    if (self.probed.load(std::memory_order_acquire)) [[likely]]
+      return self;
     return probe_once(self);
   }
 
@@ -235,23 +239,27 @@ class Entries {
   static Instance& usable(BP_Backend* handle, const char* call, std::int32_t ordinal) {
     Instance& self = working(handle, call);
     if (ordinal < 0 || ordinal >= self.device_count) {
-      throw Failure(BP_ERROR_OUT_OF_RANGE,
-                    std::string(call) + ": " + name() + " device ordinal " + std::to_string(ordinal) +
-                        " is out of range: the backend has " + std::to_string(self.device_count) + " device(s)" +
-                        (self.device_count > 0 ? ", " + name() + ":0.." + name() + ":" + std::to_string(self.device_count - 1) : ""));
+      throw Failure(
+          BP_ERROR_OUT_OF_RANGE,
+          std::string(call) + ": " + name() + " device ordinal " + std::to_string(ordinal) +
+              " is out of range: the backend has " + std::to_string(self.device_count) + " device(s)" +
+              (self.device_count > 0 ? ", " + name() + ":0.." + name() + ":" + std::to_string(self.device_count - 1)
+                                     : ""));
     }
     return self;
   }
 
   static Buffer& buffer(Instance& self, BP_Buffer* handle, const char* call, const char* role) {
     Buffer* found = self.buffers.find(handle);
-    if (found == nullptr) [[unlikely]] throw_not_live(call, role, "buffer", handle);
+    if (found == nullptr) [[unlikely]]
+      throw_not_live(call, role, "buffer", handle);
     return *found;
   }
 
   static detail::EventSlot<Event>& event(Instance& self, BP_Event* handle, const char* call) {
     auto* found = self.events.find(handle);
-    if (found == nullptr) [[unlikely]] throw_not_live(call, "", "event", handle);
+    if (found == nullptr) [[unlikely]]
+      throw_not_live(call, "", "event", handle);
     return *found;
   }
 
@@ -273,7 +281,8 @@ class Entries {
   template <class Object, class Handle>
   static Handle* keep(HandleTable<Object, Handle>& table, std::unique_ptr<Object> object, const char* what) {
     Handle* handle = table.insert(object);
-    if (handle == nullptr) throw Failure(BP_ERROR_OUT_OF_MEMORY, std::string("too many live ") + what + " on this " + name() + " backend");
+    if (handle == nullptr)
+      throw Failure(BP_ERROR_OUT_OF_MEMORY, std::string("too many live ") + what + " on this " + name() + " backend");
     return handle;
   }
 
@@ -281,7 +290,8 @@ class Entries {
     switch (type) {
       case BP_INTEGER_U8: return 1;
       case BP_INTEGER_U16: return 2;
-      case BP_INTEGER_U32: case BP_INTEGER_I32: return 4;
+      case BP_INTEGER_U32:
+      case BP_INTEGER_I32: return 4;
       case BP_INTEGER_I64: return 8;
       default:
         throw Failure(BP_ERROR_INVALID_ARGUMENT,
@@ -321,7 +331,8 @@ class Entries {
     BP_Error* error = run([&] {
       if (handle == nullptr) return;
       std::unique_ptr<Instance> removed = detail::live_backends<Impl>.remove(handle);
-      if (removed == nullptr) throw Failure(BP_ERROR_INVALID_ARGUMENT, "backend_destroy: not a live " + name() + " backend");
+      if (removed == nullptr)
+        throw Failure(BP_ERROR_INVALID_ARGUMENT, "backend_destroy: not a live " + name() + " backend");
       removed->events.drain();   // each waits for its work
       removed->buffers.drain();  // then memory goes, then the backend
     });
@@ -344,7 +355,8 @@ class Entries {
       args->available = self.probe.available ? 1 : 0;
       args->reason = self.probe.reason.data();
       args->reason_size = self.probe.reason.size();
-      if (self.probe.priority && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, priority)) args->priority = *self.probe.priority;
+      if (self.probe.priority && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, priority))
+        args->priority = *self.probe.priority;
     });
   }
 
@@ -490,7 +502,8 @@ class Entries {
       Instance& self = working(args->backend, "convert_integers");
       Buffer& source = buffer(self, args->source, "convert_integers", "source");
       Buffer& destination = buffer(self, args->destination, "convert_integers", "destination");
-      const std::uint64_t source_bytes = element_bytes(args->count, integer_width(args->source_type, "source"), "source");
+      const std::uint64_t source_bytes =
+          element_bytes(args->count, integer_width(args->source_type, "source"), "source");
       const std::uint64_t destination_bytes =
           element_bytes(args->count, integer_width(args->destination_type, "destination"), "destination");
       check_range("convert_integers", "source", args->source_offset, source_bytes, source.size);
@@ -525,7 +538,8 @@ class Entries {
       if (handle == nullptr) return;
       Instance& self = instance(backend, "event_destroy");
       if (self.events.remove(handle) == nullptr) {
-        throw Failure(BP_ERROR_INVALID_ARGUMENT, "event_destroy: event handle is not a live event of this " + name() + " backend");
+        throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                      "event_destroy: event handle is not a live event of this " + name() + " backend");
       }
     });
     if (error != nullptr) error->destroy(error);  // a void call: nowhere to report it
@@ -544,7 +558,7 @@ concept CanConvert = requires(Impl& impl, typename Impl::Buffer& buffer) {
   {
     impl.convert_integers(buffer, std::uint64_t{}, BP_IntegerType{}, buffer, std::uint64_t{}, BP_IntegerType{},
                           std::uint64_t{})
-  } -> std::same_as<std::unique_ptr<typename Impl::Event>>;
+    } -> std::same_as<std::unique_ptr<typename Impl::Event>>;
 };
 
 }  // namespace detail
@@ -601,30 +615,29 @@ const BP_PluginApi* table() noexcept {
 // the three copies, with the signatures the table generator calls. For
 // classes that define them out of line; the signatures then live here once
 // rather than in every plugin.
-#define BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS                                                                        \
-  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);                \
-  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,           \
-                                        std::uint64_t size, ::backplane::plugin_sdk::Mode mode);                 \
+#define BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS                                                                          \
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);                  \
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,             \
+                                        std::uint64_t size, ::backplane::plugin_sdk::Mode mode);                   \
   std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size, \
-                                      ::backplane::plugin_sdk::Mode mode);                                       \
-  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,  \
-                                               std::uint64_t destination_offset, std::uint64_t size,             \
+                                      ::backplane::plugin_sdk::Mode mode);                                         \
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,   \
+                                               std::uint64_t destination_offset, std::uint64_t size,               \
                                                ::backplane::plugin_sdk::Mode mode)
 
 // Declares convert_integers, for a backend with BP_CAPABILITY_CONVERT_INTEGERS
 // that defines it out of line.
-#define BACKPLANE_PLUGIN_SDK_CONVERT_HOOK                                                                       \
+#define BACKPLANE_PLUGIN_SDK_CONVERT_HOOK                                                                          \
   std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type, \
-                                          Buffer& destination, std::uint64_t destination_offset,                 \
+                                          Buffer& destination, std::uint64_t destination_offset,                   \
                                           BP_IntegerType destination_type, std::uint64_t count)
 
 // Defines the plugin's one exported symbol for backend class IMPL. The plugin
 // speaks the ABI major it was built with and returns its table whatever the
 // core offers, so that a core without that major can name both versions.
-#define BACKPLANE_PLUGIN_SDK_ENTRY(IMPL)                                                          \
-  extern "C" BP_PLUGIN_EXPORT const BP_PluginApi* backplane_plugin_entry(const BP_PluginEntryArgs*) \
-      noexcept {                                                                                  \
-    return ::backplane::plugin_sdk::table<IMPL>();                                                \
+#define BACKPLANE_PLUGIN_SDK_ENTRY(IMPL)                                                                       \
+  extern "C" BP_PLUGIN_EXPORT const BP_PluginApi* backplane_plugin_entry(const BP_PluginEntryArgs*) noexcept { \
+    return ::backplane::plugin_sdk::table<IMPL>();                                                             \
   }
 
 #endif  // BACKPLANE_PLUGIN_SDK_BACKEND_HPP

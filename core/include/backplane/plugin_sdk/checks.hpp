@@ -68,13 +68,12 @@ inline void check_inside_allocation(std::string_view what, std::uint64_t offset,
                                     std::uint64_t extent) {
   if (offset > extent || size > extent - offset) {
     throw Failure(BP_ERROR_OUT_OF_RANGE, std::string(what) + ": the range runs past the end of its " +
-                                             format_bytes(extent) + " allocation (it starts " +
-                                             std::to_string(offset) + " bytes in)");
+                                             format_bytes(extent) + " allocation (it starts " + std::to_string(offset) +
+                                             " bytes in)");
   }
 }
 
-inline void check_host_pointer(std::string_view call, std::string_view role, const void* pointer,
-                               std::uint64_t size) {
+inline void check_host_pointer(std::string_view call, std::string_view role, const void* pointer, std::uint64_t size) {
   if (pointer == nullptr && size != 0) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": " + std::string(role) +
                                                  " host pointer is NULL with size " + std::to_string(size));
@@ -115,8 +114,8 @@ class Options {
       std::string names;
       for (std::string_view name : known) names += (names.empty() ? "" : ", ") + std::string(name);
       throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(backend_) + ": unknown option " + quoted(key) + " = " +
-                                                   quoted(value) + " (known options: " +
-                                                   (names.empty() ? "none" : names) + ")");
+                                                   quoted(value) +
+                                                   " (known options: " + (names.empty() ? "none" : names) + ")");
     }
   }
 
@@ -130,8 +129,7 @@ class Options {
   }
 
   // A strict decimal integer in [minimum, maximum]: no sign, space or suffix.
-  std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t minimum,
-                       std::int64_t maximum) const {
+  std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t minimum, std::int64_t maximum) const {
     return parse(key, fallback, minimum, maximum);
   }
 

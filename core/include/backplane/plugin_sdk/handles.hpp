@@ -153,8 +153,8 @@ class HandleTable {
   };
 
   Handle* encode(std::uint64_t index, std::uint64_t generation) const {
-    const std::uint64_t value = tag_ << (kIndexBits + kGenerationBits) |
-                                (generation & kGenerationMask) << kIndexBits | (index + 1);
+    const std::uint64_t value =
+        tag_ << (kIndexBits + kGenerationBits) | (generation & kGenerationMask) << kIndexBits | (index + 1);
     return reinterpret_cast<Handle*>(static_cast<std::uintptr_t>(value));
   }
 
@@ -175,8 +175,8 @@ class HandleTable {
 
   const std::uint64_t tag_;
   std::array<std::atomic<Segment*>, kSegmentCount> segments_{};
-  std::uint64_t used_ = 0;                // slots ever used; guarded by table_mutex
-  std::vector<std::uint64_t> free_;       // guarded by table_mutex
+  std::uint64_t used_ = 0;           // slots ever used; guarded by table_mutex
+  std::vector<std::uint64_t> free_;  // guarded by table_mutex
 };
 
 }  // namespace backplane::plugin_sdk
