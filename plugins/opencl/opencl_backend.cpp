@@ -26,17 +26,6 @@ BP_DeviceKind kind_of(cl_device_type type) {
   return BP_DEVICE_KIND_ACCELERATOR;
 }
 
-std::uint64_t integer_size(BP_IntegerType type) {
-  switch (type) {
-    case BP_INTEGER_U8: return 1;
-    case BP_INTEGER_U16: return 2;
-    case BP_INTEGER_U32:
-    case BP_INTEGER_I32: return 4;
-    case BP_INTEGER_I64: return 8;
-    default: return 0;
-  }
-}
-
 // The widening pairs, each an OpenCL C kernel: a destination type that holds
 // every source value.
 struct Widening {
@@ -353,8 +342,8 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
                   "convert_integers: source and destination must be device memory of the same opencl device");
   }
-  const std::uint64_t source_size = integer_size(source_type);
-  const std::uint64_t destination_size = integer_size(destination_type);
+  const std::uint64_t source_size = sdk::integer_size(source_type);
+  const std::uint64_t destination_size = sdk::integer_size(destination_type);
   if (source_offset % source_size != 0 || destination_offset % destination_size != 0) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
                   "convert_integers: offsets must be multiples of the element sizes (source offset " +

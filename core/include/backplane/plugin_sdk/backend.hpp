@@ -287,16 +287,12 @@ class Entries {
   }
 
   static std::uint64_t integer_width(BP_IntegerType type, std::string_view role) {
-    switch (type) {
-      case BP_INTEGER_U8: return 1;
-      case BP_INTEGER_U16: return 2;
-      case BP_INTEGER_U32:
-      case BP_INTEGER_I32: return 4;
-      case BP_INTEGER_I64: return 8;
-      default:
-        throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                      "convert_integers: unknown " + std::string(role) + " type " + std::to_string(type));
+    const std::uint64_t width = integer_size(type);
+    if (width == 0) {
+      throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                    "convert_integers: unknown " + std::string(role) + " type " + std::to_string(type));
     }
+    return width;
   }
 
   // The bytes `count` elements of `width` take, or OUT_OF_RANGE on overflow.

@@ -49,6 +49,18 @@ inline const char* integer_type_name(BP_IntegerType type) {
   }
 }
 
+// Bytes per element of an integer type; 0 for a type the ABI does not define.
+inline std::uint64_t integer_size(BP_IntegerType type) {
+  switch (type) {
+    case BP_INTEGER_U8: return 1;
+    case BP_INTEGER_U16: return 2;
+    case BP_INTEGER_U32:
+    case BP_INTEGER_I32: return 4;
+    case BP_INTEGER_I64: return 8;
+    default: return 0;
+  }
+}
+
 inline std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 // [offset, offset + size) must lie inside `limit` bytes; compared without
