@@ -18,6 +18,7 @@
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
 #include "config/toml_guard.hpp"
+#include "loader/trust.hpp"
 #include "util/log.hpp"
 
 namespace backplane {
@@ -247,6 +248,13 @@ std::string read_file(const fs::path& path, const std::string& origin) {
 }
 
 Config load_file(const fs::path& path, const std::string& origin, std::vector<fs::path> searched) {
+  // The file names plugin directories, whose code runs in this process: it
+  // must be as safe from other users as a plugin (loader/trust.hpp).
+  if (auto problem = untrusted_path(path)) {
+    throw Error(ErrorCode::kConfig, fmt::format("config file {}: {} (it names plugin directories, whose code runs "
+                                                "in this process)",
+                                                origin, *problem));
+  }
   Config config = parse_config(read_file(path, origin), path);
   config.searched = std::move(searched);
   log(LogLevel::kDebug, "config: using {}", origin);
