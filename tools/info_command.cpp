@@ -198,8 +198,10 @@ int run_info(const Arguments& args) {
   Runtime::Options options;
   if (isolation_by_default()) options.probe_isolation = ProbeIsolation::kProcess;
   // Never destroyed, like the process default: a plugin with live devices
-  // must outlive static destructors.
-  Runtime& runtime = *new Runtime(std::move(options));
+  // must outlive static destructors (a static keeps it reachable for
+  // LeakSanitizer).
+  static Runtime* runtime_for_info = new Runtime(std::move(options));
+  Runtime& runtime = *runtime_for_info;
   return as_json ? print_json(runtime) : print_text(runtime);
 }
 
