@@ -15,6 +15,11 @@ int run_conformance(const Arguments& args);  // conformance_command.cpp
 int run_inspect(const Arguments& args);      // inspect_command.cpp
 int run_load(const Arguments& args);         // load_command.cpp
 
+// `info` and `conformance` probe plugins in a separate process unless
+// BACKPLANE_PROBE_ISOLATION says otherwise: the diagnostic tool must not die
+// with the plugin it diagnoses (info_command.cpp).
+bool isolation_by_default();
+
 // "1.5 GiB", "512 B": binary units, one decimal.
 std::string format_bytes(std::uint64_t bytes);
 

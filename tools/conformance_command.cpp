@@ -93,6 +93,7 @@ int run_conformance(const Arguments& args) {
 
   fmt::print("conformance: {} (seed {})\n", parsed.plugin, parsed.options.seed);
   std::fflush(stdout);
+  parsed.options.isolate = isolation_by_default();
   parsed.options.on_start = print_start;
   parsed.options.on_check = print_check;
   const conformance::Report report = conformance::run(parsed.plugin, parsed.options);

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <utility>
 
 namespace backplane::tools {
 namespace {
@@ -178,6 +180,11 @@ std::string format_bytes(std::uint64_t bytes) {
   return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
+bool isolation_by_default() {
+  const char* chosen = ::secure_getenv("BACKPLANE_PROBE_ISOLATION");
+  return chosen == nullptr || *chosen == '\0' || std::string_view(chosen) == "process";
+}
+
 int run_info(const Arguments& args) {
   bool as_json = false;
   for (auto arg : args) {
@@ -188,7 +195,13 @@ int run_info(const Arguments& args) {
       return 2;
     }
   }
-  Runtime& runtime = Runtime::process_default();
+  Runtime::Options options;
+  if (isolation_by_default()) options.probe_isolation = ProbeIsolation::kProcess;
+  // Never destroyed, like the process default: a plugin with live devices
+  // must outlive static destructors (a static keeps it reachable for
+  // LeakSanitizer).
+  static Runtime* runtime_for_info = new Runtime(std::move(options));
+  Runtime& runtime = *runtime_for_info;
   return as_json ? print_json(runtime) : print_text(runtime);
 }
 

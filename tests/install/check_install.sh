@@ -34,6 +34,7 @@ root=$work/stage$prefix
 [[ $libdir = /* ]] && libdir=${libdir#"$prefix"/}
 [[ $bindir = /* ]] && bindir=${bindir#"$prefix"/}
 for file in "$libdir/libbackplane.so" "$bindir/backplane" "$libdir/backplane/plugins/backplane-cpu.so" \
+            "$libdir/backplane/backplane-probe" \
             include/backplane/plugin.h include/backplane/backplane.h include/backplane/backplane.hpp \
             "$libdir/pkgconfig/backplane.pc" "$libdir/pkgconfig/backplane-plugin.pc"; do
   [ -e "$root/$file" ] || fail "not installed: $file"
@@ -142,7 +143,9 @@ done
 
 step "relocation: the prefix moved to $work/moved"
 mv "$root" "$work/moved"
-"$work/moved/$bindir/backplane" info --json >"$work/info-moved.json"
+"$work/moved/$bindir/backplane" info --json >"$work/info-moved.json" 2>"$work/info-moved.err"
+# info probes in a separate process: the helper is found next to the library.
+if grep -q "backplane-probe" "$work/info-moved.err"; then cat "$work/info-moved.err" >&2; fail "the moved install did not find its probe helper"; fi
 expect_backend "$work/info-moved.json" cpu available "$work/moved/"
 expect_backend "$work/info-moved.json" hostmem available "$work/moved/"
 if [ ${#pkg_config[@]} -eq 1 ]; then

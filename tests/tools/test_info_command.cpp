@@ -23,7 +23,7 @@ const std::string kFixtureDir = BP_TEST_FIXTURE_DIR;
 // either, as when the tests run inside a Slurm job) plus `variables`.
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
-         "-u BACKPLANE_LOG -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID " + variables + " " + kTool +
+         "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID " + variables + " " + kTool +
          " " + args;
 }
 

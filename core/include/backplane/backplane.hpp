@@ -40,6 +40,14 @@ enum class BackendStatus {
 };
 std::string_view to_string(BackendStatus status) noexcept;
 
+// Where discovery first runs a plugin's code (docs/configuration.md).
+enum class ProbeIsolation {
+  kNone,     // in the calling process
+  kProcess,  // first in a short-lived child process: a plugin that crashes,
+             // exits or hangs there is `failed` and never loaded by the caller
+};
+std::string_view to_string(ProbeIsolation isolation) noexcept;
+
 // Where a plugin search path entry came from, in search order.
 enum class SearchOrigin { kCode, kEnvironment, kConfig, kInstallDir, kCoreDir };
 std::string_view to_string(SearchOrigin origin) noexcept;
@@ -140,6 +148,9 @@ class Runtime {
     // Use this config file instead of searching for one (it must exist).
     // With ignore_environment and no config_file, no config file is read.
     std::optional<std::filesystem::path> config_file;
+    // Where plugins are first probed; when set, wins over
+    // BACKPLANE_PROBE_ISOLATION and the config file's `probe_isolation`.
+    std::optional<ProbeIsolation> probe_isolation;
   };
 
   // The process-wide runtime, created on first use; lives until exit.

@@ -55,6 +55,11 @@ struct Options {
   // Called with a check's name just before it runs (so a plugin that crashes
   // the process leaves the name of the check it crashed in).
   std::function<void(const std::string& name)> on_start;
+  // First load, create and probe the plugin in a separate process (as
+  // discovery with BACKPLANE_PROBE_ISOLATION=process does, within
+  // BACKPLANE_PROBE_TIMEOUT_MS): a plugin that crashes, exits or hangs there
+  // fails that check and is never loaded into this process.
+  bool isolate = false;
 };
 
 struct Report {

@@ -18,6 +18,7 @@
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
 #include "config/toml_guard.hpp"
+#include "loader/trust.hpp"
 #include "util/log.hpp"
 
 namespace backplane {
@@ -25,7 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kTopLevelKeys = {"plugin_paths", "backends", "default_device", "backend"};
+constexpr std::array<std::string_view, 5> kTopLevelKeys = {"plugin_paths", "backends", "default_device",
+                                                           "probe_isolation", "backend"};
 
 // Positions and messages for one file being parsed.
 class Reader {
@@ -211,7 +213,7 @@ std::string unknown_key_warning(const Reader& reader, const toml::node& node, st
   if (!best.empty()) {
     message += fmt::format(" (did you mean '{}'?)", best);
   } else {
-    message += fmt::format(" (known keys: plugin_paths, backends, default_device, [backend.NAME])");
+    message += fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, [backend.NAME])");
   }
   return message;
 }
@@ -246,6 +248,13 @@ std::string read_file(const fs::path& path, const std::string& origin) {
 }
 
 Config load_file(const fs::path& path, const std::string& origin, std::vector<fs::path> searched) {
+  // The file names plugin directories, whose code runs in this process: it
+  // must be as safe from other users as a plugin (loader/trust.hpp).
+  if (auto problem = untrusted_path(path)) {
+    throw Error(ErrorCode::kConfig, fmt::format("config file {}: {} (it names plugin directories, whose code runs "
+                                                "in this process)",
+                                                origin, *problem));
+  }
   Config config = parse_config(read_file(path, origin), path);
   config.searched = std::move(searched);
   log(LogLevel::kDebug, "config: using {}", origin);
@@ -253,6 +262,12 @@ Config load_file(const fs::path& path, const std::string& origin, std::vector<fs
 }
 
 }  // namespace
+
+std::optional<ProbeIsolation> parse_probe_isolation(std::string_view text) {
+  if (text == "process") return ProbeIsolation::kProcess;
+  if (text == "none") return ProbeIsolation::kNone;
+  return std::nullopt;
+}
 
 Config parse_config(std::string_view text, const fs::path& source) {
   if (text.size() > kMaxConfigFileBytes) {
@@ -281,6 +296,13 @@ Config parse_config(std::string_view text, const fs::path& source) {
       config.backends = read_backends(reader, value);
     } else if (name == "default_device") {
       config.default_device = read_default_device(reader, value);
+    } else if (name == "probe_isolation") {
+      const auto* text = value.as_string();
+      if (text == nullptr) reader.fail(value, fmt::format("'probe_isolation' must be a string, got {}", type_name(value)));
+      config.probe_isolation = parse_probe_isolation(text->get());
+      if (!config.probe_isolation) {
+        reader.fail(value, fmt::format("'probe_isolation' is '{}'; expected \"process\" or \"none\"", text->get()));
+      }
     } else if (name == "backend") {
       const toml::table* backends = value.as_table();
       if (backends == nullptr) {

@@ -22,6 +22,8 @@
 
 #include "util/environment.hpp"
 
+#include <backplane/backplane.hpp>
+
 namespace backplane {
 
 // Files larger than this are refused before parsing (keeps memory bounded).
@@ -43,9 +45,13 @@ struct Config {
   std::vector<std::filesystem::path> plugin_paths;  // `plugin_paths`, relative ones made relative to the file's directory
   std::optional<std::vector<std::string>> backends;  // `backends`: restricts the set and fixes the order
   std::optional<std::string> default_device;         // `default_device`, already checked by parse_selector
+  std::optional<ProbeIsolation> probe_isolation;     // `probe_isolation`
   std::map<std::string, BackendConfig> backend;      // [backend.NAME], by NAME
   std::vector<std::string> warnings;                 // usable-but-suspicious content, one sentence each
 };
+
+// "process" or "none" (BACKPLANE_PROBE_ISOLATION, `probe_isolation`); nullopt otherwise.
+std::optional<ProbeIsolation> parse_probe_isolation(std::string_view text);
 
 // Parses the text of a config file. `source` names the file in messages and
 // anchors relative plugin_paths; it is not opened. Sets `path` to `source`.

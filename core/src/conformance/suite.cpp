@@ -3,8 +3,11 @@
 #include "conformance/checks.hpp"
 #include "conformance/context.hpp"
 
+#include "isolation/probe_process.hpp"
 #include "loader/plugin_library.hpp"
 #include "loader/plugin_limits.hpp"
+#include "registry/probe_call.hpp"
+#include "util/environment.hpp"
 
 #include <backplane/conformance.hpp>
 
@@ -349,11 +352,38 @@ void run_checks(Context& context, const std::filesystem::path& file) {
   context.backend = nullptr;
 }
 
+// Loads, creates and probes the plugin in the probe helper first. False when
+// the plugin crashed, exited or hung there: it must not be loaded here.
+bool survives_isolated_probe(const std::filesystem::path& plugin_file, const Options& options, Report& report) {
+  const std::string check = "isolation: loads, creates and probes in a separate process";
+  if (options.on_start) options.on_start(check);
+  CheckResult result{check, Outcome::kPass, ""};
+  const std::filesystem::path helper = isolation::helper_path();
+  if (helper.empty()) {
+    result = {check, Outcome::kNotApplicable, "no backplane-probe helper is installed next to the core library"};
+  } else {
+    const std::uint32_t timeout_ms = probe_timeout_ms(Environment::process().get("BACKPLANE_PROBE_TIMEOUT_MS"));
+    auto verdict = isolation::probe_in_child(helper, plugin_file, "", options.plugin_options, timeout_ms);
+    if (!verdict.started) {
+      result = {check, Outcome::kNotApplicable, verdict.reason};
+    } else if (!verdict.answered) {
+      result = {check, Outcome::kFail, verdict.reason};
+    } else {
+      result.detail = fmt::format("{}{}{}", to_string(verdict.status), verdict.reason.empty() ? "" : ": ",
+                                  verdict.reason);
+    }
+  }
+  report.checks.push_back(result);
+  if (options.on_check) options.on_check(report.checks.back());
+  return result.outcome != Outcome::kFail;
+}
+
 }  // namespace
 
 Report run(const std::filesystem::path& plugin_file, const Options& options) {
   Report report;
   report.plugin_file = plugin_file;
+  if (options.isolate && !survives_isolated_probe(plugin_file, options, report)) return report;
   // Loaded like the core's loader (permission checks, negotiation, table
   // validation), but any file name is accepted: the name rule is a check.
   const std::string load_check = "negotiation: loads and answers the core's offer with a valid table";

@@ -2,6 +2,7 @@
 
 #include "loader/plugin_limits.hpp"
 #include "loader/table_validation.hpp"
+#include "loader/trust.hpp"
 #include "util/file_type.hpp"
 #include "util/log.hpp"
 
@@ -16,15 +17,6 @@
 #include <exception>
 
 namespace backplane {
-namespace {
-
-bool world_writable(const std::filesystem::path& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IWOTH) != 0;
-}
-
-}  // namespace
-
 namespace {
 
 // Libraries that must stay mapped until exit (see keep_loaded). Never
@@ -47,25 +39,8 @@ std::string PluginLibrary::version() const {
   return std::string(plugin_text(api_->version, api_->version_size));
 }
 
-std::optional<std::string> unsafe_permissions(const std::filesystem::path& given) {
-  // Check the path as named (its directory may be the working directory) and,
-  // for a symlink, where it leads: either directory could be swapped.
-  std::error_code error;
-  const std::filesystem::path file = std::filesystem::absolute(given, error);
-  if (auto target = std::filesystem::canonical(file, error); !error && target != file) {
-    if (auto unsafe = unsafe_permissions(target)) return unsafe;
-  }
-  if (world_writable(file)) {
-    return fmt::format("refused: {} is world-writable (anyone could replace it); run chmod o-w",
-                       file.string());
-  }
-  auto directory = file.parent_path();
-  if (world_writable(directory)) {
-    return fmt::format("refused: its directory {} is world-writable (anyone could add plugins); "
-                       "run chmod o-w or move the plugin",
-                       directory.string());
-  }
-  return std::nullopt;
+std::optional<std::string> unsafe_permissions(const std::filesystem::path& file) {
+  return untrusted_path(file);
 }
 
 OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view expected_name) {

@@ -53,7 +53,7 @@ struct OpenedPlugin {
   std::string abi_version;  // as the table declared it, when it could be read
 };
 
-// Why `file` must not be opened (world-writable file or directory), if so.
+// Why `file` must not be opened (see loader/trust.hpp), if so.
 std::optional<std::string> unsafe_permissions(const std::filesystem::path& file);
 
 // Opens, negotiates and validates. On success status is kAvailable, meaning

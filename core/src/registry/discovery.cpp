@@ -1,18 +1,14 @@
 #include "registry/discovery.hpp"
 
+#include "isolation/probe_process.hpp"
 #include "loader/plugin_library.hpp"
+#include "registry/probe_call.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <chrono>
-#include <condition_variable>
-#include <exception>
-#include <mutex>
 #include <system_error>
-#include <thread>
 #include <tuple>
 
 namespace backplane {
@@ -80,110 +76,47 @@ std::optional<std::string> disabled_reason(std::string_view name, const Discover
   return std::nullopt;
 }
 
-// How long backend_create plus probe may take before the loader gives up on a
-// plugin (BACKPLANE_PROBE_TIMEOUT_MS; 0 = wait forever, on the calling thread).
-constexpr std::uint32_t kDefaultProbeTimeoutMs = 10000;
-constexpr std::uint32_t kMaxProbeTimeoutMs = 3600 * 1000;
-
-std::uint32_t probe_timeout_ms(const std::optional<std::string>& text) {
-  if (!text || text->empty()) return kDefaultProbeTimeoutMs;
-  std::uint32_t value = 0;
-  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (error != std::errc() || end != text->data() + text->size() || value > kMaxProbeTimeoutMs) {
-    log(LogLevel::kWarn, "BACKPLANE_PROBE_TIMEOUT_MS='{}' is not a number of milliseconds in 0..{}; using {}",
-        *text, kMaxProbeTimeoutMs, kDefaultProbeTimeoutMs);
-    return kDefaultProbeTimeoutMs;
-  }
-  return value;
+const PluginOptions& options_for(const DiscoveryPolicy& policy, std::string_view name) {
+  static const PluginOptions kNoOptions;
+  auto found = policy.options.find(name);
+  return found == policy.options.end() ? kNoOptions : found->second;
 }
 
-struct ProbeOutcome {
-  std::unique_ptr<Backend> backend;
-  std::optional<PluginFailure> create_failure;
-  std::optional<Backend::ProbeAnswer> answer;
-  std::optional<PluginFailure> probe_failure;
-};
-
-// `on_created` runs between backend_create and probe (the deadline's report
-// names the call that hung).
-template <class OnCreated>
-ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options,
-                              OnCreated&& on_created) {
-  ProbeOutcome outcome;
-  auto created = Backend::create(library, options);
-  if (created.failure) {
-    outcome.create_failure = std::move(created.failure);
-    return outcome;
+// With process isolation: loads, creates and probes the plugin in the probe
+// helper first, unless it already passed there in this process. nullopt:
+// load it here. Otherwise the status it earned there, and it is never loaded
+// here. Without a helper, or when none can be started, the plugin is probed
+// here, with a warning.
+std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate, const DiscoveryPolicy& policy,
+                                                      std::uint32_t timeout_ms) {
+  // A directly named file reveals its name, and so its options, only once
+  // read: the child then runs again if there are options to try.
+  const PluginOptions* options = &options_for(policy, candidate.name);
+  if (isolation::known_good(candidate.file, *options)) return std::nullopt;
+  const std::filesystem::path helper = isolation::helper_path();
+  if (helper.empty()) {
+    log(LogLevel::kWarn, "{}: probe isolation asked for, but no backplane-probe helper is installed next to the "
+        "core library; probing in this process", candidate.file.string());
+    return std::nullopt;
   }
-  outcome.backend = std::move(created.backend);
-  on_created();
-  std::tie(outcome.answer, outcome.probe_failure) = outcome.backend->probe();
-  return outcome;
-}
-
-// State shared by the loader and the helper thread that calls the plugin. The
-// helper may outlive the loader (a hung plugin), so it owns a reference too.
-struct ProbeCall {
-  std::mutex mutex;
-  std::condition_variable finished;
-  bool done = false;                      // guarded by mutex
-  std::string stage = "backend_create";  // guarded by mutex
-  ProbeOutcome outcome;                  // guarded by mutex, set with done
-  std::exception_ptr error;              // guarded by mutex: what the helper threw
-};
-
-// Runs backend_create and probe on a helper thread and waits at most
-// `timeout_ms`. A call that does not return in time cannot be cancelled: its
-// thread is detached and the plugin stays loaded until exit (unmapping code a
-// thread is still running would crash). Returns nullopt plus the name of the
-// call that hung when the deadline passed.
-std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
-    const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options, std::uint32_t timeout_ms) {
-  auto call = std::make_shared<ProbeCall>();
-  std::thread helper;
-  try {
-    helper = std::thread([call, library, options] {
-      ProbeOutcome outcome;
-      std::exception_ptr error;
-      try {
-        outcome = create_and_probe(library, options, [&] {
-          std::lock_guard lock(call->mutex);
-          call->stage = "probe";
-        });
-      } catch (...) {  // bad_alloc: handed to the loader's thread
-        error = std::current_exception();
-      }
-      std::lock_guard lock(call->mutex);
-      call->outcome = std::move(outcome);
-      call->error = error;
-      call->done = true;
-      call->finished.notify_all();
-    });
-  } catch (const std::system_error& exception) {
-    // No thread to spare: call the plugin here, without a deadline.
-    log(LogLevel::kWarn, "{}: cannot start the probe thread ({}); probing without a time limit",
-        library->name(), exception.what());
-    return {create_and_probe(library, options, [] {}), ""};
+  auto verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
+  if (verdict.answered && candidate.name.empty() && !verdict.name.empty() &&
+      !options_for(policy, verdict.name).empty()) {
+    options = &options_for(policy, verdict.name);
+    verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
   }
-  std::unique_lock lock(call->mutex);
-  if (!call->finished.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return call->done; })) {
-    // Set under the mutex the helper takes before it drops its references,
-    // so the library's destructor (on whichever thread) sees it.
-    library->keep_loaded();
-    std::string stage = call->stage;
-    lock.unlock();
-    helper.detach();
-    return {std::nullopt, stage};
+  if (!verdict.started) {
+    log(LogLevel::kWarn, "{}: {}; probing in this process", candidate.file.string(), verdict.reason);
+    return std::nullopt;
   }
-  if (call->error) {
-    lock.unlock();
-    helper.join();
-    std::rethrow_exception(call->error);
+  if (verdict.answered &&
+      (verdict.status == BackendStatus::kAvailable || verdict.status == BackendStatus::kUnavailable)) {
+    isolation::remember_good(candidate.file, *options);
+    return std::nullopt;
   }
-  ProbeOutcome outcome = std::move(call->outcome);
-  lock.unlock();
-  helper.join();
-  return {std::move(outcome), ""};
+  log(LogLevel::kDebug, "{}: {} in the probe process: {}", candidate.file.string(), to_string(verdict.status),
+      verdict.reason);
+  return verdict;
 }
 
 // Opens, creates and probes one plugin; fills status and reason.
@@ -195,6 +128,16 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   info.name = candidate.name;
   info.plugin_path = candidate.file;
   info.origin = candidate.origin;
+
+  if (policy.isolation == ProbeIsolation::kProcess) {
+    if (auto verdict = probe_isolated(candidate, policy, timeout_ms)) {
+      if (info.name.empty()) info.name = verdict->name.empty() ? candidate.file.filename().string() : verdict->name;
+      info.status = verdict->status;
+      info.reason = std::move(verdict->reason);
+      info.abi_version = std::move(verdict->abi_version);
+      return result;
+    }
+  }
 
   OpenedPlugin opened = open_plugin(candidate.file, candidate.name);
   info.abi_version = opened.abi_version;
@@ -227,15 +170,13 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
     }
   }
 
-  static const PluginOptions kNoOptions;
-  auto options = policy.options.find(info.name);
-  const PluginOptions& plugin_options = options == policy.options.end() ? kNoOptions : options->second;
+  const PluginOptions& options = options_for(policy, info.name);
   std::optional<ProbeOutcome> outcome;
   if (timeout_ms == 0) {
-    outcome = create_and_probe(library, plugin_options, [] {});
+    outcome = create_and_probe(library, options, [](const char*) {});
   } else {
     std::string hung_call;
-    std::tie(outcome, hung_call) = create_and_probe_within(library, plugin_options, timeout_ms);
+    std::tie(outcome, hung_call) = create_and_probe_within(library, options, timeout_ms);
     if (!outcome) {
       info.status = BackendStatus::kFailed;
       info.reason = fmt::format(
@@ -245,28 +186,12 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
       return result;
     }
   }
-  if (outcome->create_failure) {
-    info.status = BackendStatus::kFailed;
-    info.reason = fmt::format("backend_create failed: {}", outcome->create_failure->message);
-    return result;
-  }
-  auto& answer = outcome->answer;
-  auto& failure = outcome->probe_failure;
-  if (failure) {
-    info.status = BackendStatus::kFailed;
-    info.reason = fmt::format("probe failed ({}): {}", to_string(failure->code), failure->message);
-    return result;
-  }
+  ProbeVerdict verdict = verdict_of(*outcome);
+  info.status = verdict.status;
+  info.reason = std::move(verdict.reason);
   // The probe may rank the backend by what it found (ABI 1.2).
-  if (configured_priority == policy.priorities.end()) info.priority = answer->priority;
-  if (!answer->available) {
-    info.status = BackendStatus::kUnavailable;
-    info.reason = answer->reason.empty() ? "the plugin gave no reason" : answer->reason;
-  } else {
-    info.status = BackendStatus::kAvailable;
-    info.reason = answer->reason;
-    result.backend = std::move(outcome->backend);
-  }
+  if (outcome->answer && configured_priority == policy.priorities.end()) info.priority = outcome->answer->priority;
+  if (info.status == BackendStatus::kAvailable) result.backend = std::move(outcome->backend);
   return result;
 }
 

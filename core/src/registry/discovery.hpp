@@ -24,6 +24,9 @@ struct DiscoveryPolicy {
   std::map<std::string, int, std::less<>> priorities;
   // BACKPLANE_PROBE_TIMEOUT_MS as the runtime reads it (unset: the default).
   std::optional<std::string> probe_timeout;
+  // kProcess: each plugin not yet known to be good is first loaded, created
+  // and probed in a child process (isolation/probe_process.hpp).
+  ProbeIsolation isolation = ProbeIsolation::kNone;
 };
 
 struct DiscoveredBackend {

@@ -24,6 +24,14 @@ std::string_view to_string(BackendStatus status) noexcept {
   return "unknown";
 }
 
+std::string_view to_string(ProbeIsolation isolation) noexcept {
+  switch (isolation) {
+    case ProbeIsolation::kNone: return "none";
+    case ProbeIsolation::kProcess: return "process";
+  }
+  return "unknown";
+}
+
 std::string_view to_string(SearchOrigin origin) noexcept {
   switch (origin) {
     case SearchOrigin::kCode: return "code";
@@ -80,6 +88,18 @@ Config read_config(const Runtime::Options& options, const Environment& environme
   return load_config(environment, BACKPLANE_SYSCONF_DIR);
 }
 
+// Code, then BACKPLANE_PROBE_ISOLATION, then the config file; else none. An
+// invalid variable is a warning and leaves the choice to the config file.
+ProbeIsolation probe_isolation(const Runtime::Options& options, const Environment& environment,
+                               const Config& config) {
+  if (options.probe_isolation) return *options.probe_isolation;
+  if (auto text = environment.get("BACKPLANE_PROBE_ISOLATION"); text && !text->empty()) {
+    if (auto isolation = parse_probe_isolation(*text)) return *isolation;
+    log(LogLevel::kWarn, "BACKPLANE_PROBE_ISOLATION='{}' is neither 'process' nor 'none'; ignored", *text);
+  }
+  return config.probe_isolation.value_or(ProbeIsolation::kNone);
+}
+
 }  // namespace
 
 void Runtime::Impl::ensure_discovered() {
@@ -98,6 +118,7 @@ void Runtime::Impl::ensure_discovered() {
     }
     policy.allowed = backend_order;
     policy.probe_timeout = environment.get("BACKPLANE_PROBE_TIMEOUT_MS");
+    policy.isolation = probe_isolation(options, environment, config);
     policy.allowed_source = backend_order_source;
     for (const auto& [name, backend] : config.backend) {
       if (backend.enabled == false) {

@@ -4,6 +4,7 @@
 #include <backplane/safetensors.hpp>
 
 #include "safetensors/json_dialect.hpp"
+#include "safetensors/releasable_buffer.hpp"
 #include "safetensors/regular_file.hpp"
 #include "safetensors/text.hpp"
 
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -92,7 +94,9 @@ std::uint64_t validate(const std::vector<TensorEntry>& tensors, const std::strin
   return start;
 }
 
-Header parse_checked(std::span<const std::byte> prefix, std::uint64_t file_size, const std::string& file) {
+// `consumed`: see parse_header_json; offsets are into `prefix`.
+Header parse_checked(std::span<const std::byte> prefix, std::uint64_t file_size, const std::string& file,
+                     const std::function<void(std::size_t)>& consumed = {}) {
   if (prefix.size() > file_size) {
     throw Error(ErrorCode::kInvalidArgument, file + ": parse_header was given more bytes than the file size");
   }
@@ -122,7 +126,9 @@ Header parse_checked(std::span<const std::byte> prefix, std::uint64_t file_size,
     throw FormatError(Rule::kInvalidHeader, file, std::nullopt,
                       "the header is not valid UTF-8 (byte " + std::to_string(*bad) + " of the header)");
   }
-  detail::DialectResult parsed = detail::parse_header_json(text);
+  std::function<void(std::size_t)> consumed_text;
+  if (consumed) consumed_text = [&](std::size_t offset) { consumed(8 + offset); };
+  detail::DialectResult parsed = detail::parse_header_json(text, consumed_text);
   if (!parsed.header) {
     throw FormatError(Rule::kInvalidHeaderDeserialization, file, std::nullopt,
                       parsed.error + " at byte " + std::to_string(parsed.error_offset) + " of the header");
@@ -133,11 +139,7 @@ Header parse_checked(std::span<const std::byte> prefix, std::uint64_t file_size,
   header.header_size = header_size;
   header.data_offset = stop;
   header.file_size = file_size;
-  header.tensors.reserve(parsed.header->tensors.size());
-  for (detail::RawTensor& raw : parsed.header->tensors) {
-    header.tensors.push_back(TensorEntry{std::move(raw.name), std::string(raw.dtype->name), raw.dtype->bits,
-                                         std::move(raw.shape), raw.begin, raw.end});
-  }
+  header.tensors = std::move(parsed.header->tensors);
   // The reference sorts by data_offsets only and leaves ties in hash order;
   // the name breaks ties here so that which tensor a message names is stable.
   std::sort(header.tensors.begin(), header.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
@@ -261,10 +263,16 @@ Header read_header(const std::filesystem::path& path) {
   if (header_size > kMaxHeaderSize || header_size + 8 > file_size) {
     return parse_header(length, file_size, file);  // throws the right rule
   }
-  std::vector<std::byte> prefix(static_cast<std::size_t>(header_size + 8));
-  std::copy(length.begin(), length.end(), prefix.begin());
+  // Read into pages of its own, which the parser hands back as it goes: the
+  // peak is the parsed tensors plus a window of the text, not both whole.
+  detail::ReleasableBuffer prefix(static_cast<std::size_t>(header_size + 8));
+  std::copy(length.begin(), length.end(), prefix.data());
   read_exactly(fd, prefix.data() + 8, static_cast<std::size_t>(header_size), 8, file);
-  return parse_header(prefix, file_size, file);
+  try {
+    return parse_checked(prefix.bytes(), file_size, file, [&](std::size_t offset) { prefix.release_before(offset); });
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::kOutOfMemory, file + ": out of memory while parsing the header");
+  }
 }
 
 }  // namespace backplane::safetensors

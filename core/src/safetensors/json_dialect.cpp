@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
-#include <unordered_map>
 
 namespace backplane::safetensors::detail {
 namespace {
@@ -60,14 +59,15 @@ class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
 
-  RawHeader parse_document() {
+  RawHeader parse_document(const std::function<void(std::size_t)>& consumed) {
     skip_whitespace();
     if (at_end()) fail("EOF while parsing a value");
     if (peek() != '{') fail("invalid type: expected an object at the top level");
-    ++pos_;  // depth 1
     RawHeader header;
-    std::unordered_map<std::string, std::size_t> index_of;
+    header.tensors.reserve(estimated_members());
+    ++pos_;  // depth 1
     bool seen_metadata = false;
+    std::size_t released = 0;
     skip_whitespace();
     if (peek_is('}')) {
       ++pos_;
@@ -80,19 +80,19 @@ class Parser {
           header.metadata = parse_metadata();
         } else {
           RawTensor tensor = parse_tensor();
-          auto [it, inserted] = index_of.try_emplace(key, header.tensors.size());
-          tensor.name = std::move(key);
-          if (inserted) {
-            header.tensors.push_back(std::move(tensor));
-          } else {
-            header.tensors[it->second] = std::move(tensor);
-          }
+          header.tensors.push_back(TensorEntry{std::move(key), std::string(tensor.dtype->name), tensor.dtype->bits,
+                                               std::move(tensor.shape), tensor.begin, tensor.end});
+        }
+        if (consumed && pos_ - released >= kReleaseStep) {
+          released = pos_;
+          consumed(pos_);
         }
         if (!next_member('}')) break;
       }
     }
     skip_whitespace();
     if (!at_end()) fail("trailing characters");
+    keep_last_of_each_name(header.tensors);
     return header;
   }
 
@@ -570,16 +570,70 @@ class Parser {
     tensor.end = offsets[1];
   }
 
+  // An upper bound on the top-level members (so the tensors' vector is
+  // allocated once, not grown to up to twice its size): the ':' at depth 1
+  // outside strings. At most one per 16 bytes of text, the least a tensor
+  // entry takes, whatever the text is.
+  std::size_t estimated_members() const {
+    std::size_t count = 0;
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t index = pos_; index < text_.size(); ++index) {
+      const char c = text_[index];
+      if (in_string) {
+        if (c == '\\') {
+          ++index;
+        } else if (c == '"') {
+          in_string = false;
+        }
+        continue;
+      }
+      switch (c) {
+        case '"': in_string = true; break;
+        case '{': case '[': ++depth; break;
+        case '}': case ']': --depth; break;
+        case ':': count += depth == 1 ? 1 : 0; break;
+        default: break;
+      }
+    }
+    return std::min(count, text_.size() / 16 + 1);
+  }
+
+  // A repeated name keeps its last entry (serde's HashMap). Sorting positions
+  // by name costs 4 bytes a tensor, where a hash map of the names cost more
+  // than the tensors themselves.
+  static void keep_last_of_each_name(std::vector<TensorEntry>& tensors) {
+    if (tensors.size() < 2) return;
+    std::vector<std::uint32_t> order(tensors.size());
+    for (std::uint32_t index = 0; index < order.size(); ++index) order[index] = index;
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const int compared = tensors[a].name.compare(tensors[b].name);
+      return compared != 0 ? compared < 0 : a < b;
+    });
+    bool repeated = false;
+    for (std::size_t index = 0; index + 1 < order.size(); ++index) {
+      if (tensors[order[index]].name == tensors[order[index + 1]].name) {
+        tensors[order[index]].dtype.clear();  // marks an entry a later one replaces
+        repeated = true;
+      }
+    }
+    if (!repeated) return;
+    std::erase_if(tensors, [](const TensorEntry& tensor) { return tensor.dtype.empty(); });
+  }
+
+  // How far the parser gets between calls of `consumed`.
+  static constexpr std::size_t kReleaseStep = 8u << 20;
+
   std::string_view text_;
   std::size_t pos_ = 0;
 };
 
 }  // namespace
 
-DialectResult parse_header_json(std::string_view text) {
+DialectResult parse_header_json(std::string_view text, const std::function<void(std::size_t)>& consumed) {
   DialectResult result;
   try {
-    result.header = Parser(text).parse_document();
+    result.header = Parser(text).parse_document(consumed);
   } catch (const DialectError& error) {
     result.error = error.message;
     result.error_offset = error.offset;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,8 +28,10 @@ struct RawTensor {
   std::uint64_t end = 0;
 };
 
+// Tensors are kept as the public TensorEntry from the start: a huge header
+// (a million tensors) is never held twice.
 struct RawHeader {
-  std::vector<RawTensor> tensors;  // one per distinct name (a repeated name: the last wins), unordered
+  std::vector<TensorEntry> tensors;  // one per distinct name (a repeated name: the last wins), unordered
   std::optional<Metadata> metadata;
 };
 
@@ -45,6 +48,10 @@ struct DialectResult {
 std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
 
 // Parses an already UTF-8-valid header. Throws nothing but std::bad_alloc.
-DialectResult parse_header_json(std::string_view text);
+// `consumed`, when set, is called now and then with an offset below which
+// the parser will never read `text` again (nor quote it in an error), so
+// that the caller can release those bytes while a huge header is parsed.
+DialectResult parse_header_json(std::string_view text,
+                                const std::function<void(std::size_t offset)>& consumed = {});
 
 }  // namespace backplane::safetensors::detail

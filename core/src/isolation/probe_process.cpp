@@ -1,0 +1,231 @@
+#include "isolation/probe_process.hpp"
+
+#include "isolation/probe_protocol.hpp"
+#include "loader/search_path.hpp"
+#include "util/log.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace backplane::isolation {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kHelperName = "backplane-probe";
+
+bool is_executable(const std::filesystem::path& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string describe_stage(const std::optional<std::string>& stage) {
+  if (!stage) return "before loading the plugin";
+  if (*stage == "load") return "loading (static constructors or the entry point)";
+  return *stage;
+}
+
+std::string describe_signal(int signal) {
+  const char* abbreviation = ::sigabbrev_np(signal);
+  const char* description = ::strsignal(signal);
+  return abbreviation == nullptr ? fmt::format("signal {}", signal)
+                                 : fmt::format("SIG{} ({})", abbreviation, description ? description : "?");
+}
+
+// How a child that gave no verdict ended, as the reason for `failed`.
+std::string describe_end(int wait_status, const std::string& stage) {
+  if (WIFSIGNALED(wait_status)) {
+    return fmt::format("crashed with {} during {} in a separate probe process; not loaded into this one",
+                       describe_signal(WTERMSIG(wait_status)), stage);
+  }
+  return fmt::format("exited with status {} during {} in a separate probe process; not loaded into this one",
+                     WEXITSTATUS(wait_status), stage);
+}
+
+// Waits for the child until `deadline` (none: forever); true once reaped.
+bool reap(pid_t pid, int& wait_status, std::optional<Clock::time_point> deadline) {
+  auto pause = std::chrono::microseconds(200);
+  for (;;) {
+    pid_t done = ::waitpid(pid, &wait_status, deadline ? WNOHANG : 0);
+    if (done == pid) return true;
+    if (done < 0 && errno != EINTR) return true;  // not our child any more: nothing to wait for
+    if (deadline && Clock::now() >= *deadline) return false;
+    if (deadline) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(10000));
+    }
+  }
+}
+
+std::string identity_key(const std::filesystem::path& file, const PluginOptions& options) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) return {};
+  std::string key = fmt::format("{}:{}:{}:{}.{}", info.st_dev, info.st_ino, info.st_size, info.st_mtim.tv_sec,
+                                info.st_mtim.tv_nsec);
+  for (const auto& [name, value] : options) key += fmt::format("\n{}={}", name, value);
+  return key;
+}
+
+std::mutex good_mutex;
+std::set<std::string>* good_plugins = new std::set<std::string>();  // never destroyed: used until exit
+
+}  // namespace
+
+std::filesystem::path helper_path() {
+  if (auto plugins = plugin_dir_next_to_core(); !plugins.empty()) {
+    auto next_to_core = plugins.parent_path() / kHelperName;
+    if (is_executable(next_to_core)) return next_to_core;
+  }
+  // Empty in the Python package, whose only home is next to the library.
+  if (std::string_view install_dir = BACKPLANE_PROBE_HELPER_INSTALL_DIR; !install_dir.empty()) {
+    auto installed = std::filesystem::path(install_dir) / kHelperName;
+    if (is_executable(installed)) return installed;
+  }
+  return {};
+}
+
+// posix_spawn, which glibc implements with clone(CLONE_VM | CLONE_VFORK) and
+// an immediate exec, rather than fork(): the caller may have many threads,
+// and after a plain fork() only async-signal-safe functions may run until
+// exec (dlopen, malloc and the plugin's constructors are not, and a lock
+// some other thread held at fork time stays locked forever in the child).
+// Exec'ing a small helper gives the plugin a fresh single-threaded process,
+// and the vfork-style start copies no page tables, however large the caller.
+ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
+                            std::string_view expected_name, const PluginOptions& options,
+                            std::uint32_t timeout_ms) {
+  ChildVerdict verdict;
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    verdict.reason = fmt::format("cannot create a pipe for the probe process: {}", std::strerror(errno));
+    return verdict;
+  }
+  std::vector<std::string> arguments = {helper.string(), std::to_string(::getpid()), file.string(),
+                                        std::string(expected_name)};
+  for (const auto& [key, value] : options) {
+    arguments.push_back(key);
+    arguments.push_back(value);
+  }
+  std::vector<char*> argv;
+  for (auto& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);  // a plugin's prints stay out of ours
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], kResultFd);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t signals;
+  sigemptyset(&signals);
+  posix_spawnattr_setsigmask(&attributes, &signals);
+  sigfillset(&signals);
+  posix_spawnattr_setsigdefault(&attributes, &signals);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  const int spawn_error = ::posix_spawn(&pid, helper.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (spawn_error != 0) {
+    ::close(pipe_fds[0]);
+    verdict.reason = fmt::format("cannot start {}: {}", helper.string(), std::strerror(spawn_error));
+    return verdict;
+  }
+  verdict.started = true;
+
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms != 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  RecordReader reader;
+  bool timed_out = false;
+  char buffer[4096];
+  while (!reader.done()) {
+    int wait_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) {
+        timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(left);
+    }
+    pollfd entry{pipe_fds[0], POLLIN, 0};
+    int ready = ::poll(&entry, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) continue;  // the deadline is checked above
+    ssize_t got = ::read(pipe_fds[0], buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // the child closed its end: it exited or is about to
+    reader.feed({buffer, static_cast<std::size_t>(got)});
+  }
+  ::close(pipe_fds[0]);
+
+  const std::string stage = describe_stage(reader.get("stage"));
+  int wait_status = 0;
+  // A child that answered exits at once; one that closed the pipe gets what is
+  // left of the deadline to exit.
+  bool killed = false;
+  if (!reap(pid, wait_status, timed_out ? Clock::now() : deadline)) {
+    ::kill(pid, SIGKILL);
+    reap(pid, wait_status, std::nullopt);
+    killed = true;
+  }
+  if (reader.done()) {
+    verdict.answered = true;
+    const std::string status = reader.get("status").value_or("");
+    int number = -1;
+    std::from_chars(status.data(), status.data() + status.size(), number);
+    verdict.status = number >= 0 && number <= static_cast<int>(BackendStatus::kShadowed)
+                         ? static_cast<BackendStatus>(number)
+                         : BackendStatus::kFailed;
+    verdict.reason = reader.get("reason").value_or("");
+    verdict.abi_version = reader.get("abi").value_or("");
+    verdict.name = reader.get("name").value_or("");
+    return verdict;
+  }
+  if (killed) {
+    verdict.reason = fmt::format(
+        "did not answer within {} ms during {} in a separate probe process (BACKPLANE_PROBE_TIMEOUT_MS); "
+        "the process was killed and the plugin not loaded into this one",
+        timeout_ms, stage);
+    return verdict;
+  }
+  verdict.reason = describe_end(wait_status, stage);
+  return verdict;
+}
+
+bool known_good(const std::filesystem::path& file, const PluginOptions& options) {
+  std::string key = identity_key(file, options);
+  std::lock_guard lock(good_mutex);
+  return !key.empty() && good_plugins->contains(key);
+}
+
+void remember_good(const std::filesystem::path& file, const PluginOptions& options) {
+  std::string key = identity_key(file, options);
+  if (key.empty()) return;
+  std::lock_guard lock(good_mutex);
+  good_plugins->insert(std::move(key));
+}
+
+}  // namespace backplane::isolation

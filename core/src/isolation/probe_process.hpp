@@ -1,0 +1,42 @@
+// Discovery that survives a crashing plugin: each plugin not yet known to be
+// good is first loaded, created and probed in a short-lived child process
+// (the `backplane-probe` helper). A crash, an exit or a hang there costs only
+// that plugin's status; the caller's process never ran its code.
+#pragma once
+
+#include "registry/backend.hpp"
+
+#include <backplane/backplane.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace backplane::isolation {
+
+// `<dir of the core library>/backplane/backplane-probe`, else the install's
+// `<libdir>/backplane/backplane-probe`; empty when neither is an executable.
+std::filesystem::path helper_path();
+
+struct ChildVerdict {
+  bool started = false;   // the helper process was started
+  bool answered = false;  // it loaded, created and probed the plugin and said what it found
+  BackendStatus status = BackendStatus::kFailed;
+  std::string reason;       // the plugin's reason, or how the child ended (signal, exit, hang)
+  std::string abi_version;  // as the table declared it, when the child read one
+  std::string name;         // the table's backend name, when the child read one
+};
+
+// Runs the helper on `file` with the deadline `timeout_ms` (0: none) for the
+// whole child: loading (static constructors, entry point), backend_create and
+// probe. Never throws for anything the plugin does.
+ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
+                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms);
+
+// Whether this file, unchanged since (same device, inode, size and mtime), and
+// these options already answered in a child in this process.
+bool known_good(const std::filesystem::path& file, const PluginOptions& options);
+void remember_good(const std::filesystem::path& file, const PluginOptions& options);
+
+}  // namespace backplane::isolation

@@ -1,0 +1,22 @@
+// Whether a file may be trusted to run code in this process (a plugin) or to
+// name code that will be (the config file's plugin_paths): the rule of ssh's
+// StrictModes and sudo. The file, its directory and every ancestor up to /
+// must be owned by root or by the running user (effective uid) and must not
+// be writable by group or others. A root-owned directory with the sticky bit
+// (/tmp) may be writable by others: there nobody can replace what another
+// user created.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace backplane {
+
+// Why `file` must not be trusted, naming the path that failed and the command
+// that fixes it ("refused: /opt/p is writable by its group (gid 100); run
+// chmod g-w /opt/p"); nullopt when it may be. A symlink is checked as named
+// (the directories that hold the link) and where it leads.
+std::optional<std::string> untrusted_path(const std::filesystem::path& file);
+
+}  // namespace backplane

@@ -1,0 +1,126 @@
+#include "registry/probe_call.hpp"
+
+#include "util/log.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <tuple>
+
+namespace backplane {
+namespace {
+
+constexpr std::uint32_t kDefaultProbeTimeoutMs = 10000;
+constexpr std::uint32_t kMaxProbeTimeoutMs = 3600 * 1000;
+
+// State shared by the loader and the helper thread that calls the plugin. The
+// helper may outlive the loader (a hung plugin), so it owns a reference too.
+struct ProbeCall {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;                      // guarded by mutex
+  std::string stage = "backend_create";  // guarded by mutex
+  ProbeOutcome outcome;                  // guarded by mutex, set with done
+  std::exception_ptr error;              // guarded by mutex: what the helper threw
+};
+
+}  // namespace
+
+std::uint32_t probe_timeout_ms(const std::optional<std::string>& text) {
+  if (!text || text->empty()) return kDefaultProbeTimeoutMs;
+  std::uint32_t value = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc() || end != text->data() + text->size() || value > kMaxProbeTimeoutMs) {
+    log(LogLevel::kWarn, "BACKPLANE_PROBE_TIMEOUT_MS='{}' is not a number of milliseconds in 0..{}; using {}",
+        *text, kMaxProbeTimeoutMs, kDefaultProbeTimeoutMs);
+    return kDefaultProbeTimeoutMs;
+  }
+  return value;
+}
+
+ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options,
+                              const std::function<void(const char* stage)>& on_stage) {
+  ProbeOutcome outcome;
+  on_stage("backend_create");
+  auto created = Backend::create(library, options);
+  if (created.failure) {
+    outcome.create_failure = std::move(created.failure);
+    return outcome;
+  }
+  outcome.backend = std::move(created.backend);
+  on_stage("probe");
+  std::tie(outcome.answer, outcome.probe_failure) = outcome.backend->probe();
+  return outcome;
+}
+
+std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
+    const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options, std::uint32_t timeout_ms) {
+  auto call = std::make_shared<ProbeCall>();
+  std::thread helper;
+  try {
+    helper = std::thread([call, library, options] {
+      ProbeOutcome outcome;
+      std::exception_ptr error;
+      try {
+        outcome = create_and_probe(library, options, [&](const char* stage) {
+          std::lock_guard lock(call->mutex);
+          call->stage = stage;
+        });
+      } catch (...) {  // bad_alloc: handed to the loader's thread
+        error = std::current_exception();
+      }
+      std::lock_guard lock(call->mutex);
+      call->outcome = std::move(outcome);
+      call->error = error;
+      call->done = true;
+      call->finished.notify_all();
+    });
+  } catch (const std::system_error& exception) {
+    // No thread to spare: call the plugin here, without a deadline.
+    log(LogLevel::kWarn, "{}: cannot start the probe thread ({}); probing without a time limit",
+        library->name(), exception.what());
+    return {create_and_probe(library, options, [](const char*) {}), ""};
+  }
+  std::unique_lock lock(call->mutex);
+  if (!call->finished.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return call->done; })) {
+    // Set under the mutex the helper takes before it drops its references,
+    // so the library's destructor (on whichever thread) sees it.
+    library->keep_loaded();
+    std::string stage = call->stage;
+    lock.unlock();
+    helper.detach();
+    return {std::nullopt, stage};
+  }
+  if (call->error) {
+    lock.unlock();
+    helper.join();
+    std::rethrow_exception(call->error);
+  }
+  ProbeOutcome outcome = std::move(call->outcome);
+  lock.unlock();
+  helper.join();
+  return {std::move(outcome), ""};
+}
+
+ProbeVerdict verdict_of(const ProbeOutcome& outcome) {
+  if (outcome.create_failure) {
+    return {BackendStatus::kFailed, fmt::format("backend_create failed: {}", outcome.create_failure->message)};
+  }
+  if (outcome.probe_failure) {
+    return {BackendStatus::kFailed, fmt::format("probe failed ({}): {}", to_string(outcome.probe_failure->code),
+                                                outcome.probe_failure->message)};
+  }
+  if (!outcome.answer->available) {
+    return {BackendStatus::kUnavailable,
+            outcome.answer->reason.empty() ? "the plugin gave no reason" : outcome.answer->reason};
+  }
+  return {BackendStatus::kAvailable, outcome.answer->reason};
+}
+
+}  // namespace backplane

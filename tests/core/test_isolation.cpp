@@ -1,0 +1,142 @@
+// Probe isolation from code, the environment and the config file: a plugin
+// that crashes, exits or hangs in the probe helper is `failed` with what
+// happened, it is never loaded into the test process, and the others work.
+#include "temp_dir.hpp"
+
+#include "config/config.hpp"
+
+#include <backplane/backplane.hpp>
+
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+using backplane::BackendInfo;
+using backplane::BackendStatus;
+using backplane::ProbeIsolation;
+using backplane::Runtime;
+using backplane::testing::TempDir;
+
+namespace {
+
+const std::filesystem::path kPluginDir = BP_TEST_PLUGIN_DIR;
+const std::filesystem::path kMisbehavingDir = BP_TEST_MISBEHAVING_DIR;
+
+std::filesystem::path misbehaving(const std::string& name) {
+  return kMisbehavingDir / ("backplane-" + name + ".so");
+}
+
+Runtime::Options options_for(std::vector<std::filesystem::path> paths,
+                             std::map<std::string, std::string> environment = {}) {
+  Runtime::Options options;
+  options.plugin_paths = std::move(paths);
+  options.environment = std::move(environment);
+  options.skip_default_paths = true;
+  return options;
+}
+
+const BackendInfo& backend_named(const Runtime& runtime, std::string_view name) {
+  const BackendInfo* info = runtime.find_backend(name);
+  REQUIRE_MESSAGE(info != nullptr, "no backend named " << name);
+  return *info;
+}
+
+// A sanitizer's SIGSEGV handler would turn the helper's crash into an exit.
+class KeepSegvInChild {
+ public:
+  KeepSegvInChild() {
+    if (const char* old = std::getenv("ASAN_OPTIONS")) old_ = old;
+    ::setenv("ASAN_OPTIONS", (old_.value_or("") + ":handle_segv=0").c_str(), 1);
+  }
+  ~KeepSegvInChild() {
+    if (old_) {
+      ::setenv("ASAN_OPTIONS", old_->c_str(), 1);
+    } else {
+      ::unsetenv("ASAN_OPTIONS");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+bool loaded_here(const std::filesystem::path& file) {
+  return ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("[discovery] isolation from code: crashing and exiting plugins are failed, cpu works") {
+  KeepSegvInChild keep_segv;
+  auto options = options_for({misbehaving("crash_probe"), misbehaving("exit_constructor"), kPluginDir});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  const BackendInfo& crash = backend_named(runtime, "crash_probe");
+  CHECK(crash.status == BackendStatus::kFailed);
+  CHECK(crash.reason == "crashed with SIGSEGV (Segmentation fault) during probe in a separate probe process; "
+                        "not loaded into this one");
+  const BackendInfo& exits = backend_named(runtime, "exit_constructor");
+  CHECK(exits.status == BackendStatus::kFailed);
+  CHECK(exits.reason.starts_with("exited with status 3 during loading (static constructors or the entry point)"));
+  CHECK(!loaded_here(misbehaving("crash_probe")));
+  CHECK(!loaded_here(misbehaving("exit_constructor")));
+  CHECK(runtime.is_available("cpu"));
+  CHECK(runtime.devices("cpu").size() >= 1);
+}
+
+TEST_CASE("[discovery] isolation: a probe that hangs is killed at the deadline and never loaded here") {
+  auto options = options_for({misbehaving("hang_probe"), kPluginDir}, {{"BACKPLANE_PROBE_TIMEOUT_MS", "300"}});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  const BackendInfo& hang = backend_named(runtime, "hang_probe");
+  CHECK(hang.status == BackendStatus::kFailed);
+  CHECK(hang.reason == "did not answer within 300 ms during probe in a separate probe process "
+                       "(BACKPLANE_PROBE_TIMEOUT_MS); the process was killed and the plugin not loaded into this one");
+  CHECK(!loaded_here(misbehaving("hang_probe")));
+  CHECK(runtime.is_available("cpu"));
+}
+
+TEST_CASE("[discovery] BACKPLANE_PROBE_ISOLATION=process turns isolation on; none and junk leave it off") {
+  Runtime isolated(options_for({misbehaving("huge_version"), kPluginDir}, {{"BACKPLANE_PROBE_ISOLATION", "process"}}));
+  // A plugin that only lies gets the same status and reason as in-process.
+  const BackendInfo& huge = backend_named(isolated, "huge_version");
+  CHECK(huge.status == BackendStatus::kFailed);
+  CHECK(huge.reason.find("version_size 1099511627776 is more than 256 bytes") != std::string::npos);
+  CHECK(!loaded_here(misbehaving("huge_version")));
+  CHECK(isolated.is_available("cpu"));
+
+  Runtime plain(options_for({misbehaving("huge_version")}, {{"BACKPLANE_PROBE_ISOLATION", "none"}}));
+  CHECK(backend_named(plain, "huge_version").reason == huge.reason);
+}
+
+TEST_CASE("[discovery] probe_isolation = \"process\" in the config file turns isolation on") {
+  KeepSegvInChild keep_segv;
+  TempDir dir;
+  auto config = dir.write("config.toml", "probe_isolation = \"process\"\n");
+  auto options = options_for({misbehaving("crash_probe"), kPluginDir});
+  options.config_file = config;
+  Runtime runtime(options);
+  CHECK(backend_named(runtime, "crash_probe").status == BackendStatus::kFailed);
+  CHECK(runtime.is_available("cpu"));
+}
+
+TEST_CASE("[config] probe_isolation must be \"process\" or \"none\"") {
+  CHECK(backplane::parse_config("probe_isolation = \"none\"\n", "c.toml").probe_isolation == ProbeIsolation::kNone);
+  try {
+    backplane::parse_config("probe_isolation = \"fork\"\n", "c.toml");
+    FAIL("expected an error");
+  } catch (const backplane::Error& error) {
+    CHECK(std::string(error.what()) == "c.toml:1:19: 'probe_isolation' is 'fork'; expected \"process\" or \"none\"");
+  }
+  try {
+    backplane::parse_config("probe_isolation = true\n", "c.toml");
+    FAIL("expected an error");
+  } catch (const backplane::Error& error) {
+    CHECK(std::string(error.what()) == "c.toml:1:19: 'probe_isolation' must be a string, got boolean");
+  }
+}

@@ -1,0 +1,175 @@
+// The trust rule for plugin files and the config file (ssh's StrictModes,
+// sudo): the file, its directory and every ancestor owned by root or the
+// running user and not writable by group or others, except root-owned sticky
+// directories. Each refusal names the path and the command that fixes it.
+#include "temp_dir.hpp"
+
+#include "config/config.hpp"
+#include "loader/trust.hpp"
+
+#include <backplane/backplane.hpp>
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+using backplane::BackendInfo;
+using backplane::BackendStatus;
+using backplane::Runtime;
+using backplane::testing::TempDir;
+
+namespace {
+
+const std::filesystem::path kPluginDir = BP_TEST_PLUGIN_DIR;
+constexpr gid_t kOtherGroup = 12345;  // no user's private group
+constexpr uid_t kOtherUser = 12345;
+
+// `dir`/`sub`/backplane-cpu.so, every level 0755 and in a group of its own.
+std::filesystem::path plugin_in(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  auto copy = dir / "backplane-cpu.so";
+  std::filesystem::copy_file(kPluginDir / "backplane-cpu.so", copy);
+  ::chmod(copy.c_str(), 0755);
+  return copy;
+}
+
+BackendInfo cpu_found_in(const std::filesystem::path& path) {
+  Runtime::Options options;
+  options.plugin_paths = {path};
+  options.ignore_environment = true;
+  options.skip_default_paths = true;
+  Runtime runtime(options);
+  const BackendInfo* info = runtime.find_backend("cpu");
+  REQUIRE(info != nullptr);
+  return *info;
+}
+
+// Files made by root stay in root's group, which has no other member: a
+// group-writable bit there is harmless. Another group is not.
+void give_to_other_group(const std::filesystem::path& path) {
+  REQUIRE(::chown(path.c_str(), static_cast<uid_t>(-1), kOtherGroup) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("[trust] the build tree and /tmp are trusted") {
+  CHECK(backplane::untrusted_path(kPluginDir / "backplane-cpu.so") == std::nullopt);
+  TempDir dir;
+  CHECK(cpu_found_in(plugin_in(dir / "plugins")).status == BackendStatus::kAvailable);
+}
+
+TEST_CASE("[trust] a group-writable plugin file is refused with the chmod that fixes it") {
+  if (::geteuid() != 0) return;  // chgrp to a group we are not in needs root
+  TempDir dir;
+  auto file = plugin_in(dir / "plugins");
+  give_to_other_group(file);
+  ::chmod(file.c_str(), 0775);
+  BackendInfo cpu = cpu_found_in(file.parent_path());
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: " + file.string() + " is writable by its group (gid 12345), whose members could "
+                      "replace it; run chmod g-w " + file.string());
+}
+
+TEST_CASE("[trust] a plugin in a group-writable directory is refused") {
+  if (::geteuid() != 0) return;
+  TempDir dir;
+  auto file = plugin_in(dir / "plugins");
+  give_to_other_group(file.parent_path());
+  ::chmod(file.parent_path().c_str(), 0775);
+  BackendInfo cpu = cpu_found_in(file.parent_path());
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: its directory " + file.parent_path().string() + " is writable by its group (gid "
+                      "12345), whose members could add or swap what it holds; run chmod g-w " +
+                      file.parent_path().string());
+}
+
+TEST_CASE("[trust] a plugin in a directory owned by another user is refused with the chown that fixes it") {
+  if (::geteuid() != 0) return;  // only root can give a directory away
+  TempDir dir;
+  auto file = plugin_in(dir / "theirs" / "plugins");
+  const auto theirs = dir / "theirs";
+  REQUIRE(::chown(theirs.c_str(), kOtherUser, static_cast<gid_t>(-1)) == 0);
+  BackendInfo cpu = cpu_found_in(file.parent_path());
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: its ancestor directory " + theirs.string() + " is owned by uid 12345, neither "
+                      "root nor the user running this (root), who could change it; run chown root " +
+                      theirs.string());
+}
+
+TEST_CASE("[trust] a world-writable ancestor without the sticky bit is refused") {
+  TempDir dir;
+  auto file = plugin_in(dir / "open" / "plugins");
+  ::chmod((dir / "open").c_str(), 0777);
+  BackendInfo cpu = cpu_found_in(file);
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: its ancestor directory " + (dir / "open").string() +
+                      " is world-writable (anyone could add or swap what it holds); run chmod o-w " +
+                      (dir / "open").string());
+}
+
+TEST_CASE("[trust] a world-writable sticky directory is trusted only when root owns it") {
+  TempDir dir;
+  auto file = plugin_in(dir / "shared" / "plugins");
+  ::chmod((dir / "shared").c_str(), 01777);
+  CHECK(cpu_found_in(file).status == (::geteuid() == 0 ? BackendStatus::kAvailable : BackendStatus::kFailed));
+  if (::geteuid() != 0) return;
+  REQUIRE(::chown((dir / "shared").c_str(), kOtherUser, static_cast<gid_t>(-1)) == 0);
+  CHECK(cpu_found_in(file).reason.find("is owned by uid 12345") != std::string::npos);
+}
+
+TEST_CASE("[trust] a symlink is checked where it leads, too") {
+  if (::geteuid() != 0) return;
+  TempDir dir;
+  auto file = plugin_in(dir / "unsafe");
+  give_to_other_group(dir / "unsafe");
+  ::chmod((dir / "unsafe").c_str(), 0775);
+  std::filesystem::create_directories(dir / "safe");
+  std::filesystem::create_symlink(file, dir / "safe" / "backplane-cpu.so");
+  BackendInfo cpu = cpu_found_in(dir / "safe");
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason.find("its directory " + (dir / "unsafe").string() + " is writable by its group") !=
+        std::string::npos);
+}
+
+TEST_CASE("[trust] a config file others can write is refused, naming the path and the fix") {
+  TempDir dir;
+  auto config = dir.write("config.toml", "plugin_paths = [\"/opt/plugins\"]\n");
+  ::chmod(config.c_str(), 0666);
+  auto environment = backplane::Environment::fixed({{"BACKPLANE_CONFIG", config.string()}});
+  try {
+    backplane::load_config(environment, "/nonexistent");
+    FAIL("expected an error");
+  } catch (const backplane::Error& error) {
+    CHECK(error.code() == backplane::ErrorCode::kConfig);
+    CHECK(std::string(error.what()) ==
+          "config file BACKPLANE_CONFIG=" + config.string() + ": refused: " + config.string() +
+              " is world-writable (anyone could replace it); run chmod o-w " + config.string() +
+              " (it names plugin directories, whose code runs in this process)");
+  }
+  ::chmod(config.c_str(), 0644);
+  CHECK(backplane::load_config(environment, "/nonexistent").plugin_paths.size() == 1);
+}
+
+TEST_CASE("[trust] a config file in a group-writable directory is refused through the runtime") {
+  if (::geteuid() != 0) return;
+  TempDir dir;
+  auto config = dir.write("conf/config.toml", "backends = [\"cpu\"]\n");
+  give_to_other_group(dir / "conf");
+  ::chmod((dir / "conf").c_str(), 0775);
+  Runtime::Options options;
+  options.config_file = config;
+  options.skip_default_paths = true;
+  Runtime runtime(options);
+  try {
+    runtime.backends();
+    FAIL("expected an error");
+  } catch (const backplane::Error& error) {
+    CHECK(std::string(error.what()).find("refused: its directory " + (dir / "conf").string() +
+                                         " is writable by its group (gid 12345)") != std::string::npos);
+    CHECK(std::string(error.what()).find("run chmod g-w " + (dir / "conf").string()) != std::string::npos);
+  }
+}
