@@ -158,13 +158,14 @@ concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) {
   impl.release(buffer);
 };
 
-// The plugin's live backends: made once and never destroyed, so a backend
-// the embedder did not destroy is neither torn down at exit (its drivers may
-// already be gone) nor reported as a leak (it stays reachable from here). A
-// variable rather than a function-local static, so the hot path pays no
-// initialisation guard.
+// The plugin's live backends. One the embedder never destroyed is left alone
+// at exit (its drivers may already be gone) and stays reachable from here, so
+// it is not reported as a leak; once all are destroyed, unloading the plugin
+// frees the table. A variable rather than a function-local static, so the hot
+// path pays no initialisation guard.
 template <class Impl>
-inline HandleTable<Instance<Impl>, BP_Backend>& live_backends = *new HandleTable<Instance<Impl>, BP_Backend>;
+inline HandleTable<Instance<Impl>, BP_Backend> live_backends{
+    HandleTable<Instance<Impl>, BP_Backend>::AtDestruction::kLeaveLiveObjects};
 
 }  // namespace detail
 

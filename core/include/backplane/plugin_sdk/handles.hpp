@@ -61,11 +61,22 @@ class HandleTable {
   static constexpr std::uint64_t kGenerationBits = 24;
   static constexpr std::uint64_t kMaxObjects = (std::uint64_t{1} << kIndexBits) - 1;
 
-  HandleTable() : tag_(detail::next_table_tag()) { detail::install_fork_guard(); }
-  // Deletes what is still in the table. A plugin's table of backends is
-  // never destroyed (see live_backends): at process exit the drivers a
-  // backend's destructor would call may already be gone.
+  // What the destructor does with objects still in the table.
+  enum class AtDestruction {
+    kDeleteObjects,
+    // Leave them, and the slots that point at them, untouched: for a table
+    // in static storage whose objects' destructors would call drivers that
+    // may already be gone at exit. They stay reachable from the table, so
+    // leak checkers do not report them; an empty table is freed as usual.
+    kLeaveLiveObjects,
+  };
+
+  explicit HandleTable(AtDestruction at_destruction = AtDestruction::kDeleteObjects)
+      : tag_(detail::next_table_tag()), at_destruction_(at_destruction) {
+    detail::install_fork_guard();
+  }
   ~HandleTable() {
+    if (at_destruction_ == AtDestruction::kLeaveLiveObjects && used_ != free_.size()) return;
     for (auto& segment : segments_) {
       Segment* slots = segment.load(std::memory_order_relaxed);
       if (slots == nullptr) continue;
@@ -174,6 +185,7 @@ class HandleTable {
   static constexpr std::uint64_t kSegmentCount = (kMaxObjects + kSegmentSize) / kSegmentSize;
 
   const std::uint64_t tag_;
+  const AtDestruction at_destruction_;
   std::array<std::atomic<Segment*>, kSegmentCount> segments_{};
   std::uint64_t used_ = 0;           // slots ever used; guarded by table_mutex
   std::vector<std::uint64_t> free_;  // guarded by table_mutex
