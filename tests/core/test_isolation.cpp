@@ -50,19 +50,27 @@ const BackendInfo& backend_named(const Runtime& runtime, std::string_view name) 
 class KeepSegvInChild {
  public:
   KeepSegvInChild() {
-    if (const char* old = std::getenv("ASAN_OPTIONS")) old_ = old;
-    ::setenv("ASAN_OPTIONS", (old_.value_or("") + ":handle_segv=0").c_str(), 1);
+    for (Saved& saved : saved_) {
+      if (const char* old = std::getenv(saved.name)) saved.value = old;
+      ::setenv(saved.name, (saved.value.value_or("") + ":handle_segv=0").c_str(), 1);
+    }
   }
   ~KeepSegvInChild() {
-    if (old_) {
-      ::setenv("ASAN_OPTIONS", old_->c_str(), 1);
-    } else {
-      ::unsetenv("ASAN_OPTIONS");
+    for (const Saved& saved : saved_) {
+      if (saved.value) {
+        ::setenv(saved.name, saved.value->c_str(), 1);
+      } else {
+        ::unsetenv(saved.name);
+      }
     }
   }
 
  private:
-  std::optional<std::string> old_;
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+  };
+  Saved saved_[2] = {{"ASAN_OPTIONS", std::nullopt}, {"TSAN_OPTIONS", std::nullopt}};
 };
 
 bool loaded_here(const std::filesystem::path& file) {
