@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace backplane::opencl {
 namespace {
@@ -38,7 +39,7 @@ LoaderLoad open_loader(const std::string& library) {
     dlclose(handle);
     return load;
   }
-  load.api = api.release();  // like the library handle, kept until the process exits
+  load.api = api.release();  // owned by load_loader's table from here on
   return load;
 }
 
@@ -48,13 +49,21 @@ plugin_sdk::ForkGuard fork_guard;  // noted once a platform has answered
 
 const LoaderLoad& load_loader(const std::string& library) noexcept {
   static std::mutex mutex;
-  // Leaked on purpose: the loads must outlive every backend, even at exit.
-  static auto* loads = new std::map<std::string, LoaderLoad>();
+  // Kept until the plugin is unloaded, which the core does only after
+  // destroying its backends; a backend never destroyed is never called again
+  // at exit (the SDK leaves it alone). The library handles stay open: the
+  // driver's own threads may outlive the plugin.
+  static std::map<std::string, LoaderLoad> table;
+  static std::vector<std::unique_ptr<const Api>> apis;
+  static auto* loads = &table;
   static LoaderLoad out_of_memory{nullptr, "no OpenCL ICD loader: out of host memory while opening it"};
   try {
     const std::lock_guard lock(mutex);
     auto found = loads->find(library);
-    if (found == loads->end()) found = loads->emplace(library, open_loader(library)).first;
+    if (found == loads->end()) {
+      found = loads->emplace(library, open_loader(library)).first;
+      if (found->second.api != nullptr) apis.emplace_back(found->second.api);
+    }
     return found->second;  // std::map nodes never move
   } catch (const std::exception&) {
     return out_of_memory;

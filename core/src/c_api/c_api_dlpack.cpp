@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -94,6 +95,16 @@ std::optional<DType> backplane_dtype(const DLDataType& type) {
 
 // DLPack's names for its device types, for messages (DLPack 1.0's list;
 // the values are fixed by the format).
+// The device type as the producer wrote it. A foreign producer may write a
+// number DLDeviceType does not list: read it as the integer it is, since
+// loading an enum from an unlisted value is undefined behaviour.
+std::int32_t raw_device_type(const DLDevice& device) {
+  static_assert(sizeof(device.device_type) == sizeof(std::int32_t));
+  std::int32_t type = 0;
+  std::memcpy(&type, &device.device_type, sizeof(type));
+  return type;
+}
+
 std::string dlpack_device_type_name(std::int32_t type) {
   static constexpr std::string_view kNames[] = {
       "",          "kDLCPU",     "kDLCUDA",       "kDLCUDAHost",   "kDLOpenCL", "",
@@ -180,7 +191,7 @@ Device host_import_device(Runtime& runtime, std::int32_t type) {
 // Device memory lands on device `device_id` of the first available backend,
 // in the same order, that declares the tensor's DLPack device type.
 Device device_import_device(Runtime& runtime, const DLDevice& device) {
-  const auto type = static_cast<std::int32_t>(device.device_type);
+  const std::int32_t type = raw_device_type(device);
   if (device.device_id < 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("bp_array_from_dlpack: device_id is {} for DLPack device type {}", device.device_id,
@@ -221,7 +232,7 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
 }
 
 ImportPlace import_place(Runtime& runtime, const DLDevice& device) {
-  const auto type = static_cast<std::int32_t>(device.device_type);
+  const std::int32_t type = raw_device_type(device);
   if (is_host_type(type)) return {host_import_device(runtime, type), true};
   return {device_import_device(runtime, device), false};
 }
