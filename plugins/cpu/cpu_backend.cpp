@@ -68,6 +68,22 @@ std::string online_cores() {
 
 }  // namespace
 
+namespace {
+
+// `owned`: the memory is freed with the buffer (false for wrapped memory).
+std::unique_ptr<CpuBackend::Buffer> make_buffer(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size,
+                                                void* address, bool owned) {
+  auto buffer = std::make_unique<CpuBackend::Buffer>();
+  buffer->ordinal = ordinal;
+  buffer->kind = kind;
+  buffer->size = size;
+  buffer->address = address;
+  buffer->owned = owned;
+  return buffer;
+}
+
+}  // namespace
+
 CpuBackend::Buffer::~Buffer() {
   if (owned) std::free(address);
 }
@@ -106,22 +122,12 @@ std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, B
                                                    " failed: out of memory (" + sdk::format_bytes(memory.free) +
                                                    " free of " + sdk::format_bytes(memory.total) + ")");
   }
-  auto buffer = std::make_unique<Buffer>();
-  buffer->ordinal = ordinal;
-  buffer->kind = kind;
-  buffer->size = size;
-  buffer->address = data;
-  return buffer;
+  return make_buffer(ordinal, kind, size, data, true);
 }
 
 // Any host memory is memory of every cpu device; nothing more to check.
 std::unique_ptr<CpuBackend::Buffer> CpuBackend::wrap(std::int32_t ordinal, void* address, std::uint64_t size) {
-  auto buffer = std::make_unique<Buffer>();
-  buffer->ordinal = ordinal;
-  buffer->size = size;
-  buffer->address = address;
-  buffer->owned = false;
-  return buffer;
+  return make_buffer(ordinal, BP_MEMORY_DEVICE, size, address, false);
 }
 
 std::unique_ptr<CpuBackend::Event> CpuBackend::copy_to_device(Buffer& destination, std::uint64_t offset,

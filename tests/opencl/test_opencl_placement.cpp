@@ -48,6 +48,20 @@ std::vector<std::uint16_t> tokens_of(std::size_t count) {
   return tokens;
 }
 
+// A C API runtime over the build's plugins only, as the embedding cases use.
+bp_runtime* c_runtime_create() {
+  bp_runtime_options options{};
+  options.struct_size = sizeof(options);
+  const char* paths[] = {BP_TEST_PLUGIN_DIR};
+  options.plugin_paths = paths;
+  options.plugin_path_count = 1;
+  options.skip_default_paths = 1;
+  options.ignore_environment = 1;
+  bp_runtime* runtime = nullptr;
+  REQUIRE(bp_runtime_create(&options, &runtime) == BP_OK);
+  return runtime;
+}
+
 }  // namespace
 
 TEST_CASE("[opencl][placement] device_put round-trips cpu->opencl, opencl->opencl and opencl->cpu") {
@@ -137,15 +151,7 @@ TEST_CASE("[opencl][placement] the default device stays cpu when every OpenCL de
 }
 
 TEST_CASE("[opencl][embedding] the C API puts, gathers and reads back on opencl:0") {
-  bp_runtime_options options{};
-  options.struct_size = sizeof(options);
-  const char* paths[] = {BP_TEST_PLUGIN_DIR};
-  options.plugin_paths = paths;
-  options.plugin_path_count = 1;
-  options.skip_default_paths = 1;
-  options.ignore_environment = 1;
-  bp_runtime* runtime = nullptr;
-  REQUIRE(bp_runtime_create(&options, &runtime) == BP_OK);
+  bp_runtime* runtime = c_runtime_create();
   int32_t available = 0;
   REQUIRE(bp_backend_is_available(runtime, "opencl", &available) == BP_OK);
   if (available == 0) {
@@ -186,15 +192,7 @@ TEST_CASE("[opencl][embedding] the C API puts, gathers and reads back on opencl:
 TEST_CASE("[opencl][embedding] DLPack export of an opencl array is refused, naming why") {
   Runtime runtime(opencl_options());
   if (!have_opencl(runtime)) return;
-  bp_runtime_options options{};
-  options.struct_size = sizeof(options);
-  const char* paths[] = {BP_TEST_PLUGIN_DIR};
-  options.plugin_paths = paths;
-  options.plugin_path_count = 1;
-  options.skip_default_paths = 1;
-  options.ignore_environment = 1;
-  bp_runtime* c_runtime = nullptr;
-  REQUIRE(bp_runtime_create(&options, &c_runtime) == BP_OK);
+  bp_runtime* c_runtime = c_runtime_create();
   bp_device device{};
   REQUIRE(bp_device_resolve(c_runtime, "opencl:0", &device) == BP_OK);
   const std::vector<std::uint8_t> bytes(256, 7);
