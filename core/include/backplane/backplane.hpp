@@ -130,6 +130,10 @@ struct ConfigSummary {
   std::vector<std::string> warnings;            // e.g. unknown top-level keys
 };
 
+namespace detail {
+struct RuntimeAccess;
+}  // namespace detail
+
 class Runtime {
  public:
   struct Options {
@@ -197,10 +201,10 @@ class Runtime {
   // The current thread's scoped override, to re-enter on another thread.
   std::optional<Device> current_scoped_device() const;
 
-  struct Impl;
-  Impl& impl() const { return *impl_; }
 
  private:
+  struct Impl;
+  friend struct detail::RuntimeAccess;
   std::unique_ptr<Impl> impl_;
 };
 

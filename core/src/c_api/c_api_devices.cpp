@@ -39,8 +39,8 @@ std::uint64_t push_scope(bp_runtime* runtime, const char* selector, const char* 
   require_non_null(selector, function, "selector");
   Device device = cxx.resolve(selector);
   pushed_scopes.reserve(pushed_scopes.size() + 1);  // no failure after entering
-  const std::uint64_t token = detail::enter_scope(cxx.impl().id, std::move(device));
-  pushed_scopes.push_back({cxx.impl().id, token});
+  const std::uint64_t token = detail::enter_scope(detail::RuntimeAccess::registry(cxx).id, std::move(device));
+  pushed_scopes.push_back({detail::RuntimeAccess::registry(cxx).id, token});
   return token;
 }
 
@@ -217,7 +217,7 @@ bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token) {
   return guarded([&] {
     const auto runtime_lease = runtime_of(runtime, "bp_default_device_pop_scope");
     Runtime& cxx = *runtime_lease;
-    pop_scope(cxx.impl().id, token, "bp_default_device_pop_scope");
+    pop_scope(detail::RuntimeAccess::registry(cxx).id, token, "bp_default_device_pop_scope");
   });
 }
 
@@ -227,7 +227,7 @@ bp_status bp_default_device_push(bp_runtime* runtime, const char* selector) {
 
 bp_status bp_default_device_pop(bp_runtime* runtime) {
   return guarded([&] {
-    const std::uint64_t runtime_id = runtime_of(runtime, "bp_default_device_pop")->impl().id;
+    const std::uint64_t runtime_id = detail::RuntimeAccess::registry(*runtime_of(runtime, "bp_default_device_pop")).id;
     auto innermost = std::find_if(pushed_scopes.rbegin(), pushed_scopes.rend(),
                                   [&](const PushedScope& scope) { return scope.runtime_id == runtime_id; });
     if (innermost == pushed_scopes.rend()) {

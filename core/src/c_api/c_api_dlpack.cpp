@@ -174,7 +174,7 @@ bool host_addressable(const DiscoveredBackend& entry) {
 // address it, else on device 0 of the first available host-addressable
 // backend in the order the automatic default considers them.
 Device host_import_device(Runtime& runtime, std::int32_t type) {
-  Runtime::Impl& impl = runtime.impl();
+  detail::Registry& impl = detail::RuntimeAccess::registry(runtime);
   const Device current = runtime.default_device().device;
   if (const DiscoveredBackend* entry = impl.find(current.backend); entry != nullptr && host_addressable(*entry)) {
     return current;
@@ -197,7 +197,7 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
                 fmt::format("bp_array_from_dlpack: device_id is {} for DLPack device type {}", device.device_id,
                             dlpack_device_type_name(type)));
   }
-  Runtime::Impl& impl = runtime.impl();
+  detail::Registry& impl = detail::RuntimeAccess::registry(runtime);
   std::vector<std::string> unavailable;  // backends that declare the type but cannot be used
   std::vector<std::string> declared;     // every backend's declaration, for the message
   for (const DiscoveredBackend* entry : impl.preference_order()) {

@@ -1,6 +1,6 @@
 // Array: queries, views, copy-out, readiness, and the factories.
 #include "placement/array_state.hpp"
-#include "placement/bytes.hpp"
+#include "util/bytes.hpp"
 
 #include <fmt/format.h>
 
@@ -51,6 +51,20 @@ Array make_array(std::shared_ptr<const ArrayStorage> storage, DType dtype, std::
   return ArrayAccess::make(std::move(state));
 }
 
+Array make_result(Placement& placement, std::shared_ptr<LiveDevice> device, std::shared_ptr<Block> block,
+                  std::shared_ptr<Completion> arrival, DType dtype, std::vector<std::int64_t> shape,
+                  const Extent& extent) {
+  auto storage = std::make_shared<ArrayStorage>();
+  storage->native = block->address();
+  if (device->host_addressable()) storage->host = block->address();
+  storage->buffer = block->buffer();
+  storage->block = std::move(block);
+  storage->arrival = std::move(arrival);
+  storage->device = std::move(device);
+  storage->placement = placement.weak_from_this();
+  return make_array(std::move(storage), dtype, std::move(shape), extent);
+}
+
 void wait_for(const ArrayStorage& storage) {
   if (storage.arrival) storage.arrival->wait();
 }
@@ -68,7 +82,7 @@ const std::vector<std::int64_t>& Array::shape() const { return state().shape; }
 std::uint64_t Array::element_count() const { return state().elements; }
 std::uint64_t Array::nbytes() const { return state().nbytes; }
 std::uint64_t Array::byte_offset() const { return state().offset; }
-const Device& Array::device() const { return state().storage->context->device; }
+const Device& Array::device() const { return state().storage->device->device(); }
 
 const void* Array::host_data() const {
   const ArrayState& array = state();
@@ -80,7 +94,7 @@ void* Array::native_address() const {
   return array.storage->native == nullptr ? nullptr : static_cast<std::byte*>(array.storage->native) + array.offset;
 }
 
-std::int32_t Array::dlpack_device_type() const { return state().storage->context->backend->dlpack_device_type(); }
+std::int32_t Array::dlpack_device_type() const { return state().storage->device->backend().dlpack_device_type(); }
 
 bool Array::shares_buffer_with(const Array& other) const {
   return state_ != nullptr && other.state_ != nullptr && state_->storage == other.state_->storage;
@@ -127,7 +141,7 @@ void Array::copy_to_host(void* destination, std::uint64_t size) const {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Array::copy_to_host: the destination holds {} but the array on {} has {}",
                             destination == nullptr ? "nothing (NULL)" : describe_bytes(size),
-                            array.storage->context->selector, describe_bytes(array.nbytes)));
+                            array.storage->device->selector(), describe_bytes(array.nbytes)));
   }
   const ArrayStorage& storage = *array.storage;
   detail::wait_for(storage);
@@ -135,8 +149,7 @@ void Array::copy_to_host(void* destination, std::uint64_t size) const {
   if (storage.host != nullptr) {
     std::memcpy(destination, storage.host + array.offset, array.nbytes);
   } else {
-    storage.context->backend->copy_to_host(storage.context->ordinal, storage.buffer, array.offset,
-                                           destination, array.nbytes);
+    storage.device->copy_to_host(storage.buffer, array.offset, destination, array.nbytes);
   }
 }
 
@@ -147,6 +160,19 @@ bool Array::is_ready() const {
   return !storage.arrival || storage.arrival->ready();
 }
 
+namespace {
+
+// Fresh storage on `device`, tied to the runtime's placement.
+std::shared_ptr<detail::ArrayStorage> storage_on(Runtime& runtime, const Device& device) {
+  const auto placement = detail::placement_of(runtime);
+  auto storage = std::make_shared<detail::ArrayStorage>();
+  storage->device = placement->device(device);
+  storage->placement = placement;
+  return storage;
+}
+
+}  // namespace
+
 Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std::vector<std::int64_t> shape,
                        const void* data, std::uint64_t size) {
   const detail::Extent extent = detail::extent_of(dtype, shape, "Array::from_host");
@@ -156,19 +182,18 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
                             data == nullptr ? " at NULL" : "", fmt::join(shape, ", "), dtype_name(dtype),
                             extent.bytes));
   }
-  auto context = placement_of(runtime)->context(device);
-  auto storage = std::make_shared<ArrayStorage>();
-  storage->block = context->memory->allocate(extent.bytes);
+  auto storage = storage_on(runtime, device);
+  detail::LiveDevice& live = *storage->device;
+  storage->block = live.memory().allocate(extent.bytes);
   storage->buffer = storage->block->buffer();
   storage->native = storage->block->address();
-  if (context->host_addressable) {
+  if (live.host_addressable()) {
     storage->host = storage->block->address();
     if (size != 0) std::memcpy(storage->block->address(), data, size);
   } else if (size != 0) {
     // Synchronous: the caller may reuse `data` as soon as this returns.
-    context->backend->copy_to_device(context->ordinal, storage->buffer, 0, data, size);
+    live.copy_to_device(storage->buffer, 0, data, size);
   }
-  storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }
 
@@ -178,19 +203,17 @@ Array Array::wrap_host(Runtime& runtime, const Device& device, DType dtype, std:
   if (data == nullptr && extent.bytes != 0) {
     throw Error(ErrorCode::kInvalidArgument, "Array::wrap_host: data is NULL for a non-empty array");
   }
-  auto context = placement_of(runtime)->context(device);
-  if (!context->host_addressable) {
+  auto storage = storage_on(runtime, device);
+  if (!storage->device->host_addressable()) {
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("Array::wrap_host: {} is not host-addressable, so host memory cannot be used there "
                             "without a copy (wrap it on a cpu device, then device_put it)",
-                            context->selector));
+                            storage->device->selector()));
   }
-  auto storage = std::make_shared<ArrayStorage>();
   storage->host = static_cast<const std::byte*>(data);
   // The export path (DLPack) hands this out as the tensor's data pointer.
   storage->native = const_cast<void*>(data);
   storage->owner = std::move(owner);
-  storage->context = std::move(context);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }
 
@@ -223,19 +246,18 @@ Array Array::wrap_device(Runtime& runtime, const Device& device, DType dtype, st
   if (address == nullptr && extent.bytes != 0) {
     throw Error(ErrorCode::kInvalidArgument, "Array::wrap_device: address is NULL for a non-empty array");
   }
-  auto context = placement_of(runtime)->context(device);
-  auto storage = std::make_shared<ArrayStorage>();
-  BP_Buffer* buffer = context->backend->wrap(context->ordinal, address, extent.bytes);
+  auto storage = storage_on(runtime, device);
+  detail::LiveDevice& live = *storage->device;
+  BP_Buffer* buffer = live.wrap(address, extent.bytes);
   try {
-    storage->owner = std::make_shared<WrappedMemory>(context->backend, buffer, std::move(owner));
+    storage->owner = std::make_shared<WrappedMemory>(live.shared_backend(), buffer, std::move(owner));
   } catch (...) {  // bad_alloc: nothing holds the handle yet
-    context->backend->free(buffer);
+    live.backend().free(buffer);
     throw;
   }
   storage->buffer = buffer;
   storage->native = address;
-  if (context->host_addressable) storage->host = static_cast<const std::byte*>(address);
-  storage->context = std::move(context);
+  if (live.host_addressable()) storage->host = static_cast<const std::byte*>(address);
   return detail::make_array(std::move(storage), dtype, std::move(shape), extent);
 }
 

@@ -1,10 +1,12 @@
-// What an Array handle points to. Internal: the safetensors loader and the C
-// API use the public Array API (wrap_host, host_data, native_address) instead.
+// What an Array handle points to. Internal to placement and the streamed
+// safetensors load; the C API uses the public Array API (wrap_host,
+// host_data, native_address) instead.
 #pragma once
 
-#include "placement/allocator.hpp"
 #include "placement/completion.hpp"
-#include "placement/context.hpp"
+#include "placement/placement.hpp"
+#include "registry/allocator.hpp"
+#include "registry/device.hpp"
 
 #include <backplane/array.hpp>
 
@@ -20,7 +22,10 @@ namespace backplane::detail {
 // device's allocator; wrapped host memory (no plugin buffer); wrapped device
 // memory (a plugin buffer from memory_wrap, released by `owner`).
 struct ArrayStorage {
-  std::shared_ptr<DeviceContext> context;
+  std::shared_ptr<LiveDevice> device;
+  // The runtime's placement, for device_put without a Runtime; expired once
+  // the runtime is gone.
+  std::weak_ptr<Placement> placement;
   std::shared_ptr<Block> block;        // null for wrapped memory
   BP_Buffer* buffer = nullptr;         // the plugin's handle; null for wrapped host memory
   const std::byte* host = nullptr;     // set when the bytes are host-addressable
@@ -55,6 +60,11 @@ Extent extent_of(DType dtype, const std::vector<std::int64_t>& shape, const char
 // A fresh array over `storage` covering it from byte 0.
 Array make_array(std::shared_ptr<const ArrayStorage> storage, DType dtype, std::vector<std::int64_t> shape,
                  const Extent& extent);
+
+// The array that a completed or pending copy fills: `block` on `device`.
+Array make_result(Placement& placement, std::shared_ptr<LiveDevice> device, std::shared_ptr<Block> block,
+                  std::shared_ptr<Completion> arrival, DType dtype, std::vector<std::int64_t> shape,
+                  const Extent& extent);
 
 // Waits for the storage's data; throws its transfer error.
 void wait_for(const ArrayStorage& storage);

@@ -9,14 +9,19 @@ namespace backplane {
 Completion::Completion(std::string description)
     : description_(std::move(description)), generation_(fork_generation()) {}
 
-Completion::Completion(std::string description, std::shared_ptr<Backend> backend, int ordinal, BP_Event* event,
+Completion::Completion(std::string description, std::shared_ptr<detail::LiveDevice> device, PluginEvent event,
                        std::vector<std::shared_ptr<const void>> keep_alive)
     : description_(std::move(description)),
       generation_(fork_generation()),
-      backend_(std::move(backend)),
-      ordinal_(ordinal),
-      event_(event),
+      device_(std::move(device)),
+      event_(std::move(event)),
       keep_alive_(std::move(keep_alive)) {}
+
+std::shared_ptr<Completion> Completion::failed(std::string description, const Error& error) {
+  auto arrival = std::make_shared<Completion>(std::move(description));
+  arrival->finish_error(error.code(), error.what());
+  return arrival;
+}
 
 Completion::~Completion() {
   if (from_parent()) {
@@ -24,6 +29,7 @@ Completion::~Completion() {
     // touch driver state that did not survive fork. It is leaked; nothing in
     // this process writes the kept buffers, so they can go back to the cache.
     keep_alive_.clear();
+    event_.leak();
     return;
   }
   const std::lock_guard lock(event_mutex_);
@@ -55,21 +61,20 @@ void Completion::finish_error(ErrorCode code, const std::string& message) {
 }
 
 void Completion::settle_event_locked() noexcept {
-  if (event_ == nullptr) return;
+  if (!event_) return;
   std::optional<PluginFailure> failure;
   try {
-    failure = backend_->wait_event(event_);
+    failure = event_.wait();
   } catch (...) {  // only allocation can throw here
     failure = PluginFailure{ErrorCode::kOutOfMemory, "out of memory while reading the event's error"};
   }
-  backend_->destroy_event(event_);
-  event_ = nullptr;
+  event_.reset();
   // Release the staging and source buffers before anyone sees "done", so
   // memory statistics read after a wait are already settled.
   keep_alive_.clear();
   if (failure) {
     try {
-      finish_error(failure->code, fmt::format("{}:{}: {}", backend_->name(), ordinal_, failure->message));
+      finish_error(failure->code, fmt::format("{}: {}", device_->selector(), failure->message));
     } catch (...) {
       finish_error(failure->code, failure->message);
     }
@@ -106,7 +111,7 @@ bool Completion::ready() noexcept {
   {
     std::unique_lock lock(event_mutex_, std::try_to_lock);
     // Busy means another thread is settling the event right now: not done yet.
-    if (lock.owns_lock() && event_ != nullptr && backend_->query_event(event_)) settle_event_locked();
+    if (lock.owns_lock() && event_ && event_.query()) settle_event_locked();
   }
   const std::lock_guard lock(mutex_);
   return done_.load(std::memory_order_relaxed);

@@ -11,7 +11,7 @@
 // its mutexes (a parent thread may have held them at fork time).
 #pragma once
 
-#include "registry/backend.hpp"
+#include "registry/device.hpp"
 
 #include <backplane/error.hpp>
 
@@ -30,8 +30,12 @@ class Completion {
  public:
   // `description` names the operation, size and devices; it prefixes errors.
   explicit Completion(std::string description);
-  Completion(std::string description, std::shared_ptr<Backend> backend, int ordinal, BP_Event* event,
+  // Tracks an asynchronous call's event on `device`, holding `keep_alive`
+  // (what the call reads or writes) until the event completed.
+  Completion(std::string description, std::shared_ptr<detail::LiveDevice> device, PluginEvent event,
              std::vector<std::shared_ptr<const void>> keep_alive);
+  // An already finished completion carrying `error`.
+  static std::shared_ptr<Completion> failed(std::string description, const Error& error);
   // A pending event is waited for (event_destroy waits), so buffers return to
   // their caches only once nothing writes them any more.
   ~Completion();
@@ -63,9 +67,8 @@ class Completion {
   const std::uint64_t generation_;  // fork_generation() when made
 
   std::mutex event_mutex_;  // serialises waits on the plugin event
-  std::shared_ptr<Backend> backend_;
-  int ordinal_ = 0;
-  BP_Event* event_ = nullptr;
+  std::shared_ptr<detail::LiveDevice> device_;  // keeps the event's backend alive
+  PluginEvent event_;
   std::vector<std::shared_ptr<const void>> keep_alive_;
 
   std::mutex mutex_;  // guards the result

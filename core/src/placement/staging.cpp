@@ -1,143 +1,81 @@
-// The chunked staging pipeline and the transfer-job plumbing shared by
-// device_put and take_windows.
-#include "placement/bytes.hpp"
-#include "placement/transfer.hpp"
+#include "placement/staging.hpp"
 
 #include <fmt/format.h>
 
-#include <array>
-#include <new>
-#include <optional>
-#include <vector>
+#include <algorithm>
 
 namespace backplane::detail {
 
-std::shared_ptr<Completion> run_on_executor(PlacementState& placement, std::string description,
-                                            std::function<void()> work) {
-  auto arrival = std::make_shared<Completion>(std::move(description));
-  auto shared_work = std::make_shared<std::function<void()>>(std::move(work));
-  placement.executor.submit([arrival, shared_work]() mutable {
-    ErrorCode code = ErrorCode::kOk;
-    std::string message;
-    try {
-      (*shared_work)();
-    } catch (const Error& error) {
-      code = error.code();
-      message = error.what();
-    } catch (const std::bad_alloc&) {
-      code = ErrorCode::kOutOfMemory;
-      message = "out of host memory";
-    } catch (const std::exception& error) {
-      code = ErrorCode::kInternal;
-      message = error.what();
-    } catch (...) {
-      code = ErrorCode::kInternal;
-      message = "unknown exception";
-    }
-    shared_work.reset();  // buffers go back to their caches before anyone sees "done"
-    if (code == ErrorCode::kOk) {
-      arrival->finish_ok();
-    } else {
-      arrival->finish_error(code, message);
-    }
-  });
-  return arrival;
+StagingBuffer::StagingBuffer(CachingAllocator* pinned, std::uint64_t size) {
+  if (pinned != nullptr) {
+    std::shared_ptr<Block> block = pinned->allocate(size);
+    data_ = block->address();
+    owner_ = std::move(block);
+  } else {
+    std::shared_ptr<std::byte[]> heap(new std::byte[std::max<std::uint64_t>(size, 1)]);
+    data_ = heap.get();
+    owner_ = std::move(heap);
+  }
 }
 
-std::shared_ptr<Completion> failed(std::string description, const Error& error) {
-  auto arrival = std::make_shared<Completion>(std::move(description));
-  arrival->finish_error(error.code(), error.what());
-  return arrival;
+StagedUpload::StagedUpload(LiveDevice& to, std::uint64_t total, ProgressCallback progress, Label label,
+                           const LiveDevice* fallback)
+    : to_(to), total_(total), progress_(std::move(progress)), label_(std::move(label)) {
+  slot_size_ = std::min(kStagingChunk, std::max<std::uint64_t>(total, 1));
+  depth_ = std::min(kRingDepth, (std::max<std::uint64_t>(total, 1) + slot_size_ - 1) / slot_size_);
+  // Pinned slots come from the device's cache, so a device keeps reusing the
+  // same few staging buffers across transfers.
+  CachingAllocator* pinned = to.pinned() != nullptr || fallback == nullptr ? to.pinned() : fallback->pinned();
+  buffers_.reserve(depth_);
+  for (std::uint64_t index = 0; index < depth_; ++index) {
+    buffers_.emplace_back(pinned, slot_size_);
+    slots_[index].memory = buffers_.back().data();
+  }
 }
 
-Array make_result(std::shared_ptr<DeviceContext> context, std::shared_ptr<Block> block,
-                  std::shared_ptr<Completion> arrival, DType dtype, std::vector<std::int64_t> shape,
-                  const Extent& extent) {
-  auto storage = std::make_shared<ArrayStorage>();
-  storage->native = block->address();
-  if (context->host_addressable) storage->host = block->address();
-  storage->buffer = block->buffer();
-  storage->block = std::move(block);
-  storage->arrival = std::move(arrival);
-  storage->context = std::move(context);
-  return make_array(std::move(storage), dtype, std::move(shape), extent);
+StagedUpload::~StagedUpload() {
+  // Nothing may still read a slot when it goes back to the cache: dropping
+  // an event waits for its copy.
+  for (Slot& slot : slots_) slot.copies.clear();
 }
 
-void copy_in_chunks(DeviceContext& to, CachingAllocator* pinned, BP_Buffer* destination, std::uint64_t size,
-                    const std::function<void(std::byte* slot, std::uint64_t offset, std::uint64_t n)>& fill,
-                    const ProgressCallback& progress) {
-  if (size == 0) {
-    if (progress) progress(0, 0);
-    return;
+std::byte* StagedUpload::next_slot() {
+  Slot& slot = slots_[filled_ % depth_];
+  ++filled_;
+  retire(slot);
+  return slot.memory;
+}
+
+void StagedUpload::send(BP_Buffer* destination, std::uint64_t offset, std::uint64_t staged, std::uint64_t size,
+                        std::uint64_t tag) {
+  Slot& slot = slots_[(filled_ - 1) % depth_];
+  Copy copy{PluginEvent(), tag, offset, size};
+  copy.event = to_.copy_to_device_async(destination, offset, slot.memory + staged, size);
+  slot.copies.push_back(std::move(copy));
+}
+
+void StagedUpload::finish() {
+  // Slots retire in the order they were filled: copies complete in order.
+  for (std::uint64_t left = 0; left < depth_; ++left) retire(slots_[(filled_ + left) % depth_]);
+  if (total_ == 0 && progress_) progress_(0, 0);
+}
+
+void StagedUpload::retire(Slot& slot) {
+  std::optional<Error> failure;
+  std::uint64_t arrived = 0;
+  for (Copy& copy : slot.copies) {
+    std::optional<PluginFailure> copy_failure = copy.event.wait();
+    arrived += copy.size;
+    if (copy_failure && !failure) {
+      failure.emplace(copy_failure->code,
+                      fmt::format("{}: {}", label_(copy.tag, copy.offset, copy.size), copy_failure->message));
+    }
   }
-  const std::uint64_t chunk = std::min(kStagingChunk, size);
-  const std::uint64_t depth = std::min(kRingDepth, (size + chunk - 1) / chunk);
-
-  // The ring. Pinned blocks come from the device's cache, so a device keeps
-  // reusing the same few staging buffers across transfers.
-  std::vector<std::shared_ptr<Block>> pinned_slots;
-  std::vector<std::unique_ptr<std::byte[]>> host_slots;
-  std::array<std::byte*, kRingDepth> slots{};
-  for (std::uint64_t index = 0; index < depth; ++index) {
-    if (pinned != nullptr) {
-      pinned_slots.push_back(pinned->allocate(chunk));
-      slots[index] = pinned_slots.back()->address();
-    } else {
-      host_slots.push_back(std::make_unique_for_overwrite<std::byte[]>(chunk));
-      slots[index] = host_slots.back().get();
-    }
-  }
-
-  struct InFlight {
-    BP_Event* event;
-    std::uint64_t offset;
-    std::uint64_t size;
-  };
-  std::array<std::optional<InFlight>, kRingDepth> in_flight;
-  std::uint64_t done = 0;
-  Backend& backend = *to.backend;
-
-  auto retire = [&](std::uint64_t slot) {
-    const InFlight chunk_copy = *in_flight[slot];
-    in_flight[slot].reset();
-    std::optional<PluginFailure> failure = backend.wait_event(chunk_copy.event);
-    backend.destroy_event(chunk_copy.event);
-    if (failure) {
-      throw Error(failure->code, fmt::format("{}: copy_to_device_async of chunk {} at offset {}: {}", to.selector,
-                                             describe_bytes(chunk_copy.size), chunk_copy.offset, failure->message));
-    }
-    done += chunk_copy.size;
-    if (progress) progress(done, size);
-  };
-
-  std::uint64_t next_retire = 0;  // chunks complete in order, so retire in order
-  try {
-    std::uint64_t index = 0;
-    for (std::uint64_t offset = 0; offset < size; offset += chunk, ++index) {
-      const std::uint64_t slot = index % depth;
-      if (in_flight[slot]) {
-        retire(slot);
-        ++next_retire;
-      }
-      const std::uint64_t n = std::min(chunk, size - offset);
-      fill(slots[slot], offset, n);  // overlaps the copies of the other slots
-      in_flight[slot] = InFlight{backend.copy_to_device_async(to.ordinal, destination, offset, slots[slot], n),
-                                 offset, n};
-    }
-    for (std::uint64_t left = 0; left < depth; ++left, ++next_retire) {
-      const std::uint64_t slot = next_retire % depth;
-      if (in_flight[slot]) retire(slot);
-    }
-  } catch (...) {
-    // Nothing may still read a slot when it goes back to the cache.
-    for (auto& copy : in_flight) {
-      if (!copy) continue;
-      (void)backend.wait_event(copy->event);
-      backend.destroy_event(copy->event);
-      copy.reset();
-    }
-    throw;
-  }
+  slot.copies.clear();
+  if (failure) throw *failure;
+  if (arrived == 0) return;
+  done_ += arrived;
+  if (progress_) progress_(done_, total_);
 }
 
 }  // namespace backplane::detail

@@ -1,8 +1,9 @@
 // take_windows: the training loop's batch sampler. The gather runs on the
 // caller's thread straight into the destination (host-addressable devices) or
 // into one staging buffer, then one host->device copy moves the whole batch.
-#include "placement/bytes.hpp"
-#include "placement/transfer.hpp"
+#include "placement/array_state.hpp"
+#include "placement/staging.hpp"
+#include "util/bytes.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@ namespace {
 
 using detail::ArrayAccess;
 using detail::ArrayState;
+using detail::LiveDevice;
 
 template <class Visit>
 void visit_integer(DType dtype, Visit&& visit) {
@@ -114,7 +116,7 @@ void check_windows(const ArrayState& tokens, std::span<const std::int64_t> offse
   }
 }
 
-Array take_on(PlacementState& placement, const Array& tokens, std::span<const std::int64_t> offsets,
+Array take_on(detail::Placement& placement, const Array& tokens, std::span<const std::int64_t> offsets,
               std::int64_t length, const Device& device, std::optional<DType> output) {
   const ArrayState& state = ArrayAccess::state(tokens, "take_windows");
   const auto& source = *state.storage;
@@ -126,7 +128,7 @@ Array take_on(PlacementState& placement, const Array& tokens, std::span<const st
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("take_windows: the tokens live on {}, which is not host memory; keep them on a cpu device "
                             "(device_put or load them there) and sample from there",
-                            source.context->selector));
+                            source.device->selector()));
   }
   if (dtype_bits(state.dtype) % 8 != 0) {
     throw Error(ErrorCode::kUnsupported,
@@ -148,96 +150,78 @@ Array take_on(PlacementState& placement, const Array& tokens, std::span<const st
   const detail::Extent extent = detail::extent_of(to, shape, "take_windows");
   const std::byte* tokens_data = source.host + state.offset;
 
-  std::shared_ptr<DeviceContext> context = placement.context(device);
-  std::shared_ptr<Block> block = context->memory->allocate(extent.bytes);
-  if (context->host_addressable) {  // the gather is the transfer
+  std::shared_ptr<LiveDevice> target = placement.device(device);
+  std::shared_ptr<Block> block = target->memory().allocate(extent.bytes);
+  if (target->host_addressable()) {  // the gather is the transfer
     gather(tokens_data, from, offsets, length, block->address(), to);
-    return detail::make_result(std::move(context), std::move(block), nullptr, to, std::move(shape), extent);
+    return detail::make_result(placement, std::move(target), std::move(block), nullptr, to, std::move(shape), extent);
   }
 
-  DeviceContext& target = *context;
-  const bool widen_on_device = to != from && target.converts_integers && device_can_widen(from, to);
+  const bool widen_on_device = to != from && target->converts_integers() && device_can_widen(from, to);
   const DType staged = widen_on_device ? from : to;
   const std::uint64_t staged_bytes = extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8);
-  std::shared_ptr<const void> staging_owner;
-  std::byte* staging = nullptr;
-  if (target.pinned) {
-    auto pinned = target.pinned->allocate(staged_bytes);
-    staging = pinned->address();
-    staging_owner = std::move(pinned);
-  } else {
-    std::shared_ptr<std::byte[]> heap(new std::byte[std::max<std::uint64_t>(staged_bytes, 1)]);
-    staging = heap.get();
-    staging_owner = std::move(heap);
-  }
-  gather(tokens_data, from, offsets, length, staging, staged);
+  detail::StagingBuffer staging(target->pinned(), staged_bytes);
+  gather(tokens_data, from, offsets, length, staging.data(), staged);
 
   std::string description = fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length,
-                                        dtype_name(to), describe_bytes(extent.bytes), source.context->selector,
-                                        target.selector);
+                                        dtype_name(to), describe_bytes(extent.bytes), source.device->selector(),
+                                        target->selector());
   std::shared_ptr<Completion> arrival;
   if (widen_on_device) {
-    std::shared_ptr<Block> narrow = target.memory->allocate(staged_bytes);
-    arrival = detail::run_on_executor(
-        placement, std::move(description),
-        [context, block, narrow, staging_owner, staging, staged_bytes, from, to, count = extent.elements]() {
-          Backend& backend = *context->backend;
-          backend.copy_to_device(context->ordinal, narrow->buffer(), 0, staging, staged_bytes);
-          BP_Event* event = nullptr;
-          try {
-            event = backend.convert_integers(context->ordinal, narrow->buffer(), 0, static_cast<BP_IntegerType>(from),
-                                             block->buffer(), 0, static_cast<BP_IntegerType>(to), count);
-          } catch (const Error& error) {
-            // The capability is the plugin's in general; this device may still
-            // lack it (no kernel for this GPU). The batch is not lost for that.
-            if (error.code() != ErrorCode::kUnsupported) throw;
-            if (context->converts_integers.exchange(false)) {
-              log(LogLevel::kWarn, "{}: widening integers on the host from now on: {}", context->selector,
-                  error.what());
-            }
-            std::vector<std::byte> wide(count * static_cast<std::uint64_t>(dtype_bits(to) / 8));
-            const std::int64_t whole[] = {0};
-            gather(staging, from, whole, static_cast<std::int64_t>(count), wide.data(), to);
-            backend.copy_to_device(context->ordinal, block->buffer(), 0, wide.data(), wide.size());
-            return;
-          }
-          std::optional<PluginFailure> failure = backend.wait_event(event);
-          backend.destroy_event(event);
-          if (failure) {
-            throw Error(failure->code,
-                        fmt::format("{}: convert_integers of {} elements: {}", context->selector, count, failure->message));
-          }
-        });
-  } else if (target.asynchronous) {
+    std::shared_ptr<Block> narrow = target->memory().allocate(staged_bytes);
+    arrival = placement.run(std::move(description), [target, block, narrow, staging, staged_bytes, from, to,
+                                                     count = extent.elements]() {
+      target->copy_to_device(narrow->buffer(), 0, staging.data(), staged_bytes);
+      PluginEvent widened;
+      try {
+        widened = target->convert_integers(narrow->buffer(), static_cast<BP_IntegerType>(from), block->buffer(),
+                                           static_cast<BP_IntegerType>(to), count);
+      } catch (const Error& error) {
+        // The capability is the plugin's in general; this device may still
+        // lack it (no kernel for this GPU). The batch is not lost for that.
+        if (error.code() != ErrorCode::kUnsupported) throw;
+        if (target->stop_converting_integers()) {
+          log(LogLevel::kWarn, "{}: widening integers on the host from now on: {}", target->selector(), error.what());
+        }
+        std::vector<std::byte> wide(count * static_cast<std::uint64_t>(dtype_bits(to) / 8));
+        const std::int64_t whole[] = {0};
+        gather(staging.data(), from, whole, static_cast<std::int64_t>(count), wide.data(), to);
+        target->copy_to_device(block->buffer(), 0, wide.data(), wide.size());
+        return;
+      }
+      if (std::optional<PluginFailure> failure = widened.wait()) {
+        throw Error(failure->code, fmt::format("{}: convert_integers of {} elements: {}", target->selector(), count,
+                                               failure->message));
+      }
+    });
+  } else if (target->asynchronous()) {
     try {
-      BP_Event* event =
-          target.backend->copy_to_device_async(target.ordinal, block->buffer(), 0, staging, extent.bytes);
-      arrival = std::make_shared<Completion>(description, target.backend, target.ordinal, event,
-                                             std::vector<std::shared_ptr<const void>>{staging_owner, block});
+      PluginEvent event = target->copy_to_device_async(block->buffer(), 0, staging.data(), extent.bytes);
+      arrival = std::make_shared<Completion>(description, target, std::move(event),
+                                             std::vector<std::shared_ptr<const void>>{staging.owner(), block});
     } catch (const Error& error) {
-      arrival = detail::failed(description, error);
+      arrival = Completion::failed(description, error);
     }
   } else {
-    arrival = detail::run_on_executor(placement, std::move(description),
-                                      [context, block, staging_owner, staging, bytes = extent.bytes]() {
-                                        context->backend->copy_to_device(context->ordinal, block->buffer(), 0,
-                                                                         staging, bytes);
-                                      });
+    arrival = placement.run(std::move(description), [target, block, staging, bytes = extent.bytes]() {
+      target->copy_to_device(block->buffer(), 0, staging.data(), bytes);
+    });
   }
-  return detail::make_result(std::move(context), std::move(block), std::move(arrival), to, std::move(shape), extent);
+  return detail::make_result(placement, std::move(target), std::move(block), std::move(arrival), to, std::move(shape),
+                             extent);
 }
 
 }  // namespace
 
 Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets,
                    std::int64_t length, const Device& device, std::optional<DType> output) {
-  return take_on(*placement_of(runtime), tokens, offsets, length, device, output);
+  return take_on(*detail::placement_of(runtime), tokens, offsets, length, device, output);
 }
 
 Array take_windows(const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
                    const Device& device, std::optional<DType> output) {
   const ArrayState& state = ArrayAccess::state(tokens, "take_windows");
-  const auto placement = state.storage->context->placement.lock();
+  const auto placement = state.storage->placement.lock();
   if (!placement) {
     throw Error(ErrorCode::kUnavailable,
                 "take_windows: the Runtime that made the tokens array no longer exists; pass a Runtime");

@@ -167,11 +167,12 @@ Args make_args(BP_Backend* handle) {
   return args;
 }
 
-BP_Event* require_event(BP_Event* event, std::string_view name, int ordinal, const char* call) {
+PluginEvent require_event(Backend& backend, BP_Event* event, int ordinal, const char* call) {
   if (event == nullptr) {
-    throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no event", name, ordinal, call));
+    throw Error(ErrorCode::kPlugin,
+                fmt::format("{}:{}: {} succeeded but returned no event", backend.name(), ordinal, call));
   }
-  return event;
+  return PluginEvent(backend, event);
 }
 
 }  // namespace
@@ -304,33 +305,33 @@ void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_
   throw_if_error(api().copy_device_to_device(&args), copy_context(name(), ordinal, "copy_device_to_device", size));
 }
 
-BP_Event* Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size) {
   note_device_use(ordinal);
   auto args = to_device_args(handle_, destination, offset, source, size);
   throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
-  return require_event(args.event, name(), ordinal, "copy_to_device_async");
+  return require_event(*this, args.event, ordinal, "copy_to_device_async");
 }
 
-BP_Event* Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
+PluginEvent Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                                       std::uint64_t size) {
   note_device_use(ordinal);
   auto args = to_host_args(handle_, source, offset, destination, size);
   throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
-  return require_event(args.event, name(), ordinal, "copy_to_host_async");
+  return require_event(*this, args.event, ordinal, "copy_to_host_async");
 }
 
-BP_Event* Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+PluginEvent Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
                                                BP_Buffer* destination, std::uint64_t destination_offset,
                                                std::uint64_t size) {
   note_device_use(ordinal);
   auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
   throw_if_error(api().copy_device_to_device_async(&args),
                  copy_context(name(), ordinal, "copy_device_to_device_async", size));
-  return require_event(args.event, name(), ordinal, "copy_device_to_device_async");
+  return require_event(*this, args.event, ordinal, "copy_device_to_device_async");
 }
 
-BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
                                     BP_IntegerType source_type, BP_Buffer* destination,
                                     std::uint64_t destination_offset, BP_IntegerType destination_type,
                                     std::uint64_t count) {
@@ -348,7 +349,7 @@ BP_Event* Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_
   args.count = count;
   throw_if_error(api().convert_integers(&args),
                  [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
-  return require_event(args.event, name(), ordinal, "convert_integers");
+  return require_event(*this, args.event, ordinal, "convert_integers");
 }
 
 std::optional<PluginFailure> Backend::wait_event(BP_Event* event) {
@@ -372,6 +373,28 @@ bool Backend::query_event(BP_Event* event) noexcept {
 
 void Backend::destroy_event(BP_Event* event) noexcept {
   if (event != nullptr && usable_here()) api().event_destroy(handle_, event);
+}
+
+PluginEvent& PluginEvent::operator=(PluginEvent&& other) noexcept {
+  if (this != &other) {
+    reset();
+    backend_ = other.backend_;
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+std::optional<PluginFailure> PluginEvent::wait() {
+  if (event_ == nullptr) return std::nullopt;
+  std::optional<PluginFailure> failure = backend_->wait_event(event_);
+  reset();
+  return failure;
+}
+
+bool PluginEvent::query() noexcept { return event_ == nullptr || backend_->query_event(event_); }
+
+void PluginEvent::reset() noexcept {
+  if (event_ != nullptr) backend_->destroy_event(std::exchange(event_, nullptr));
 }
 
 }  // namespace backplane

@@ -40,6 +40,37 @@ void throw_if_error(BP_Error* error, Context&& context) {
 
 using PluginOptions = std::vector<std::pair<std::string, std::string>>;
 
+class Backend;
+
+// The event of an asynchronous plugin call, owned: dropping it destroys the
+// plugin's event (which waits for the operation, as the ABI requires), so no
+// path forgets one. The Backend must outlive it.
+class PluginEvent {
+ public:
+  PluginEvent() = default;
+  PluginEvent(Backend& backend, BP_Event* event) noexcept : backend_(&backend), event_(event) {}
+  PluginEvent(PluginEvent&& other) noexcept
+      : backend_(other.backend_), event_(std::exchange(other.event_, nullptr)) {}
+  PluginEvent& operator=(PluginEvent&& other) noexcept;
+  ~PluginEvent() { reset(); }
+
+  explicit operator bool() const noexcept { return event_ != nullptr; }
+  // Waits for the operation and releases the event: its asynchronous error
+  // as a value (the caller adds context). An empty event has none.
+  std::optional<PluginFailure> wait();
+  // True once completed; a failing query counts as completed (wait reports it).
+  bool query() noexcept;
+  // Destroys the event now (waiting for the operation).
+  void reset() noexcept;
+  // Gives the event up without destroying it: for a parent's event in a
+  // child of fork(), which must not reach the plugin.
+  void leak() noexcept { event_ = nullptr; }
+
+ private:
+  Backend* backend_ = nullptr;
+  BP_Event* event_ = nullptr;
+};
+
 class Backend {
  public:
   struct Created;
@@ -108,25 +139,25 @@ class Backend {
   void copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination, std::uint64_t size);
   void copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
                              std::uint64_t destination_offset, std::uint64_t size);
-  // Asynchronous copies: the returned event must be passed to destroy_event.
-  BP_Event* copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
+  // Asynchronous copies: the operation is done when its event is.
+  PluginEvent copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                                  std::uint64_t size);
-  BP_Event* copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
+  PluginEvent copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                                std::uint64_t size);
-  BP_Event* copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
-                                        BP_Buffer* destination, std::uint64_t destination_offset,
+  PluginEvent copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
+                                          BP_Buffer* destination, std::uint64_t destination_offset,
                                         std::uint64_t size);
   // Requires BP_CAPABILITY_CONVERT_INTEGERS (throws kUnsupported otherwise).
-  BP_Event* convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
+  PluginEvent convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
                              BP_Buffer* destination, std::uint64_t destination_offset,
                              BP_IntegerType destination_type, std::uint64_t count);
-  // The event's asynchronous error as a value (the caller adds context).
+
+ private:
+  friend class PluginEvent;
   std::optional<PluginFailure> wait_event(BP_Event* event);
-  // True once completed; a failing query counts as completed (wait reports it).
   bool query_event(BP_Event* event) noexcept;
   void destroy_event(BP_Event* event) noexcept;
 
- private:
   Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle);
   // Throws fork_error unless usable_here(); marks the plugin used.
   void note_device_use(int ordinal) {

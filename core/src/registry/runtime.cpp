@@ -102,7 +102,7 @@ ProbeIsolation probe_isolation(const Runtime::Options& options, const Environmen
 
 }  // namespace
 
-void Runtime::Impl::ensure_discovered() {
+void detail::Registry::ensure_discovered() {
   std::call_once(discovered_once_, [this] {
     config = read_config(options, environment);
     for (const auto& warning : config.warnings) log(LogLevel::kWarn, "{}", warning);
@@ -149,14 +149,14 @@ void Runtime::Impl::ensure_discovered() {
   });
 }
 
-const DiscoveredBackend* Runtime::Impl::find(std::string_view name) const {
+const DiscoveredBackend* detail::Registry::find(std::string_view name) const {
   for (const auto& backend : discovered) {
     if (backend.info.name == name && backend.info.status != BackendStatus::kShadowed) return &backend;
   }
   return nullptr;
 }
 
-std::string Runtime::Impl::describe_backends() const {
+std::string detail::Registry::describe_backends() const {
   std::vector<std::string> parts;
   for (const auto& backend : discovered) {
     const BackendInfo& info = backend.info;
@@ -170,7 +170,7 @@ std::string Runtime::Impl::describe_backends() const {
   return parts.empty() ? "none found" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
-Backend& Runtime::Impl::live_backend(std::string_view name) {
+Backend& detail::Registry::live_backend(std::string_view name) {
   ensure_discovered();
   const DiscoveredBackend* backend = find(name);
   if (backend == nullptr) {
@@ -189,27 +189,39 @@ Runtime& Runtime::process_default() {
   return *runtime;
 }
 
+std::shared_ptr<detail::LiveDevice> detail::Registry::device(const Device& device) {
+  const std::lock_guard lock(devices_mutex_);
+  const auto key = std::pair(device.backend, device.ordinal);
+  if (const auto found = devices_.find(key); found != devices_.end()) return found->second;
+  Backend& backend = live_backend(device.backend);  // throws naming the backends
+  check_ordinal(device, backend.device_count());
+  auto made = std::make_shared<LiveDevice>(device, find(device.backend)->backend,
+                                           backend.device_info(device.ordinal).kind);
+  devices_.emplace(key, made);
+  return made;
+}
+
 Runtime::Runtime() : Runtime(Options{}) {}
 
 Runtime::Runtime(Options options)
     : impl_(std::make_unique<Impl>(std::move(options), Environment::process())) {
-  if (impl_->options.ignore_environment) {
-    impl_->environment = Environment::fixed({});
-  } else if (impl_->options.environment) {
-    impl_->environment = Environment::fixed(*impl_->options.environment);
+  if (impl_->registry.options.ignore_environment) {
+    impl_->registry.environment = Environment::fixed({});
+  } else if (impl_->registry.options.environment) {
+    impl_->registry.environment = Environment::fixed(*impl_->registry.options.environment);
   }
 }
 
 Runtime::~Runtime() = default;
 
 std::vector<SearchPathEntry> Runtime::search_path() const {
-  impl_->ensure_discovered();
-  return impl_->search_path;
+  impl_->registry.ensure_discovered();
+  return impl_->registry.search_path;
 }
 
 const std::vector<BackendInfo>& Runtime::backends() const {
-  impl_->ensure_discovered();
-  return impl_->infos;
+  impl_->registry.ensure_discovered();
+  return impl_->registry.infos;
 }
 
 const BackendInfo* Runtime::find_backend(std::string_view name) const {
@@ -220,8 +232,8 @@ const BackendInfo* Runtime::find_backend(std::string_view name) const {
 }
 
 ConfigSummary Runtime::config() const {
-  impl_->ensure_discovered();
-  return {impl_->config.path, impl_->config.searched, impl_->config.warnings};
+  impl_->registry.ensure_discovered();
+  return {impl_->registry.config.path, impl_->registry.config.searched, impl_->registry.config.warnings};
 }
 
 bool Runtime::is_available(std::string_view name) const {
@@ -230,7 +242,7 @@ bool Runtime::is_available(std::string_view name) const {
 }
 
 std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
-  Backend& backend = impl_->live_backend(backend_name);
+  Backend& backend = impl_->registry.live_backend(backend_name);
   std::vector<DeviceInfo> devices;
   int count = backend.device_count();
   for (int ordinal = 0; ordinal < count; ++ordinal) devices.push_back(backend.device_info(ordinal));
@@ -238,9 +250,9 @@ std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
 }
 
 std::vector<DeviceInfo> Runtime::devices() const {
-  impl_->ensure_discovered();
+  impl_->registry.ensure_discovered();
   std::vector<DeviceInfo> all;
-  for (const DiscoveredBackend* backend : impl_->preference_order()) {
+  for (const DiscoveredBackend* backend : impl_->registry.preference_order()) {
     if (!backend->backend) continue;
     auto devices = this->devices(backend->info.name);
     std::move(devices.begin(), devices.end(), std::back_inserter(all));

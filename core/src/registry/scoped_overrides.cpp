@@ -85,7 +85,7 @@ bool remove_scope(std::uint64_t token) noexcept {
 
 std::optional<Device> Runtime::current_scoped_device() const {
   for (auto entry = scoped_overrides.rbegin(); entry != scoped_overrides.rend(); ++entry) {
-    if (entry->runtime_id == impl_->id) return entry->device;
+    if (entry->runtime_id == impl_->registry.id) return entry->device;
   }
   return std::nullopt;
 }
@@ -94,10 +94,10 @@ DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::string_view 
     : DefaultDeviceScope(runtime, runtime.resolve(selector)) {}
 
 DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, Device device)
-    : runtime_id_(runtime.impl().id), token_(detail::enter_scope(runtime_id_, std::move(device))) {}
+    : runtime_id_(detail::RuntimeAccess::registry(runtime).id), token_(detail::enter_scope(runtime_id_, std::move(device))) {}
 
 DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::optional<Device> captured)
-    : runtime_id_(runtime.impl().id) {
+    : runtime_id_(detail::RuntimeAccess::registry(runtime).id) {
   if (captured) token_ = detail::enter_scope(runtime_id_, std::move(*captured));
 }
 

@@ -12,12 +12,6 @@
 namespace backplane {
 namespace {
 
-std::string device_list(const std::string& backend, int count) {
-  if (count == 0) return "no devices";
-  if (count == 1) return fmt::format("1 device ({}:0)", backend);
-  return fmt::format("{} devices ({}:0..{}:{})", count, backend, backend, count - 1);
-}
-
 // The launchers' local-rank variables, in the order they are consulted:
 // torchrun, Open MPI, Slurm.
 constexpr std::string_view kLocalRankVariables[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
@@ -76,7 +70,7 @@ std::string_view to_string(DeviceSource source) noexcept {
   return "unknown";
 }
 
-std::vector<const DiscoveredBackend*> Runtime::Impl::preference_order() const {
+std::vector<const DiscoveredBackend*> detail::Registry::preference_order() const {
   std::vector<const DiscoveredBackend*> order;
   if (backend_order) {
     for (const auto& name : *backend_order) {
@@ -95,34 +89,26 @@ std::vector<const DiscoveredBackend*> Runtime::Impl::preference_order() const {
 
 Device Runtime::resolve(std::string_view selector) const {
   DeviceSelector parsed = parse_selector(selector);
-  impl_->ensure_discovered();
-  Backend& backend = impl_->live_backend(parsed.backend);  // throws naming the backends
-  int count = backend.device_count();
-  int ordinal = parsed.ordinal.value_or(0);
-  if (ordinal >= count) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("device '{}' is out of range: backend '{}' has {}", selector, parsed.backend,
-                            device_list(parsed.backend, count)));
-  }
-  return Device{parsed.backend, ordinal};
+  // Makes the device's object: its ordinal is checked there, once.
+  return impl_->registry.device(Device{parsed.backend, parsed.ordinal.value_or(0)})->device();
 }
 
 void Runtime::set_default_device(std::optional<std::string_view> selector) {
   std::optional<Device> device;
   if (selector) device = resolve(*selector);
-  std::lock_guard lock(impl_->process_default_mutex);
-  impl_->process_default = std::move(device);
+  std::lock_guard lock(impl_->registry.process_default_mutex);
+  impl_->registry.process_default = std::move(device);
 }
 
 DefaultDevice Runtime::default_device() const {
-  impl_->ensure_discovered();
+  impl_->registry.ensure_discovered();
   auto named = [](Device device, DeviceSource source) {
     return DefaultDevice{std::move(device), source, {}, std::string(to_string(source))};
   };
   if (auto scoped = current_scoped_device()) return named(*scoped, DeviceSource::kScopedOverride);
   {
-    std::lock_guard lock(impl_->process_default_mutex);
-    if (impl_->process_default) return named(*impl_->process_default, DeviceSource::kProcessSetting);
+    std::lock_guard lock(impl_->registry.process_default_mutex);
+    if (impl_->registry.process_default) return named(*impl_->registry.process_default, DeviceSource::kProcessSetting);
   }
   auto resolve_named = [&](const std::string& selector, std::string_view where) {
     try {
@@ -131,12 +117,12 @@ DefaultDevice Runtime::default_device() const {
       throw Error(error.code(), fmt::format("default device from {}: {}", where, error.what()));
     }
   };
-  if (auto selector = impl_->environment.get("BACKPLANE_DEFAULT_DEVICE"); selector && !selector->empty()) {
+  if (auto selector = impl_->registry.environment.get("BACKPLANE_DEFAULT_DEVICE"); selector && !selector->empty()) {
     return named(resolve_named(*selector, "BACKPLANE_DEFAULT_DEVICE=" + *selector), DeviceSource::kEnvironment);
   }
-  if (impl_->config.default_device) {
-    return named(resolve_named(*impl_->config.default_device,
-                               fmt::format("default_device in {}", impl_->config.path->string())),
+  if (impl_->registry.config.default_device) {
+    return named(resolve_named(*impl_->registry.config.default_device,
+                               fmt::format("default_device in {}", impl_->registry.config.path->string())),
                  DeviceSource::kConfigFile);
   }
 
@@ -144,24 +130,24 @@ DefaultDevice Runtime::default_device() const {
   // fall back down the priority order and record why. The backend order picks
   // the backend only: in a data-parallel job the local rank still picks its
   // device.
-  const std::optional<LocalRank> rank = local_rank(impl_->environment);
-  if (impl_->backend_order) {
-    for (const auto& name : *impl_->backend_order) {
-      if (impl_->find(name) == nullptr) {
+  const std::optional<LocalRank> rank = local_rank(impl_->registry.environment);
+  if (impl_->registry.backend_order) {
+    for (const auto& name : *impl_->registry.backend_order) {
+      if (impl_->registry.find(name) == nullptr) {
         throw Error(ErrorCode::kNotFound, fmt::format("{} names backend '{}', which was not found; backends: {}",
-                                                      impl_->backend_order_source, name, impl_->describe_backends()));
+                                                      impl_->registry.backend_order_source, name, impl_->registry.describe_backends()));
       }
     }
-    const std::string& first = impl_->backend_order->front();
+    const std::string& first = impl_->registry.backend_order->front();
     try {
       resolve(first);  // usable, with at least one device
-      return automatic_choice(rank, first, impl_->live_backend(first).device_count(), {});
+      return automatic_choice(rank, first, impl_->registry.live_backend(first).device_count(), {});
     } catch (const Error& error) {
-      throw Error(error.code(), fmt::format("{} puts '{}' first: {}", impl_->backend_order_source, first, error.what()));
+      throw Error(error.code(), fmt::format("{} puts '{}' first: {}", impl_->registry.backend_order_source, first, error.what()));
     }
   }
   std::vector<std::string> passed_over;
-  for (const DiscoveredBackend* backend : impl_->preference_order()) {
+  for (const DiscoveredBackend* backend : impl_->registry.preference_order()) {
     const BackendInfo& info = backend->info;
     if (info.status == BackendStatus::kDisabled) continue;
     if (!backend->backend) {
@@ -177,7 +163,7 @@ DefaultDevice Runtime::default_device() const {
     return automatic_choice(rank, info.name, backend->backend->device_count(), std::move(note));
   }
   throw Error(ErrorCode::kUnavailable,
-              fmt::format("no available backend has a device; backends: {}", impl_->describe_backends()));
+              fmt::format("no available backend has a device; backends: {}", impl_->registry.describe_backends()));
 }
 
 }  // namespace backplane

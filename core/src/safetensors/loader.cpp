@@ -66,8 +66,9 @@ Loaded load(Runtime& runtime, const std::filesystem::path& path, std::optional<D
             const LoadOptions& options) {
   const Device target = device ? *device : runtime.default_device().device;
   // The device first: a bad device is reported without touching the file.
-  std::shared_ptr<DeviceContext> context = placement_of(runtime)->context(target);
-  std::shared_ptr<const detail::MappedFile> file = detail::MappedFile::open(path, context->host_addressable);
+  const auto placement = ::backplane::detail::placement_of(runtime);
+  const auto live = placement->device(target);
+  std::shared_ptr<const detail::MappedFile> file = detail::MappedFile::open(path, live->host_addressable());
   const Header& header = file->header();
   const std::vector<const TensorEntry*> selected = select(header, options.names, file->name());
 
@@ -80,7 +81,7 @@ Loaded load(Runtime& runtime, const std::filesystem::path& path, std::optional<D
 
   Loaded loaded;
   loaded.metadata = header.metadata;
-  if (context->host_addressable) {
+  if (live->host_addressable()) {
     for (std::size_t index = 0; index < selected.size(); ++index) {
       const TensorEntry& tensor = *selected[index];
       // Unaligned data stays zero-copy: every placement read of host memory
@@ -92,7 +93,7 @@ Loaded load(Runtime& runtime, const std::filesystem::path& path, std::optional<D
     }
     if (options.progress) options.progress(total, total);
   } else {
-    std::vector<Array> arrays = detail::stream_tensors(*file, context, selected, options.progress);
+    std::vector<Array> arrays = detail::stream_tensors(*placement, *file, live, selected, options.progress);
     for (std::size_t index = 0; index < selected.size(); ++index) {
       loaded.tensors.emplace(selected[index]->name, std::move(arrays[index]));
     }

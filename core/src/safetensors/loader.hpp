@@ -3,7 +3,7 @@
 
 #include "safetensors/mapped_file.hpp"
 
-#include "placement/context.hpp"
+#include "placement/placement.hpp"
 
 #include <backplane/safetensors.hpp>
 
@@ -20,7 +20,8 @@ std::vector<std::int64_t> array_shape(const TensorEntry& tensor, const std::stri
 // Streams `tensors` (entries of file.header(), in data order) from the file
 // into new buffers on `device` (not host-addressable) through staging; returns
 // the arrays, ready, in the same order. Throws as load() documents.
-std::vector<Array> stream_tensors(const MappedFile& file, const std::shared_ptr<DeviceContext>& device,
+std::vector<Array> stream_tensors(::backplane::detail::Placement& placement, const MappedFile& file,
+                                  const std::shared_ptr<::backplane::detail::LiveDevice>& device,
                                   const std::vector<const TensorEntry*>& tensors, const ProgressCallback& progress);
 
 }  // namespace backplane::safetensors::detail

@@ -1,4 +1,4 @@
-#include "placement/bytes.hpp"
+#include "util/bytes.hpp"
 
 #include <cstdio>
 #include <iterator>

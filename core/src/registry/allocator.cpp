@@ -1,6 +1,6 @@
-#include "placement/allocator.hpp"
+#include "registry/allocator.hpp"
 
-#include "placement/bytes.hpp"
+#include "util/bytes.hpp"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,78 @@
+#include "placement/placement.hpp"
+
+#include "registry/runtime_impl.hpp"
+
+#include <backplane/array.hpp>
+
+#include <fmt/format.h>
+
+#include <new>
+
+namespace backplane {
+
+namespace detail {
+
+std::shared_ptr<Placement> placement_of(Runtime& runtime) {
+  auto& impl = RuntimeAccess::impl(runtime);
+  std::call_once(impl.placement_once, [&impl] { impl.placement = std::make_shared<Placement>(impl.registry); });
+  return impl.placement;
+}
+
+std::shared_ptr<Completion> Placement::run(std::string description, std::function<void()> work) {
+  auto arrival = std::make_shared<Completion>(std::move(description));
+  auto shared_work = std::make_shared<std::function<void()>>(std::move(work));
+  executor_.submit([arrival, shared_work]() mutable {
+    ErrorCode code = ErrorCode::kOk;
+    std::string message;
+    try {
+      (*shared_work)();
+    } catch (const Error& error) {
+      code = error.code();
+      message = error.what();
+    } catch (const std::bad_alloc&) {
+      code = ErrorCode::kOutOfMemory;
+      message = "out of host memory";
+    } catch (const std::exception& error) {
+      code = ErrorCode::kInternal;
+      message = error.what();
+    } catch (...) {
+      code = ErrorCode::kInternal;
+      message = "unknown exception";
+    }
+    shared_work.reset();  // buffers go back to their caches before anyone sees "done"
+    if (code == ErrorCode::kOk) {
+      arrival->finish_ok();
+    } else {
+      arrival->finish_error(code, message);
+    }
+  });
+  return arrival;
+}
+
+}  // namespace detail
+
+MemoryStats memory_stats(Runtime& runtime, const Device& device) {
+  const auto live = detail::RuntimeAccess::registry(runtime).device(device);
+  const auto memory = live->memory().counters();
+  MemoryStats stats;
+  stats.in_use = memory.in_use;
+  stats.cached = memory.cached;
+  stats.peak = memory.peak;
+  stats.backend_allocations = memory.backend_allocations;
+  stats.backend_frees = memory.backend_frees;
+  if (const CachingAllocator* staging = live->pinned()) {
+    const auto pinned = staging->counters();
+    stats.pinned_in_use = pinned.in_use;
+    stats.pinned_cached = pinned.cached;
+    stats.pinned_backend_allocations = pinned.backend_allocations;
+  }
+  return stats;
+}
+
+void empty_cache(Runtime& runtime, const Device& device) {
+  const auto live = detail::RuntimeAccess::registry(runtime).device(device);
+  live->memory().empty_cache();
+  if (CachingAllocator* staging = live->pinned()) staging->empty_cache();
+}
+
+}  // namespace backplane
