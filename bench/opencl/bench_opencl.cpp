@@ -86,10 +86,7 @@ int main(int argc, char** argv) try {
                "[--context=1024] [--steps=200]\n");
     return 2;
   }
-  Runtime::Options options;
-  options.plugin_paths = {positional[0]};
-  options.ignore_environment = true;
-  options.skip_default_paths = true;
+  Runtime::Options options = bench::isolated_options({positional[0]});
   Runtime runtime(options);
   const Device cpu{"cpu", 0};
   const Device device{"opencl", 0};

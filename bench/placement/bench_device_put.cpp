@@ -19,10 +19,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "usage: bench_placement_device_put PLUGIN_DIR [--sizes-mib=256,512,1024] [--repeats=5]\n");
     return 2;
   }
-  Runtime::Options options;
-  options.plugin_paths = {positional[0]};
-  options.ignore_environment = true;
-  options.skip_default_paths = true;
+  Runtime::Options options = bench::isolated_options({positional[0]});
   options.backend_options["cpu"] = {{"devices", "2"}};
   Runtime runtime(options);
   const Device cpu0{"cpu", 0};

@@ -87,10 +87,7 @@ int main(int argc, char** argv) {
                        "[--length=1024] [--steps=200] [--repeats=7] [--python=PY --script=nanogpt_sampling.py]\n");
     return 2;
   }
-  Runtime::Options options;
-  options.plugin_paths = {positional[0]};
-  options.ignore_environment = true;
-  options.skip_default_paths = true;
+  Runtime::Options options = bench::isolated_options({positional[0]});
   Runtime runtime(options);
   const Device cpu{"cpu", 0};
 

@@ -4,6 +4,8 @@
 
 #include "../bench_util.hpp"
 
+#include <backplane/backplane.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +15,16 @@
 #include <vector>
 
 namespace backplane::bench {
+
+// A runtime's options that see only the plugins in `dirs`: no environment,
+// no default directories, so a benchmark measures the plugins it names.
+inline Runtime::Options isolated_options(const std::vector<std::string>& dirs) {
+  Runtime::Options options;
+  for (const auto& dir : dirs) options.plugin_paths.emplace_back(dir);
+  options.ignore_environment = true;
+  options.skip_default_paths = true;
+  return options;
+}
 
 class Flags {
  public:

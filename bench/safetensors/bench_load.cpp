@@ -37,10 +37,7 @@ using namespace backplane;
 namespace st = backplane::safetensors;
 
 Runtime::Options runtime_options(const std::vector<std::string>& plugin_dirs, std::uint64_t sim_memory) {
-  Runtime::Options options;
-  for (const auto& dir : plugin_dirs) options.plugin_paths.emplace_back(dir);
-  options.ignore_environment = true;
-  options.skip_default_paths = true;
+  Runtime::Options options = bench::isolated_options(plugin_dirs);
   options.backend_options["sim"] = {{"memory_limit", std::to_string(sim_memory)}};
   return options;
 }
