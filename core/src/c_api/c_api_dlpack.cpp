@@ -174,18 +174,18 @@ bool host_addressable(const DiscoveredBackend& entry) {
 // address it, else on device 0 of the first available host-addressable
 // backend in the order the automatic default considers them.
 Device host_import_device(Runtime& runtime, std::int32_t type) {
-  detail::Registry& impl = detail::RuntimeAccess::registry(runtime);
+  detail::Registry& registry = detail::RuntimeAccess::registry(runtime);
   const Device current = runtime.default_device().device;
-  if (const DiscoveredBackend* entry = impl.find(current.backend); entry != nullptr && host_addressable(*entry)) {
+  if (const DiscoveredBackend* entry = registry.find(current.backend); entry != nullptr && host_addressable(*entry)) {
     return current;
   }
-  for (const DiscoveredBackend* entry : impl.preference_order()) {
+  for (const DiscoveredBackend* entry : registry.preference_order()) {
     if (host_addressable(*entry) && entry->backend->device_count() > 0) return Device{entry->info.name, 0};
   }
   throw Error(ErrorCode::kUnavailable,
               fmt::format("bp_array_from_dlpack: DLPack device type {} is host memory, which only a host-addressable "
                           "device can hold; the default device {} is not one and no other is available ({})",
-                          dlpack_device_type_name(type), current.selector(), impl.describe_backends()));
+                          dlpack_device_type_name(type), current.selector(), registry.describe_backends()));
 }
 
 // Device memory lands on device `device_id` of the first available backend,
@@ -197,10 +197,10 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
                 fmt::format("bp_array_from_dlpack: device_id is {} for DLPack device type {}", device.device_id,
                             dlpack_device_type_name(type)));
   }
-  detail::Registry& impl = detail::RuntimeAccess::registry(runtime);
+  detail::Registry& registry = detail::RuntimeAccess::registry(runtime);
   std::vector<std::string> unavailable;  // backends that declare the type but cannot be used
   std::vector<std::string> declared;     // every backend's declaration, for the message
-  for (const DiscoveredBackend* entry : impl.preference_order()) {
+  for (const DiscoveredBackend* entry : registry.preference_order()) {
     if (entry->info.dlpack_device_type == 0) continue;
     declared.push_back(
         fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
