@@ -4,7 +4,7 @@
 
 #include "file_builder.hpp"
 
-#include "../core/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "../placement/placement_fixture.hpp"
 
 #include <cinttypes>

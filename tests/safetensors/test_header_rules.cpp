@@ -3,7 +3,7 @@
 // running the reference on the same bytes, see cross_check.py).
 #include "file_builder.hpp"
 
-#include "../core/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 

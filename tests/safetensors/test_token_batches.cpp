@@ -1,5 +1,5 @@
 // examples/token_batches: the user story as a user runs it, on tiny data.
-#include "../core/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "../tools/run_command.hpp"
 
 #include <doctest/doctest.h>

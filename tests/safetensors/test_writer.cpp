@@ -2,7 +2,7 @@
 // bit-exactly for every dtype and shape corner, refusals, atomic replace.
 #include "file_builder.hpp"
 
-#include "../core/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 
