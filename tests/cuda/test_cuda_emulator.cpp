@@ -5,7 +5,7 @@
 // arrays' data, and the messages of errors.
 #include "cuda_plugin_fixture.hpp"
 #include "../support/errors.hpp"
-#include "../tools/run_command.hpp"
+#include "support/run_command.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>

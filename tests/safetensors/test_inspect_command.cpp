@@ -2,7 +2,7 @@
 #include "file_builder.hpp"
 
 #include "support/temp_dir.hpp"
-#include "../tools/run_command.hpp"
+#include "support/run_command.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
