@@ -4,7 +4,7 @@
 // slow stream (see fake_driver/README.md). What a user sees is checked:
 // arrays' data, and the messages of errors.
 #include "cuda_plugin_fixture.hpp"
-#include "../support/errors.hpp"
+#include "support/errors.hpp"
 #include "support/run_command.hpp"
 
 #include <backplane/array.hpp>

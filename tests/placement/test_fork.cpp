@@ -3,7 +3,7 @@
 // support/fork_child.hpp). Names avoid the words that select cases for the
 // ThreadSanitizer run: TSan does not support fork in a threaded process.
 #include "support/fork_child.hpp"
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <backplane/safetensors.hpp>
 
