@@ -2,7 +2,7 @@
 // the test fixtures, with an injected environment, and error capture.
 #pragma once
 
-#include "../support/errors.hpp"
+#include "support/errors.hpp"
 
 #include <backplane/backplane.hpp>
 

@@ -1,6 +1,6 @@
 // Discovery: every plugin found gets exactly one status and an actionable
 // reason, and broken plugins never hide the good ones.
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include <backplane/backplane.hpp>
 

@@ -1,7 +1,7 @@
 // Probe isolation from code, the environment and the config file: a plugin
 // that crashes, exits or hangs in the probe helper is `failed` with what
 // happened, it is never loaded into the test process, and the others work.
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
 

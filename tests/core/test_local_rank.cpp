@@ -1,7 +1,7 @@
 // The automatic default device in data-parallel jobs: the launcher's local
 // rank picks the device, explicit choices still win.
 #include "selection_fixture.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include <backplane/backplane.hpp>
 

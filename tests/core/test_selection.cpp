@@ -1,7 +1,7 @@
 // Default device precedence, scoped overrides across threads, selectors
 // resolved against real backends, and the backend set/order.
 #include "selection_fixture.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include <backplane/backplane.hpp>
 

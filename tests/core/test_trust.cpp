@@ -2,7 +2,7 @@
 // sudo): the file, its directory and every ancestor owned by root or the
 // running user and not writable by group or others, except root-owned sticky
 // directories. Each refusal names the path and the command that fixes it.
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
 #include "loader/trust.hpp"

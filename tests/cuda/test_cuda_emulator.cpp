@@ -4,8 +4,8 @@
 // slow stream (see fake_driver/README.md). What a user sees is checked:
 // arrays' data, and the messages of errors.
 #include "cuda_plugin_fixture.hpp"
-#include "../support/errors.hpp"
-#include "../tools/run_command.hpp"
+#include "support/errors.hpp"
+#include "support/run_command.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>

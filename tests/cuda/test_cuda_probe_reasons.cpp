@@ -1,7 +1,7 @@
 // Every probe reason, and the answer in a forked child, on any machine: each case re-runs itself in a child
 // process whose libcuda.so.1 is the fake in fake_driver/ (LD_LIBRARY_PATH is
 // searched before the system's driver), configured through its environment.
-#include "../fork_child.hpp"
+#include "support/fork_child.hpp"
 #include "cuda_plugin_fixture.hpp"
 
 #include <filesystem>
@@ -140,8 +140,8 @@ TEST_CASE("[cuda] fake driver: a forked child gets a clear error, the parent kee
   const std::string expected = "CUDA was initialised in process " + std::to_string(getpid()) +
                                " before fork(); a CUDA context does not survive fork: use the cuda backend only "
                                "in the parent, or start workers with the 'spawn' method";
-  const auto child = fork_test::run_forked([&] {
-    fork_test::Checks checks;
+  const auto child = backplane::testing::run_forked([&] {
+    backplane::testing::Checks checks;
     BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16, nullptr, nullptr};
     const auto failed = take(api().memory_allocate(&allocate));
     checks.expect(failed.code == BP_ERROR_UNAVAILABLE, "memory_allocate: wrong code " + std::to_string(failed.code));

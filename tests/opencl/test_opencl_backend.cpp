@@ -3,8 +3,8 @@
 // device cases run on whatever OpenCL device the loader finds (PoCL's CPU
 // device in CI) and print "skipped" with the probe's reason where there is
 // none.
-#include "../cpu/plugin_harness.hpp"
-#include "../fork_child.hpp"
+#include "cpu/plugin_harness.hpp"
+#include "support/fork_child.hpp"
 
 #include <sys/stat.h>
 
@@ -329,8 +329,8 @@ TEST_CASE("[opencl][device] fork: a child refuses the parent's OpenCL, with the 
   Backend backend(api());
   if (!have_device(backend)) return;
   BP_Buffer* buffer = backend.allocate_ok(64);  // the device is in use in the parent
-  const auto outcome = fork_test::run_forked([&]() -> std::string {
-    fork_test::Checks checks;
+  const auto outcome = backplane::testing::run_forked([&]() -> std::string {
+    backplane::testing::Checks checks;
     BP_Buffer* other = nullptr;
     const Outcome refused = backend.allocate(64, &other);
     checks.expect(refused.code == BP_ERROR_UNAVAILABLE, "allocate in the child: " + refused.message);

@@ -1,7 +1,7 @@
 // `backplane info` as a user runs it, with the build's plugins: opencl is
 // listed with its status, its reason and, where available, each device and
 // its attributes.
-#include "../tools/run_command.hpp"
+#include "support/run_command.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -4,7 +4,7 @@
 // are the cases the placement and safetensors suites run on the simulated
 // accelerator, on a real runtime with its own memory. Where the machine has no
 // OpenCL device each case says so and returns.
-#include "../safetensors/load_fixture.hpp"
+#include "support/load_fixture.hpp"
 
 #include <backplane/backplane.h>
 #include <dlpack/dlpack.h>

@@ -1,5 +1,5 @@
 // Array: factories, views, copy-out, zero-copy wrapping.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <cstring>
 #include <memory>

@@ -1,5 +1,5 @@
 // device_put and take_windows from eight threads at once on shared arrays.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <algorithm>
 #include <atomic>

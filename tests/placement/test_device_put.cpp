@@ -1,5 +1,5 @@
 // device_put: every direction, views, asynchronous overlap, failures.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <chrono>
 #include <cstring>

@@ -1,9 +1,9 @@
 // fork() after using backplane: what a DataLoader worker (fork on Linux) sees.
 // Each case forks; the parent waits at most 30 s for the child (see
-// fork_child.hpp). Names avoid the words that select cases for the
+// support/fork_child.hpp). Names avoid the words that select cases for the
 // ThreadSanitizer run: TSan does not support fork in a threaded process.
-#include "../fork_child.hpp"
-#include "placement_fixture.hpp"
+#include "support/fork_child.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <backplane/safetensors.hpp>
 
@@ -13,8 +13,6 @@
 
 using namespace backplane;
 using namespace backplane::testing;
-using fork_test::Checks;
-using fork_test::run_forked;
 
 namespace {
 

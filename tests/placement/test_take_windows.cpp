@@ -1,5 +1,5 @@
 // take_windows: the batch sampler, its bounds, conversion and allocations.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <cstring>
 #include <limits>

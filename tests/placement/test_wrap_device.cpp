@@ -1,7 +1,7 @@
 // Array::wrap_device: arrays over device memory someone else owns (what a
 // DLPack import of CUDA memory becomes), on the simulated accelerator, the
 // CPU backend, and a plugin built against ABI 1.0 that cannot adopt memory.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-namespace backplane::fixture {
+namespace backplane::testing {
 namespace {
 
 using plugin::Failure;
@@ -124,4 +124,4 @@ BP_PluginApi make_table(const FixtureSpec& spec) noexcept {
   return table;
 }
 
-}  // namespace backplane::fixture
+}  // namespace backplane::testing

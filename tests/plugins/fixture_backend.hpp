@@ -5,7 +5,7 @@
 //
 //   extern "C" BP_PLUGIN_EXPORT const BP_PluginApi* backplane_plugin_entry(
 //       const BP_PluginEntryArgs*) noexcept {
-//     static const BP_PluginApi table = backplane::fixture::make_table(
+//     static const BP_PluginApi table = backplane::testing::make_table(
 //         {.name = "unavailable", .available = false, .reason = "..."});
 //     return &table;
 //   }
@@ -22,7 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace backplane::fixture {
+namespace backplane::testing {
 
 struct FixtureSpec {
   const char* name = "fixture";  // static string; the table's backend name
@@ -41,6 +41,6 @@ struct FixtureSpec {
 // plugin file). Call it once, from a function-local static initialiser.
 BP_PluginApi make_table(const FixtureSpec& spec) noexcept;
 
-}  // namespace backplane::fixture
+}  // namespace backplane::testing
 
 #endif  // BACKPLANE_TESTS_PLUGINS_FIXTURE_BACKEND_HPP

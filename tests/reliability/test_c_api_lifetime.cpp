@@ -3,7 +3,7 @@
 // cleanly with INVALID_ARGUMENT naming the destroyed handle's kind. Never a
 // use after free (the address sanitizer and thread sanitizer builds run these
 // cases). Bounded: a few hundred rounds of a few threads.
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include <backplane/backplane.h>
 

@@ -2,7 +2,7 @@
 // allocation failures at the Nth call, copies failing inside a chunked
 // transfer, asynchronous errors reported at completion. Each must end in a
 // clear error, leave nothing allocated, and leave the runtime usable.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <backplane/array.hpp>
 

@@ -3,7 +3,7 @@
 // suite: every seed, every file a campaign found crashing (kept under
 // tests/fuzz/regressions/<target>/ once fixed), and the 24 safetensors files
 // written by other implementations.
-#include "targets.hpp"
+#include "fuzz/targets.hpp"
 
 #include <doctest/doctest.h>
 

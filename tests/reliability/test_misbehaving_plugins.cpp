@@ -1,7 +1,7 @@
 // Plugins that hang or answer nonsense (tests/plugins/fixtures/hang_probe.cpp
 // and malformed.cpp): the loader and the registry turn each into a clear
 // status or error, and the other backends keep working.
-#include "placement_fixture.hpp"
+#include "support/placement_fixture.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/conformance.hpp>

@@ -4,7 +4,7 @@
 // Under ASan an allocation of the claimed size would abort the test
 // (allocation-size-too-big), so passing there also shows nothing was sized
 // by the claim.
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
 #include "util/environment.hpp"

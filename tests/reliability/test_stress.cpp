@@ -4,8 +4,8 @@
 // threads x 2 s); BACKPLANE_STRESS_THREADS and BACKPLANE_STRESS_SECONDS make
 // longer runs (scripts/test's TSan build runs it as is). No timing is
 // asserted: the duration only bounds how much work is done.
-#include "placement_fixture.hpp"
-#include "temp_dir.hpp"
+#include "support/placement_fixture.hpp"
+#include "support/temp_dir.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/safetensors.hpp>

@@ -1,9 +1,8 @@
 // Every validation rule, each broken by a file built byte by byte, in the
 // reference's check order; verdicts agree with safetensors 0.8 (checked by
 // running the reference on the same bytes, see cross_check.py).
-#include "file_builder.hpp"
-
-#include "../core/temp_dir.hpp"
+#include "support/file_builder.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,8 +1,7 @@
 // `backplane inspect`: output, JSON shape and exit statuses, run as a user would.
-#include "file_builder.hpp"
-
-#include "../core/temp_dir.hpp"
-#include "../tools/run_command.hpp"
+#include "support/file_builder.hpp"
+#include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

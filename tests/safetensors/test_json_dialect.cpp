@@ -1,7 +1,7 @@
 // The header's JSON dialect. Each expected verdict below is what the
 // reference (PyPI safetensors 0.8.0) said for the same bytes; cross_check.py
 // re-asks the installed reference where one is available.
-#include "file_builder.hpp"
+#include "support/file_builder.hpp"
 
 #include "safetensors/json_dialect.hpp"
 

@@ -1,6 +1,6 @@
 // load() onto host-addressable devices: zero-copy views of one mapping, no
 // tensor data read, names, errors, unaligned data.
-#include "load_fixture.hpp"
+#include "support/load_fixture.hpp"
 
 #include <doctest/doctest.h>
 

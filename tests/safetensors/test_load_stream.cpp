@@ -1,6 +1,6 @@
 // load() onto a device that is not host memory (the simulated accelerator):
 // streamed through staging with progress; data, subsets, failures, no leaks.
-#include "load_fixture.hpp"
+#include "support/load_fixture.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // save() of Arrays from any device: the HostTensor writer's bytes, read back
 // bit-exactly, the same refusals, atomic.
-#include "load_fixture.hpp"
+#include "support/load_fixture.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // examples/token_batches: the user story as a user runs it, on tiny data.
-#include "../core/temp_dir.hpp"
-#include "../tools/run_command.hpp"
+#include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,8 +1,7 @@
 // The writer: byte-exact against the reference's own fixtures, read back
 // bit-exactly for every dtype and shape corner, refusals, atomic replace.
-#include "file_builder.hpp"
-
-#include "../core/temp_dir.hpp"
+#include "support/file_builder.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // `backplane info` as a user runs it: the real binary, the real environment.
-#include "run_command.hpp"
+#include "support/run_command.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 // process by default: a plugin that crashes, exits or hangs while loading,
 // in backend_create or in probe is listed `failed` with what happened, and
 // the tool itself carries on.
-#include "run_command.hpp"
+#include "support/run_command.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

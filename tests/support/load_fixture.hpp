@@ -2,10 +2,9 @@
 // mapped from (/proc/self/maps), to prove that a CPU load is a view of the file.
 #pragma once
 
-#include "file_builder.hpp"
-
-#include "../core/temp_dir.hpp"
-#include "../placement/placement_fixture.hpp"
+#include "support/file_builder.hpp"
+#include "support/placement_fixture.hpp"
+#include "support/temp_dir.hpp"
 
 #include <cinttypes>
 #include <cstdio>

@@ -2,7 +2,7 @@
 // simulated accelerator with two, no process environment, no config file.
 #pragma once
 
-#include "../support/errors.hpp"
+#include "support/errors.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>

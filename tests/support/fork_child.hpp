@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-namespace fork_test {
+namespace backplane::testing {
 
 struct ChildOutcome {
   bool hung = false;
@@ -83,7 +83,7 @@ inline ChildOutcome run_forked(const std::function<std::string()>& body,
   return outcome;
 }
 
-}  // namespace fork_test
+}  // namespace backplane::testing
 
 // The test fails with "child hung" or with what the child reported.
 #define CHECK_CHILD_PASSED(outcome)                                                 \
