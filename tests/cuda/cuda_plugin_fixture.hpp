@@ -97,11 +97,9 @@ inline bool over_fake_driver_runs(const char* test_case, const std::vector<std::
   for (std::vector<std::string> settings : runs) {
     std::string shown;
     for (const std::string& setting : settings) shown += " " + setting;
-    settings.push_back("LD_LIBRARY_PATH=" + directory +
-                       (search_path != nullptr ? std::string(":") + search_path : ""));
+    settings.push_back("LD_LIBRARY_PATH=" + directory + (search_path != nullptr ? std::string(":") + search_path : ""));
     CHECK_MESSAGE(run_in_child(test_case, settings) == 0,
-                  "the child process running '" << test_case << "' with" << shown
-                                                << " failed (its output is above)");
+                  "the child process running '" << test_case << "' with" << shown << " failed (its output is above)");
   }
   return false;
 }

@@ -172,6 +172,12 @@ struct PluginError {
   BP_ErrorCode plugin_code = 0;
 };
 
+// The message of a call that succeeded.
+inline const std::string& no_message() noexcept {
+  static const std::string empty;
+  return empty;
+}
+
 // Sees each BP_Error just before it is read and destroyed. The conformance
 // kit judges the error's shape there; the core only has to survive it.
 class ErrorInspector {
@@ -208,7 +214,7 @@ class [[nodiscard]] PluginStatus {
   // kOk, 0 and "" on success.
   ErrorCode code() const noexcept { return error_ ? error_->code : ErrorCode::kOk; }
   BP_ErrorCode plugin_code() const noexcept { return error_ ? error_->plugin_code : 0; }
-  std::string_view message() const noexcept { return error_ ? std::string_view(error_->message) : std::string_view(); }
+  const std::string& message() const noexcept { return error_ ? error_->message : no_message(); }
 
  private:
   std::optional<PluginError> error_;
@@ -236,7 +242,7 @@ class [[nodiscard]] PluginResult {
   PluginError&& error() && { return std::get<1>(std::move(state_)); }
   ErrorCode code() const noexcept { return ok() ? ErrorCode::kOk : std::get<1>(state_).code; }
   BP_ErrorCode plugin_code() const noexcept { return ok() ? 0 : std::get<1>(state_).plugin_code; }
-  std::string_view message() const noexcept { return ok() ? std::string_view() : std::get<1>(state_).message; }
+  const std::string& message() const noexcept { return ok() ? no_message() : std::get<1>(state_).message; }
   // Drops the value: for a caller that only asks whether the call worked.
   PluginStatus status() const& { return ok() ? PluginStatus() : PluginStatus(error()); }
 
