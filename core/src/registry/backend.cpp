@@ -9,8 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace backplane {
 namespace {
 
