@@ -1,25 +1,28 @@
-// Test-side helpers for talking to a plugin through the raw ABI: load the
-// file, create backends from string options, turn BP_Error* into values (and
-// destroy them), allocate buffers. Deliberately independent of
+// Test-side helpers for driving a plugin directly: load the file, and a
+// backend over the core's PluginClient (abi/plugin_client.hpp), so the tests
+// see a plugin's errors as the core does. Deliberately independent of
 // plugin_support.hpp, which is for plugins.
 #ifndef BACKPLANE_TESTS_CPU_PLUGIN_HARNESS_HPP
 #define BACKPLANE_TESTS_CPU_PLUGIN_HARNESS_HPP
+
+#include "abi/plugin_client.hpp"
 
 #include <backplane/plugin.h>
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
 
+#include <dirent.h>
 #include <cstdint>
 #include <cstdio>
-#include <dirent.h>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-namespace backplane::test {
+namespace backplane::testing {
 
 // A plugin file loaded once per process and never unloaded.
 inline const BP_PluginApi& load_plugin(const char* path) {
@@ -34,145 +37,125 @@ inline const BP_PluginApi& load_plugin(const char* path) {
   return *api;
 }
 
-// What a call returned: code 0 and an empty message for success.
-struct Outcome {
-  BP_ErrorCode code = 0;
-  std::string message;
-  bool ok() const { return code == 0; }
-};
+using detail::PluginClient;
+using detail::PluginStatus;
+using ErrorCode = backplane::ErrorCode;
 
 // Reads and destroys `error`.
-inline Outcome outcome(BP_Error* error) {
-  if (error == nullptr) return {};
-  Outcome result{error->code, std::string(error->message, error->message_size)};
-  error->destroy(error);
-  return result;
-}
+inline PluginStatus status_of(BP_Error* error) { return PluginStatus(error); }
 
-// Lets BP_CHECK_OK take both raw calls and the Backend helpers' outcomes.
-inline Outcome outcome(Outcome already) { return already; }
+// Lets BP_CHECK_OK take both raw calls and the Backend helpers' statuses.
+inline PluginStatus status_of(PluginStatus already) { return already; }
 
-#define BP_CHECK_OK(call)                         \
-  do {                                            \
-    const auto bp_outcome = ::backplane::test::outcome(call); \
-    CHECK_MESSAGE(bp_outcome.ok(), bp_outcome.message); \
+#define BP_CHECK_OK(call)                                         \
+  do {                                                            \
+    const auto bp_status = ::backplane::testing::status_of(call); \
+    CHECK_MESSAGE(bp_status.ok(), bp_status.message());           \
   } while (false)
 
-#define BP_REQUIRE_OK(call)                       \
-  do {                                            \
-    const auto bp_outcome = ::backplane::test::outcome(call); \
-    REQUIRE_MESSAGE(bp_outcome.ok(), bp_outcome.message); \
+#define BP_REQUIRE_OK(call)                                       \
+  do {                                                            \
+    const auto bp_status = ::backplane::testing::status_of(call); \
+    REQUIRE_MESSAGE(bp_status.ok(), bp_status.message());         \
   } while (false)
 
 using Options = std::vector<std::pair<std::string, std::string>>;
 
-inline Outcome try_create(const BP_PluginApi& api, const Options& options, BP_Backend** backend) {
-  std::vector<BP_KeyValue> pairs;
-  for (const auto& [key, value] : options) {
-    pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
-  }
-  BP_BackendCreateArgs args{sizeof(args), pairs.data(), pairs.size(), nullptr};
-  Outcome result = outcome(api.backend_create(&args));
-  *backend = args.backend;
-  return result;
+inline PluginStatus try_create(const BP_PluginApi& api, const Options& options, BP_Backend** backend) {
+  auto created = PluginClient::create(api, options);
+  *backend = created.ok() ? *created : nullptr;
+  return created.status();
 }
 
-// One backend instance, destroyed at scope exit.
+// One backend instance, destroyed at scope exit. Out-parameters are set
+// whatever the call returned, so a test can check a failed call left them
+// NULL.
 class Backend {
  public:
-  Backend(const BP_PluginApi& api, const Options& options = {}) : api_(api) {
-    const Outcome created = try_create(api, options, &handle_);
-    REQUIRE_MESSAGE(created.ok(), created.message);
-    REQUIRE(handle_ != nullptr);
+  Backend(const BP_PluginApi& api, const Options& options = {}) : client_(api, nullptr) {
+    BP_Backend* handle = nullptr;
+    const PluginStatus created = try_create(api, options, &handle);
+    REQUIRE_MESSAGE(created.ok(), created.message());
+    REQUIRE(handle != nullptr);
+    client_ = PluginClient(api, handle);
   }
-  ~Backend() { api_.backend_destroy(handle_); }
+  ~Backend() {
+    if (client_.backend() != nullptr) client_.backend_destroy();
+  }
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  BP_Backend* handle() const { return handle_; }
-  const BP_PluginApi& api() const { return api_; }
+  BP_Backend* handle() const { return client_.backend(); }
+  const BP_PluginApi& api() const { return client_.api(); }
+  const PluginClient& client() const { return client_; }
 
-  Outcome allocate(std::uint64_t size, BP_Buffer** buffer, void** address = nullptr,
-                   std::int32_t ordinal = 0, BP_MemoryKind kind = BP_MEMORY_DEVICE) const {
-    BP_MemoryAllocateArgs args{sizeof(args), handle_, ordinal, kind, size, nullptr, nullptr};
-    Outcome result = outcome(api_.memory_allocate(&args));
-    *buffer = args.buffer;
-    if (address != nullptr) *address = args.address;
-    return result;
+  PluginStatus allocate(std::uint64_t size, BP_Buffer** buffer, void** address = nullptr, std::int32_t ordinal = 0,
+                        BP_MemoryKind kind = BP_MEMORY_DEVICE) const {
+    auto allocated = client_.memory_allocate(ordinal, kind, size);
+    *buffer = allocated.ok() ? allocated->buffer : nullptr;
+    if (address != nullptr) *address = allocated.ok() ? allocated->address : nullptr;
+    return allocated.status();
   }
 
-  BP_Buffer* allocate_ok(std::uint64_t size, std::int32_t ordinal = 0,
-                         BP_MemoryKind kind = BP_MEMORY_DEVICE) const {
+  BP_Buffer* allocate_ok(std::uint64_t size, std::int32_t ordinal = 0, BP_MemoryKind kind = BP_MEMORY_DEVICE) const {
     BP_Buffer* buffer = nullptr;
-    const Outcome result = allocate(size, &buffer, nullptr, ordinal, kind);
-    REQUIRE_MESSAGE(result.ok(), result.message);
+    const PluginStatus result = allocate(size, &buffer, nullptr, ordinal, kind);
+    REQUIRE_MESSAGE(result.ok(), result.message());
     return buffer;
   }
 
-  Outcome wrap(void* address, std::uint64_t size, BP_Buffer** buffer, std::int32_t ordinal = 0) const {
-    BP_MemoryWrapArgs args{sizeof(args), handle_, ordinal, address, size, nullptr};
-    Outcome result = outcome(api_.memory_wrap(&args));
-    *buffer = args.buffer;
-    return result;
+  PluginStatus wrap(void* address, std::uint64_t size, BP_Buffer** buffer, std::int32_t ordinal = 0) const {
+    auto wrapped = client_.memory_wrap(ordinal, address, size);
+    *buffer = wrapped.ok() ? *wrapped : nullptr;
+    return wrapped.status();
   }
 
-  Outcome free(BP_Buffer* buffer) const {
-    BP_MemoryFreeArgs args{sizeof(args), handle_, buffer};
-    return outcome(api_.memory_free(&args));
+  PluginStatus free(BP_Buffer* buffer) const { return client_.memory_free(buffer); }
+
+  PluginStatus to_device(BP_Buffer* destination, std::uint64_t offset, const void* source, std::uint64_t size) const {
+    return client_.copy_to_device(destination, offset, source, size);
   }
 
-  Outcome to_device(BP_Buffer* destination, std::uint64_t offset, const void* source, std::uint64_t size) const {
-    BP_CopyToDeviceArgs args{sizeof(args), handle_, destination, offset, source, size, nullptr};
-    return outcome(api_.copy_to_device(&args));
+  PluginStatus to_host(BP_Buffer* source, std::uint64_t offset, void* destination, std::uint64_t size) const {
+    return client_.copy_to_host(source, offset, destination, size);
   }
 
-  Outcome to_host(BP_Buffer* source, std::uint64_t offset, void* destination, std::uint64_t size) const {
-    BP_CopyToHostArgs args{sizeof(args), handle_, source, offset, destination, size, nullptr};
-    return outcome(api_.copy_to_host(&args));
+  PluginStatus device_to_device(BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
+                                std::uint64_t destination_offset, std::uint64_t size) const {
+    return client_.copy_device_to_device(source, source_offset, destination, destination_offset, size);
   }
 
-  Outcome device_to_device(BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
-                           std::uint64_t destination_offset, std::uint64_t size) const {
-    BP_CopyDeviceToDeviceArgs args{sizeof(args), handle_, source, source_offset, destination,
-                                   destination_offset, size, nullptr};
-    return outcome(api_.copy_device_to_device(&args));
-  }
+  PluginStatus wait(BP_Event* event) const { return client_.event_wait(event); }
 
-  Outcome wait(BP_Event* event) const {
-    BP_EventArgs args{sizeof(args), handle_, event, 0};
-    return outcome(api_.event_wait(&args));
-  }
-
+  // The done flag; -1 when the plugin left it unset.
   int query(BP_Event* event) const {
-    BP_EventArgs args{sizeof(args), handle_, event, -1};
-    const Outcome result = outcome(api_.event_query(&args));
-    CHECK_MESSAGE(result.ok(), result.message);
+    auto args = detail::event_args(handle(), event);
+    args.done = -1;
+    const PluginStatus result = status_of(api().event_query(&args));
+    CHECK_MESSAGE(result.ok(), result.message());
     return args.done;
   }
 
-  BP_DeviceInfoArgs info(std::int32_t ordinal, Outcome* result = nullptr) const {
-    BP_DeviceInfoArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = handle_;
-    args.ordinal = ordinal;
-    Outcome got = outcome(api_.device_info(&args));
+  BP_DeviceInfoArgs info(std::int32_t ordinal, PluginStatus* result = nullptr) const {
+    auto args = detail::device_info_args(handle(), ordinal);
+    PluginStatus got = status_of(api().device_info(&args));
     if (result != nullptr) {
       *result = std::move(got);
     } else {
-      CHECK_MESSAGE(got.ok(), got.message);
+      CHECK_MESSAGE(got.ok(), got.message());
     }
     return args;
   }
 
   std::int32_t device_count() const {
-    BP_DeviceCountArgs args{sizeof(args), handle_, -1};
-    BP_CHECK_OK(api_.device_count(&args));
+    auto args = detail::device_count_args(handle());
+    args.count = -1;
+    BP_CHECK_OK(api().device_count(&args));
     return args.count;
   }
 
  private:
-  const BP_PluginApi& api_;
-  BP_Backend* handle_ = nullptr;
+  PluginClient client_;
 };
 
 // `size` random bytes, none zero, so a copy that never happened cannot pass
@@ -213,10 +196,8 @@ inline int thread_count() {
   return count;
 }
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
-}  // namespace backplane::test
+}  // namespace backplane::testing
 
 #endif  // BACKPLANE_TESTS_CPU_PLUGIN_HARNESS_HPP

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-namespace backplane::test {
+namespace backplane::testing {
 namespace {
 
 const BP_PluginApi& cpu() {
@@ -60,7 +60,8 @@ TEST_CASE("[cpu] plugin files export exactly one dynamic symbol") {
 
 TEST_CASE("[cpu] probe says available with a description") {
   Backend backend(cpu());
-  BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0, 0};
+  auto probe = detail::probe_args(backend.handle());
+  probe.available = -1;
   BP_REQUIRE_OK(cpu().probe(&probe));
   CHECK(probe.available == 1);
   CHECK(contains(string_of(probe.reason, probe.reason_size), "1 device"));
@@ -92,16 +93,16 @@ TEST_CASE("[cpu] bad options are refused naming the key and value") {
   for (const char* value : {"0", "65", "abc", "4x", " 4", "-1", "+2", "", "99999999999"}) {
     CAPTURE(value);
     BP_Backend* backend = nullptr;
-    const Outcome result = try_create(cpu(), {{"devices", value}}, &backend);
-    CHECK(result.code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(contains(result.message, "devices"));
-    CHECK(contains(result.message, "\"" + std::string(value) + "\""));
+    const PluginStatus result = try_create(cpu(), {{"devices", value}}, &backend);
+    CHECK(result.code() == ErrorCode::kInvalidArgument);
+    CHECK(contains(result.message(), "devices"));
+    CHECK(contains(result.message(), "\"" + std::string(value) + "\""));
   }
   BP_Backend* backend = nullptr;
-  const Outcome unknown = try_create(cpu(), {{"colour", "blue"}}, &backend);
-  CHECK(unknown.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(unknown.message, "colour"));
-  CHECK(contains(unknown.message, "blue"));
+  const PluginStatus unknown = try_create(cpu(), {{"colour", "blue"}}, &backend);
+  CHECK(unknown.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(unknown.message(), "colour"));
+  CHECK(contains(unknown.message(), "blue"));
   Backend most(cpu(), {{"devices", "64"}});
   CHECK(most.device_count() == 64);
 }
@@ -110,16 +111,16 @@ TEST_CASE("[cpu] an out-of-range ordinal names the ordinal and the count") {
   Backend backend(cpu(), {{"devices", "4"}});
   for (std::int32_t ordinal : {4, -1, 1000}) {
     CAPTURE(ordinal);
-    Outcome result;
+    PluginStatus result;
     backend.info(ordinal, &result);
-    CHECK(result.code == BP_ERROR_OUT_OF_RANGE);
-    CHECK(contains(result.message, "ordinal " + std::to_string(ordinal)));
-    CHECK(contains(result.message, "4 device"));
+    CHECK(result.code() == ErrorCode::kOutOfRange);
+    CHECK(contains(result.message(), "ordinal " + std::to_string(ordinal)));
+    CHECK(contains(result.message(), "4 device"));
   }
   BP_Buffer* buffer = nullptr;
-  const Outcome allocation = backend.allocate(16, &buffer, nullptr, 9);
-  CHECK(allocation.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(contains(allocation.message, "ordinal 9"));
+  const PluginStatus allocation = backend.allocate(16, &buffer, nullptr, 9);
+  CHECK(allocation.code() == ErrorCode::kOutOfRange);
+  CHECK(contains(allocation.message(), "ordinal 9"));
   CHECK(buffer == nullptr);
 }
 
@@ -131,8 +132,8 @@ TEST_CASE("[cpu] allocations are aligned host memory, size 0 included") {
       CAPTURE(size);
       BP_Buffer* buffer = nullptr;
       void* address = nullptr;
-      const Outcome result = backend.allocate(size, &buffer, &address, 1, kind);
-      REQUIRE_MESSAGE(result.ok(), result.message);
+      const PluginStatus result = backend.allocate(size, &buffer, &address, 1, kind);
+      REQUIRE_MESSAGE(result.ok(), result.message());
       CHECK(buffer != nullptr);
       REQUIRE(address != nullptr);
       CHECK(reinterpret_cast<std::uintptr_t>(address) % 64 == 0);
@@ -146,9 +147,9 @@ TEST_CASE("[cpu] allocations are aligned host memory, size 0 included") {
     }
   }
   BP_Buffer* buffer = nullptr;
-  const Outcome bad_kind = backend.allocate(16, &buffer, nullptr, 0, BP_MemoryKind{7});
-  CHECK(bad_kind.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(bad_kind.message, "kind 7"));
+  const PluginStatus bad_kind = backend.allocate(16, &buffer, nullptr, 0, BP_MemoryKind{7});
+  CHECK(bad_kind.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(bad_kind.message(), "kind 7"));
 }
 
 TEST_CASE("[cpu] copies round-trip random bytes") {
@@ -177,24 +178,24 @@ TEST_CASE("[cpu] an out-of-range copy names offset, size and buffer size") {
   Backend backend(cpu());
   BP_Buffer* buffer = backend.allocate_ok(120);
   std::vector<unsigned char> host(200, 1);
-  const Outcome in = backend.to_device(buffer, 100, host.data(), 50);
-  CHECK(in.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(contains(in.message, "offset 100"));
-  CHECK(contains(in.message, "size 50"));
-  CHECK(contains(in.message, "buffer size 120"));
+  const PluginStatus in = backend.to_device(buffer, 100, host.data(), 50);
+  CHECK(in.code() == ErrorCode::kOutOfRange);
+  CHECK(contains(in.message(), "offset 100"));
+  CHECK(contains(in.message(), "size 50"));
+  CHECK(contains(in.message(), "buffer size 120"));
 
-  const Outcome out = backend.to_host(buffer, 121, host.data(), 0);
-  CHECK(out.code == BP_ERROR_OUT_OF_RANGE);
+  const PluginStatus out = backend.to_host(buffer, 121, host.data(), 0);
+  CHECK(out.code() == ErrorCode::kOutOfRange);
 
   // offset + size wraps around 2^64: still refused, never a wild write.
-  const Outcome wrap = backend.to_device(buffer, UINT64_MAX - 1, host.data(), 4);
-  CHECK(wrap.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(contains(wrap.message, std::to_string(UINT64_MAX - 1)));
+  const PluginStatus wrap = backend.to_device(buffer, UINT64_MAX - 1, host.data(), 4);
+  CHECK(wrap.code() == ErrorCode::kOutOfRange);
+  CHECK(contains(wrap.message(), std::to_string(UINT64_MAX - 1)));
 
   BP_Buffer* other = backend.allocate_ok(10);
-  const Outcome between = backend.device_to_device(buffer, 0, other, 5, 6);
-  CHECK(between.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(contains(between.message, "buffer size 10"));
+  const PluginStatus between = backend.device_to_device(buffer, 0, other, 5, 6);
+  CHECK(between.code() == ErrorCode::kOutOfRange);
+  CHECK(contains(between.message(), "buffer size 10"));
   BP_CHECK_OK(backend.to_device(buffer, 120, host.data(), 0));  // empty range at the end fits
   BP_CHECK_OK(backend.free(buffer));
   BP_CHECK_OK(backend.free(other));
@@ -205,35 +206,35 @@ TEST_CASE("[cpu] invalid handles are refused, never a crash") {
   Backend elsewhere(cpu());
   unsigned char byte = 1;
 
-  const Outcome null_buffer = backend.to_device(nullptr, 0, &byte, 1);
-  CHECK(null_buffer.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(null_buffer.message, "NULL"));
+  const PluginStatus null_buffer = backend.to_device(nullptr, 0, &byte, 1);
+  CHECK(null_buffer.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(null_buffer.message(), "NULL"));
 
   BP_Buffer* foreign = elsewhere.allocate_ok(8);
-  const Outcome wrong_backend = backend.to_host(foreign, 0, &byte, 1);
-  CHECK(wrong_backend.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(backend.free(foreign).code == BP_ERROR_INVALID_ARGUMENT);
+  const PluginStatus wrong_backend = backend.to_host(foreign, 0, &byte, 1);
+  CHECK(wrong_backend.code() == ErrorCode::kInvalidArgument);
+  CHECK(backend.free(foreign).code() == ErrorCode::kInvalidArgument);
   BP_CHECK_OK(elsewhere.free(foreign));
 
   BP_Buffer* freed = backend.allocate_ok(8);
   BP_CHECK_OK(backend.free(freed));
-  CHECK(backend.free(freed).code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(backend.to_device(freed, 0, &byte, 1).code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(backend.free(freed).code() == ErrorCode::kInvalidArgument);
+  CHECK(backend.to_device(freed, 0, &byte, 1).code() == ErrorCode::kInvalidArgument);
   BP_CHECK_OK(backend.free(nullptr));  // NULL is a no-op
 
   BP_Buffer* buffer = backend.allocate_ok(8);
-  CHECK(backend.to_device(buffer, 0, nullptr, 1).code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(backend.to_device(buffer, 0, nullptr, 1).code() == ErrorCode::kInvalidArgument);
 
-  BP_DeviceCountArgs no_backend{sizeof(no_backend), nullptr, 0};
-  CHECK(outcome(cpu().device_count(&no_backend)).code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(outcome(cpu().probe(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
+  auto no_backend = detail::device_count_args(nullptr);
+  CHECK(status_of(cpu().device_count(&no_backend)).code() == ErrorCode::kInvalidArgument);
+  CHECK(status_of(cpu().probe(nullptr)).code() == ErrorCode::kInvalidArgument);
   BP_DeviceCountArgs too_small{8, backend.handle(), 0};
-  const Outcome small = outcome(cpu().device_count(&too_small));
-  CHECK(small.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(small.message, "struct_size 8"));
+  const PluginStatus small = status_of(cpu().device_count(&too_small));
+  CHECK(small.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(small.message(), "struct_size 8"));
 
-  BP_EventArgs bogus_event{sizeof(bogus_event), backend.handle(), reinterpret_cast<BP_Event*>(buffer), 0};
-  CHECK(outcome(cpu().event_wait(&bogus_event)).code == BP_ERROR_INVALID_ARGUMENT);
+  auto bogus_event = detail::event_args(backend.handle(), reinterpret_cast<BP_Event*>(buffer));
+  CHECK(status_of(cpu().event_wait(&bogus_event)).code() == ErrorCode::kInvalidArgument);
   cpu().event_destroy(backend.handle(), reinterpret_cast<BP_Event*>(buffer));  // ignored, no crash
   BP_CHECK_OK(backend.free(buffer));
 }
@@ -242,7 +243,7 @@ TEST_CASE("[cpu] async copies complete inline and return a finished event") {
   Backend backend(cpu());
   const std::vector<unsigned char> data = random_bytes(4096, 7);
   BP_Buffer* buffer = backend.allocate_ok(data.size());
-  BP_CopyToDeviceArgs in{sizeof(in), backend.handle(), buffer, 0, data.data(), data.size(), nullptr};
+  auto in = detail::copy_to_device_args(backend.handle(), buffer, 0, data.data(), data.size());
   BP_REQUIRE_OK(cpu().copy_to_device_async(&in));
   REQUIRE(in.event != nullptr);
   CHECK(backend.query(in.event) == 1);
@@ -251,14 +252,14 @@ TEST_CASE("[cpu] async copies complete inline and return a finished event") {
   cpu().event_destroy(backend.handle(), in.event);
 
   std::vector<unsigned char> back(data.size(), 0);
-  BP_CopyToHostArgs out{sizeof(out), backend.handle(), buffer, 0, back.data(), back.size(), nullptr};
+  auto out = detail::copy_to_host_args(backend.handle(), buffer, 0, back.data(), back.size());
   BP_REQUIRE_OK(cpu().copy_to_host_async(&out));
   BP_CHECK_OK(backend.wait(out.event));
   cpu().event_destroy(backend.handle(), out.event);
   CHECK(back == data);
 
-  BP_CopyToHostArgs bad{sizeof(bad), backend.handle(), buffer, 1, back.data(), back.size(), nullptr};
-  CHECK(outcome(cpu().copy_to_host_async(&bad)).code == BP_ERROR_OUT_OF_RANGE);
+  auto bad = detail::copy_to_host_args(backend.handle(), buffer, 1, back.data(), back.size());
+  CHECK(status_of(cpu().copy_to_host_async(&bad)).code() == ErrorCode::kOutOfRange);
   CHECK(bad.event == nullptr);
   BP_CHECK_OK(backend.free(buffer));
 }
@@ -272,9 +273,8 @@ TEST_CASE("[cpu] concurrent allocations and copies from several threads") {
       const std::vector<unsigned char> data = random_bytes(512, static_cast<std::uint64_t>(worker));
       std::vector<unsigned char> back(512);
       for (int round = 0; round < 200; ++round) {
-        BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), worker % 2, BP_MEMORY_DEVICE, 512,
-                                       nullptr, nullptr};
-        if (outcome(cpu().memory_allocate(&allocate)).code != 0) { ++failures[worker]; continue; }
+        auto allocate = detail::memory_allocate_args(backend.handle(), worker % 2, BP_MEMORY_DEVICE, 512);
+        if (!status_of(cpu().memory_allocate(&allocate)).ok()) { ++failures[worker]; continue; }
         const bool good = backend.to_device(allocate.buffer, 0, data.data(), 512).ok() &&
                           backend.to_host(allocate.buffer, 0, back.data(), 512).ok() && back == data &&
                           backend.free(allocate.buffer).ok();
@@ -299,20 +299,20 @@ TEST_CASE("[cpu] memory_wrap adopts caller memory; freeing the handle leaves the
   const std::vector<unsigned char> update(10, 0xAB);
   BP_CHECK_OK(backend.to_device(wrapped, 990, update.data(), update.size()));
   CHECK(data[96 + 995] == 0xAB);
-  const Outcome past = backend.to_device(wrapped, 991, update.data(), update.size());
-  CHECK(past.code == BP_ERROR_OUT_OF_RANGE);
+  const PluginStatus past = backend.to_device(wrapped, 991, update.data(), update.size());
+  CHECK(past.code() == ErrorCode::kOutOfRange);
   BP_CHECK_OK(backend.free(wrapped));  // a std::free of vector memory here would be caught by ASan
   data.assign(data.size(), 1);        // still ours
 
   BP_Buffer* refused = nullptr;
-  const Outcome null_address = backend.wrap(nullptr, 64, &refused);
-  CHECK(null_address.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(null_address.message.find("memory_wrap: address is NULL for 64 bytes on cpu:0") != std::string::npos);
-  const Outcome bad_ordinal = backend.wrap(data.data(), 64, &refused, 2);
-  CHECK(bad_ordinal.code == BP_ERROR_OUT_OF_RANGE);
+  const PluginStatus null_address = backend.wrap(nullptr, 64, &refused);
+  CHECK(null_address.code() == ErrorCode::kInvalidArgument);
+  CHECK(null_address.message().find("memory_wrap: address is NULL for 64 bytes on cpu:0") != std::string::npos);
+  const PluginStatus bad_ordinal = backend.wrap(data.data(), 64, &refused, 2);
+  CHECK(bad_ordinal.code() == ErrorCode::kOutOfRange);
   BP_Buffer* empty = nullptr;
   BP_REQUIRE_OK(backend.wrap(nullptr, 0, &empty));
   BP_CHECK_OK(backend.free(empty));
 }
 
-}  // namespace backplane::test
+}  // namespace backplane::testing

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-namespace backplane::test {
+namespace backplane::testing {
 namespace {
 
 const BP_PluginApi& sim() {
@@ -14,17 +14,17 @@ const BP_PluginApi& sim() {
 }
 
 BP_Event* copy_in_async(const Backend& backend, BP_Buffer* destination, const void* source, std::uint64_t size) {
-  BP_CopyToDeviceArgs args{sizeof(args), backend.handle(), destination, 0, source, size, nullptr};
-  const Outcome submitted = outcome(sim().copy_to_device_async(&args));
-  REQUIRE_MESSAGE(submitted.ok(), submitted.message);
+  auto args = detail::copy_to_device_args(backend.handle(), destination, 0, source, size);
+  const PluginStatus submitted = status_of(sim().copy_to_device_async(&args));
+  REQUIRE_MESSAGE(submitted.ok(), submitted.message());
   REQUIRE(args.event != nullptr);
   return args.event;
 }
 
 BP_Event* copy_out_async(const Backend& backend, BP_Buffer* source, void* destination, std::uint64_t size) {
-  BP_CopyToHostArgs args{sizeof(args), backend.handle(), source, 0, destination, size, nullptr};
-  const Outcome submitted = outcome(sim().copy_to_host_async(&args));
-  REQUIRE_MESSAGE(submitted.ok(), submitted.message);
+  auto args = detail::copy_to_host_args(backend.handle(), source, 0, destination, size);
+  const PluginStatus submitted = status_of(sim().copy_to_host_async(&args));
+  REQUIRE_MESSAGE(submitted.ok(), submitted.message());
   REQUIRE(args.event != nullptr);
   return args.event;
 }
@@ -43,7 +43,8 @@ TEST_CASE("[sim] entry describes an async accelerator that is not host-addressab
   CHECK((api.convert_integers == nullptr));
 
   Backend backend(api, {{"devices", "3"}, {"memory_limit", "4096"}});
-  BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0, 0};
+  auto probe = detail::probe_args(backend.handle());
+  probe.available = -1;
   BP_REQUIRE_OK(api.probe(&probe));
   CHECK(probe.available == 1);
   CHECK(backend.device_count() == 3);
@@ -58,8 +59,8 @@ TEST_CASE("[sim] device memory and pinned host memory both have addresses") {
   Backend backend(sim());
   BP_Buffer* device = nullptr;
   void* address = reinterpret_cast<void*>(1);
-  const Outcome allocated = backend.allocate(256, &device, &address);
-  REQUIRE_MESSAGE(allocated.ok(), allocated.message);
+  const PluginStatus allocated = backend.allocate(256, &device, &address);
+  REQUIRE_MESSAGE(allocated.ok(), allocated.message());
   CHECK(device != nullptr);
   CHECK(address != nullptr);  // a device address, like CUDA's: the core never dereferences it
   BP_Buffer* pinned = nullptr;
@@ -85,10 +86,10 @@ TEST_CASE("[sim] copies round-trip random bytes through device memory") {
   // The same through the async calls and the worker thread.
   const std::vector<unsigned char> more = random_bytes(size, 43);
   BP_Event* in = copy_in_async(backend, first, more.data(), size);
-  BP_CopyDeviceToDeviceArgs across{sizeof(across), backend.handle(), first, 0, second, 5, size, nullptr};
+  auto across = detail::copy_device_to_device_args(backend.handle(), first, 0, second, 5, size);
   BP_REQUIRE_OK(sim().copy_device_to_device_async(&across));
   std::vector<unsigned char> out(size, 0);
-  BP_CopyToHostArgs last{sizeof(last), backend.handle(), second, 5, out.data(), size, nullptr};
+  auto last = detail::copy_to_host_args(backend.handle(), second, 5, out.data(), size);
   BP_REQUIRE_OK(sim().copy_to_host_async(&last));
   BP_CHECK_OK(backend.wait(last.event));  // copies run in submission order
   CHECK(backend.query(in) == 1);
@@ -102,10 +103,10 @@ TEST_CASE("[sim] memory_limit: OOM names the size asked and free/total") {
   BP_Buffer* first = backend.allocate_ok(600);
   CHECK(backend.info(0).memory_free == 400);
   BP_Buffer* second = nullptr;
-  const Outcome refused = backend.allocate(600, &second);
-  CHECK(refused.code == BP_ERROR_OUT_OF_MEMORY);
-  CHECK(contains(refused.message, "600 bytes"));
-  CHECK(contains(refused.message, "400 bytes free of 1000 bytes"));
+  const PluginStatus refused = backend.allocate(600, &second);
+  CHECK(refused.code() == ErrorCode::kOutOfMemory);
+  CHECK(contains(refused.message(), "600 bytes"));
+  CHECK(contains(refused.message(), "400 bytes free of 1000 bytes"));
   CHECK(second == nullptr);
   BP_Buffer* pinned = backend.allocate_ok(5000, 0, BP_MEMORY_PINNED_HOST);  // not device memory
   BP_CHECK_OK(backend.free(first));
@@ -124,10 +125,10 @@ TEST_CASE("[sim] fail_copy_at surfaces an async copy's error at event_wait") {
   BP_Event* broken = copy_out_async(backend, buffer, back.data(), 64);  // submission succeeds
   BP_CHECK_OK(backend.wait(fine));
   for (int attempt = 0; attempt < 2; ++attempt) {  // the same error every time
-    const Outcome failed = backend.wait(broken);
-    CHECK(failed.code == BP_ERROR_DEVICE);
-    CHECK(contains(failed.message, "copy #2"));
-    CHECK(contains(failed.message, "fail_copy_at = 2"));
+    const PluginStatus failed = backend.wait(broken);
+    CHECK(failed.code() == ErrorCode::kDevice);
+    CHECK(contains(failed.message(), "copy #2"));
+    CHECK(contains(failed.message(), "fail_copy_at = 2"));
   }
   CHECK(backend.query(broken) == 1);
   CHECK(back == std::vector<unsigned char>(64, 0));  // no data moved
@@ -142,13 +143,13 @@ TEST_CASE("[sim] fail_copy_at fails a sync copy at once; fail_alloc_at the Nth a
   Backend backend(sim(), {{"fail_copy_at", "1"}, {"fail_alloc_at", "2"}});
   BP_Buffer* buffer = backend.allocate_ok(8);
   unsigned char byte = 9;
-  const Outcome copy = backend.to_device(buffer, 0, &byte, 1);
-  CHECK(copy.code == BP_ERROR_DEVICE);
-  CHECK(contains(copy.message, "copy #1"));
+  const PluginStatus copy = backend.to_device(buffer, 0, &byte, 1);
+  CHECK(copy.code() == ErrorCode::kDevice);
+  CHECK(contains(copy.message(), "copy #1"));
   BP_Buffer* second = nullptr;
-  const Outcome allocation = backend.allocate(8, &second);
-  CHECK(allocation.code == BP_ERROR_OUT_OF_MEMORY);
-  CHECK(contains(allocation.message, "fail_alloc_at = 2"));
+  const PluginStatus allocation = backend.allocate(8, &second);
+  CHECK(allocation.code() == ErrorCode::kOutOfMemory);
+  CHECK(contains(allocation.message(), "fail_alloc_at = 2"));
   CHECK(backend.info(0).memory_free == (std::uint64_t{1} << 30) - 8);  // nothing leaked
   second = backend.allocate_ok(8);  // the 3rd works
   BP_CHECK_OK(backend.to_device(second, 0, &byte, 1));
@@ -159,7 +160,8 @@ TEST_CASE("[sim] the worker thread starts on the first async copy, not in create
   const int before = thread_count();
   {
     Backend backend(sim());
-    BP_ProbeArgs probe{sizeof(probe), backend.handle(), -1, nullptr, 0, 0};
+    auto probe = detail::probe_args(backend.handle());
+    probe.available = -1;
     BP_CHECK_OK(sim().probe(&probe));
     BP_Buffer* buffer = backend.allocate_ok(16);
     unsigned char bytes[16] = {1};
@@ -208,28 +210,28 @@ TEST_CASE("[sim] bad options and handles are refused with named errors") {
   for (const auto& [key, value] : bad) {
     CAPTURE(key);
     BP_Backend* handle = nullptr;
-    const Outcome result = try_create(sim(), {{key, value}}, &handle);
-    CHECK(result.code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(contains(result.message, key));
-    CHECK(contains(result.message, value));
+    const PluginStatus result = try_create(sim(), {{key, value}}, &handle);
+    CHECK(result.code() == ErrorCode::kInvalidArgument);
+    CHECK(contains(result.message(), key));
+    CHECK(contains(result.message(), value));
   }
   Backend backend(sim());
   Backend other(sim());
   BP_Buffer* foreign = other.allocate_ok(8);
   unsigned char byte = 0;
-  CHECK(backend.to_host(foreign, 0, &byte, 1).code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(backend.free(foreign).code == BP_ERROR_INVALID_ARGUMENT);
-  const Outcome range = other.to_host(foreign, 4, &byte, 5);
-  CHECK(range.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(contains(range.message, "offset 4"));
-  CHECK(contains(range.message, "size 5"));
-  CHECK(contains(range.message, "buffer size 8"));
-  Outcome ordinal;
+  CHECK(backend.to_host(foreign, 0, &byte, 1).code() == ErrorCode::kInvalidArgument);
+  CHECK(backend.free(foreign).code() == ErrorCode::kInvalidArgument);
+  const PluginStatus range = other.to_host(foreign, 4, &byte, 5);
+  CHECK(range.code() == ErrorCode::kOutOfRange);
+  CHECK(contains(range.message(), "offset 4"));
+  CHECK(contains(range.message(), "size 5"));
+  CHECK(contains(range.message(), "buffer size 8"));
+  PluginStatus ordinal;
   backend.info(1, &ordinal);
-  CHECK(ordinal.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(contains(ordinal.message, "ordinal 1"));
+  CHECK(ordinal.code() == ErrorCode::kOutOfRange);
+  CHECK(contains(ordinal.message(), "ordinal 1"));
   BP_CHECK_OK(other.free(foreign));
-  CHECK(other.free(foreign).code == BP_ERROR_INVALID_ARGUMENT);
+  CHECK(other.free(foreign).code() == ErrorCode::kInvalidArgument);
 }
 
 }  // TEST_SUITE
@@ -253,18 +255,18 @@ TEST_CASE("[sim] memory_wrap accepts only ranges inside a live device allocation
   CHECK(backend.info(1).memory_free == 100000 - 4096);
 
   BP_Buffer* refused = nullptr;
-  const Outcome other_device = backend.wrap(base, 16, &refused, 0);
-  CHECK(other_device.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(other_device.message.find("the address is memory of sim:1") != std::string::npos);
-  const Outcome past_end = backend.wrap(base + 4000, 97, &refused, 1);
-  CHECK(past_end.code == BP_ERROR_OUT_OF_RANGE);
-  CHECK(past_end.message.find("runs past the end of its 4.00 KiB allocation (it starts 4000 bytes in)") !=
+  const PluginStatus other_device = backend.wrap(base, 16, &refused, 0);
+  CHECK(other_device.code() == ErrorCode::kInvalidArgument);
+  CHECK(other_device.message().find("the address is memory of sim:1") != std::string::npos);
+  const PluginStatus past_end = backend.wrap(base + 4000, 97, &refused, 1);
+  CHECK(past_end.code() == ErrorCode::kOutOfRange);
+  CHECK(past_end.message().find("runs past the end of its 4.00 KiB allocation (it starts 4000 bytes in)") !=
         std::string::npos);
   const unsigned char stranger[16] = {};
-  const Outcome unknown = backend.wrap(const_cast<unsigned char*>(stranger), 16, &refused, 1);
-  CHECK(unknown.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(unknown.message.find("not in a live device allocation") != std::string::npos);
+  const PluginStatus unknown = backend.wrap(const_cast<unsigned char*>(stranger), 16, &refused, 1);
+  CHECK(unknown.code() == ErrorCode::kInvalidArgument);
+  CHECK(unknown.message().find("not in a live device allocation") != std::string::npos);
   BP_CHECK_OK(backend.free(home));
 }
 
-}  // namespace backplane::test
+}  // namespace backplane::testing

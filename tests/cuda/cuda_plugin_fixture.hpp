@@ -7,6 +7,8 @@
 #ifndef BACKPLANE_TESTS_CUDA_CUDA_PLUGIN_FIXTURE_HPP
 #define BACKPLANE_TESTS_CUDA_CUDA_PLUGIN_FIXTURE_HPP
 
+#include "abi/plugin_client.hpp"
+
 #include <backplane/plugin.h>
 #include <dlfcn.h>
 #include <doctest/doctest.h>
@@ -22,7 +24,7 @@
 
 extern char** environ;
 
-namespace cuda_test {
+namespace backplane::testing {
 
 inline std::filesystem::path executable_directory() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path();
@@ -95,11 +97,9 @@ inline bool over_fake_driver_runs(const char* test_case, const std::vector<std::
   for (std::vector<std::string> settings : runs) {
     std::string shown;
     for (const std::string& setting : settings) shown += " " + setting;
-    settings.push_back("LD_LIBRARY_PATH=" + directory +
-                       (search_path != nullptr ? std::string(":") + search_path : ""));
+    settings.push_back("LD_LIBRARY_PATH=" + directory + (search_path != nullptr ? std::string(":") + search_path : ""));
     CHECK_MESSAGE(run_in_child(test_case, settings) == 0,
-                  "the child process running '" << test_case << "' with" << shown
-                                                << " failed (its output is above)");
+                  "the child process running '" << test_case << "' with" << shown << " failed (its output is above)");
   }
   return false;
 }
@@ -130,50 +130,39 @@ inline const BP_PluginApi& api() {
   return *table;
 }
 
-// An error taken from a call: code and message copied, the error destroyed.
-struct Outcome {
-  BP_ErrorCode code = 0;  // 0: success
-  std::string message;
-  bool ok() const { return code == 0; }
-};
+using detail::PluginClient;
+using detail::PluginStatus;
 
-inline Outcome take(BP_Error* error) {
-  Outcome outcome;
-  if (error == nullptr) return outcome;
-  outcome.code = error->code;
-  outcome.message.assign(error->message, error->message_size);
-  error->destroy(error);
-  return outcome;
-}
+// The error a raw call returned, copied and destroyed.
+inline PluginStatus take(BP_Error* error) { return PluginStatus(error); }
 
 // One backend instance, probed; destroyed with the object.
 class Backend {
  public:
-  Backend() {
-    BP_BackendCreateArgs create{sizeof(create), nullptr, 0, nullptr};
-    const Outcome created = take(api().backend_create(&create));
-    REQUIRE_MESSAGE(created.ok(), created.message);
-    handle_ = create.backend;
-    BP_ProbeArgs probe{sizeof(probe), handle_, 0, nullptr, 0, 0};
-    const Outcome probed = take(api().probe(&probe));
-    REQUIRE_MESSAGE(probed.ok(), probed.message);
-    available_ = probe.available != 0;
-    reason_.assign(probe.reason, probe.reason_size);
-    BP_DeviceCountArgs count{sizeof(count), handle_, -1};
-    REQUIRE(take(api().device_count(&count)).ok());
-    device_count_ = count.count;
+  Backend() : client_(api(), nullptr) {
+    auto created = PluginClient::create(api(), nullptr, 0);
+    REQUIRE_MESSAGE(created.ok(), created.message());
+    client_ = PluginClient(api(), *created);
+    auto probed = client_.probe();
+    REQUIRE_MESSAGE(probed.ok(), probed.message());
+    available_ = probed->available != 0;
+    reason_.assign(probed->reason, probed->reason_size);
+    auto count = client_.device_count();
+    REQUIRE(count.ok());
+    device_count_ = *count;
   }
-  ~Backend() { api().backend_destroy(handle_); }
+  ~Backend() { client_.backend_destroy(); }
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  BP_Backend* handle() const { return handle_; }
+  BP_Backend* handle() const { return client_.backend(); }
+  const PluginClient& client() const { return client_; }
   bool available() const { return available_; }
   const std::string& reason() const { return reason_; }
   int device_count() const { return device_count_; }
 
  private:
-  BP_Backend* handle_ = nullptr;
+  PluginClient client_;
   bool available_ = false;
   std::string reason_;
   int device_count_ = 0;
@@ -186,6 +175,6 @@ inline std::string driver_open_error() {
   return "";  // left open: the plugin may be using the same driver
 }
 
-}  // namespace cuda_test
+}  // namespace backplane::testing
 
 #endif  // BACKPLANE_TESTS_CUDA_CUDA_PLUGIN_FIXTURE_HPP

@@ -20,7 +20,7 @@
 #include <vector>
 
 using namespace backplane;
-using cuda_test::over_fake_driver_runs;
+using backplane::testing::over_fake_driver_runs;
 using testing::contains;
 using testing::error_from;
 
@@ -58,7 +58,7 @@ Array host_array(Runtime& runtime, const std::vector<std::uint8_t>& bytes) {
 
 TEST_CASE("[cuda][emulator] the conformance kit runs every device check, and passes") {
   if (!over_fake_driver_runs("*conformance kit runs every device check*", kOneAndTwoDevices)) return;
-  const conformance::Report report = conformance::run(cuda_test::plugin_path());
+  const conformance::Report report = conformance::run(backplane::testing::plugin_path());
   REQUIRE(report.loaded);
   CHECK(report.available);
   CHECK(report.device_count == emulated_devices());

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-using cuda_test::api;
-using cuda_test::Backend;
-using cuda_test::take;
+using backplane::testing::api;
+using backplane::testing::Backend;
+using backplane::testing::take;
 
 TEST_CASE("[cuda] entry negotiates ABI 1 and describes the backend") {
   const BP_PluginApi& table = api();
@@ -44,7 +44,7 @@ TEST_CASE("[cuda] entry negotiates ABI 1 and describes the backend") {
   SUBCASE("a core speaking only another major still gets the table, to name both") {
     const uint32_t majors[] = {2};
     const BP_PluginEntryArgs args{sizeof(args), majors, 1, 0};
-    const BP_PluginApi* other = cuda_test::entry_function()(&args);
+    const BP_PluginApi* other = backplane::testing::entry_function()(&args);
     REQUIRE(other != nullptr);
     CHECK(other->abi_major == 1);
   }
@@ -58,14 +58,15 @@ TEST_CASE("[cuda] probe answers as a call, with a reason, and is stable") {
   if (!backend.available()) CHECK(backend.device_count() == 0);
   if (backend.available()) CHECK(backend.device_count() > 0);
 
-  BP_ProbeArgs again{sizeof(again), backend.handle(), -1, nullptr, 0, 0};
+  auto again = backplane::detail::probe_args(backend.handle());
+  again.available = -1;
   REQUIRE(take(api().probe(&again)).ok());
   CHECK((again.available != 0) == backend.available());
   CHECK(std::string(again.reason, again.reason_size) == backend.reason());
 }
 
 TEST_CASE("[cuda] without libcuda.so.1 the backend says: no NVIDIA driver") {
-  const std::string open_error = cuda_test::driver_open_error();
+  const std::string open_error = backplane::testing::driver_open_error();
   Backend backend;
   if (open_error.empty()) {
     MESSAGE("libcuda.so.1 opens in this process: the no-driver reason does not apply");
@@ -83,30 +84,26 @@ TEST_CASE("[cuda] an unavailable backend refuses work with its reason") {
     MESSAGE("the cuda backend is available here: nothing to refuse");
     return;
   }
-  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE,
-                                 1024, nullptr, nullptr};
+  auto allocate = backplane::detail::memory_allocate_args(backend.handle(), 0, BP_MEMORY_DEVICE, 1024);
   const auto refused = take(api().memory_allocate(&allocate));
-  CHECK(refused.code == BP_ERROR_UNAVAILABLE);
-  CHECK(refused.message.find(backend.reason()) != std::string::npos);
+  CHECK(refused.code() == backplane::ErrorCode::kUnavailable);
+  CHECK(refused.message().find(backend.reason()) != std::string::npos);
   CHECK(allocate.buffer == nullptr);
 
-  BP_DeviceInfoArgs info{};
-  info.struct_size = sizeof(info);
-  info.backend = backend.handle();
-  info.ordinal = 0;
+  auto info = backplane::detail::device_info_args(backend.handle(), 0);
   const auto info_refused = take(api().device_info(&info));
-  CHECK(info_refused.code == BP_ERROR_UNAVAILABLE);
-  CHECK(info_refused.message.find(backend.reason()) != std::string::npos);
+  CHECK(info_refused.code() == backplane::ErrorCode::kUnavailable);
+  CHECK(info_refused.message().find(backend.reason()) != std::string::npos);
 
   std::vector<char> host(16);
-  BP_CopyToDeviceArgs copy{sizeof(copy), backend.handle(), nullptr, 0, host.data(), 16, nullptr};
-  CHECK(take(api().copy_to_device_async(&copy)).code == BP_ERROR_UNAVAILABLE);
+  auto copy = backplane::detail::copy_to_device_args(backend.handle(), nullptr, 0, host.data(), 16);
+  CHECK(take(api().copy_to_device_async(&copy)).code() == backplane::ErrorCode::kUnavailable);
   CHECK(copy.event == nullptr);
 
-  BP_MemoryWrapArgs wrap{sizeof(wrap), backend.handle(), 0, host.data(), 16, nullptr};
+  auto wrap = backplane::detail::memory_wrap_args(backend.handle(), 0, host.data(), 16);
   const auto wrap_refused = take(api().memory_wrap(&wrap));
-  CHECK(wrap_refused.code == BP_ERROR_UNAVAILABLE);
-  CHECK(wrap_refused.message.find("memory_wrap: cuda is unavailable: ") != std::string::npos);
+  CHECK(wrap_refused.code() == backplane::ErrorCode::kUnavailable);
+  CHECK(wrap_refused.message().find("memory_wrap: cuda is unavailable: ") != std::string::npos);
   CHECK(wrap.buffer == nullptr);
 }
 
@@ -120,52 +117,52 @@ TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
   auto* bogus_event = reinterpret_cast<BP_Event*>(not_a_handle);
 
   SUBCASE("NULL args") {
-    CHECK(take(table.backend_create(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.probe(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.device_count(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.device_info(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.memory_allocate(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.memory_free(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.copy_to_device(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.copy_to_host_async(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.copy_device_to_device(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.event_wait(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.event_query(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.convert_integers(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.memory_wrap(nullptr)).code == BP_ERROR_INVALID_ARGUMENT);
+    CHECK(take(table.backend_create(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.probe(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.device_count(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.device_info(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.memory_allocate(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.memory_free(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.copy_to_device(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.copy_to_host_async(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.copy_device_to_device(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.event_wait(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.event_query(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.convert_integers(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.memory_wrap(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
   }
   SUBCASE("an args struct older than the plugin's") {
     BP_ProbeArgs probe{offsetof(BP_ProbeArgs, reason), backend.handle(), 0, nullptr, 0, 0};
     const auto outcome = take(table.probe(&probe));
-    CHECK(outcome.code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(outcome.message.find("struct_size") != std::string::npos);
+    CHECK(outcome.code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(outcome.message().find("struct_size") != std::string::npos);
   }
   SUBCASE("backends the plugin did not create") {
-    BP_ProbeArgs probe{sizeof(probe), nullptr, 0, nullptr, 0, 0};
-    CHECK(take(table.probe(&probe)).code == BP_ERROR_INVALID_ARGUMENT);
+    auto probe = backplane::detail::probe_args(nullptr);
+    CHECK(take(table.probe(&probe)).code() == backplane::ErrorCode::kInvalidArgument);
     probe.backend = bogus_backend;
-    CHECK(take(table.probe(&probe)).code == BP_ERROR_INVALID_ARGUMENT);
-    BP_DeviceCountArgs count{sizeof(count), bogus_backend, 0};
-    CHECK(take(table.device_count(&count)).code == BP_ERROR_INVALID_ARGUMENT);
+    CHECK(take(table.probe(&probe)).code() == backplane::ErrorCode::kInvalidArgument);
+    auto count = backplane::detail::device_count_args(bogus_backend);
+    CHECK(take(table.device_count(&count)).code() == backplane::ErrorCode::kInvalidArgument);
     table.backend_destroy(nullptr);
     table.backend_destroy(bogus_backend);
     table.event_destroy(bogus_backend, bogus_event);
   }
   SUBCASE("buffers and events the backend did not hand out") {
-    BP_MemoryFreeArgs free_args{sizeof(free_args), backend.handle(), nullptr};
+    auto free_args = backplane::detail::memory_free_args(backend.handle(), nullptr);
     CHECK(take(table.memory_free(&free_args)).ok());  // NULL buffer: no-op
     free_args.buffer = bogus_buffer;
     const auto outcome = take(table.memory_free(&free_args));
-    CHECK(outcome.code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(outcome.message ==
+    CHECK(outcome.code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(outcome.message() ==
           "memory_free: buffer handle is not a live buffer of this cuda backend (already freed, or from another "
           "backend)");
 
-    BP_EventArgs event{sizeof(event), backend.handle(), bogus_event, 0};
-    CHECK(take(table.event_wait(&event)).code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(take(table.event_query(&event)).code == BP_ERROR_INVALID_ARGUMENT);
+    auto event = backplane::detail::event_args(backend.handle(), bogus_event);
+    CHECK(take(table.event_wait(&event)).code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(take(table.event_query(&event)).code() == backplane::ErrorCode::kInvalidArgument);
     event.event = nullptr;
-    CHECK(take(table.event_wait(&event)).code == BP_ERROR_INVALID_ARGUMENT);
+    CHECK(take(table.event_wait(&event)).code() == backplane::ErrorCode::kInvalidArgument);
     table.event_destroy(backend.handle(), bogus_event);
     table.event_destroy(backend.handle(), nullptr);
   }
@@ -173,10 +170,10 @@ TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
     const char key[] = "devices";
     const char value[] = "4";
     const BP_KeyValue option{sizeof(option), key, 7, value, 1};
-    BP_BackendCreateArgs create{sizeof(create), &option, 1, nullptr};
+    auto create = backplane::detail::backend_create_args(&option, 1);
     const auto outcome = take(table.backend_create(&create));
-    CHECK(outcome.code == BP_ERROR_INVALID_ARGUMENT);
-    CHECK(outcome.message == "cuda: unknown option \"devices\" = \"4\" (known options: none)");
+    CHECK(outcome.code() == backplane::ErrorCode::kInvalidArgument);
+    CHECK(outcome.message() == "cuda: unknown option \"devices\" = \"4\" (known options: none)");
     CHECK(create.backend == nullptr);
   }
 }
@@ -185,7 +182,7 @@ TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
 // runs itself again in a child process with every device hidden. With the
 // real driver; test_cuda_probe_reasons.cpp covers the same with a fake one.
 TEST_CASE("[cuda] CUDA_VISIBLE_DEVICES hiding every real device gives: no CUDA devices") {
-  if (cuda_test::in_child()) {
+  if (backplane::testing::in_child()) {
     Backend backend;
     CHECK_FALSE(backend.available());
     CHECK(backend.device_count() == 0);
@@ -193,9 +190,9 @@ TEST_CASE("[cuda] CUDA_VISIBLE_DEVICES hiding every real device gives: no CUDA d
     CHECK(backend.reason().find("CUDA_VISIBLE_DEVICES=\"\"") != std::string::npos);
     return;
   }
-  if (!cuda_test::driver_open_error().empty()) {
+  if (!backplane::testing::driver_open_error().empty()) {
     MESSAGE("skipped: no NVIDIA driver, so no devices to hide");
     return;
   }
-  CHECK(cuda_test::run_in_child("*hiding every real device*", {"CUDA_VISIBLE_DEVICES="}) == 0);
+  CHECK(backplane::testing::run_in_child("*hiding every real device*", {"CUDA_VISIBLE_DEVICES="}) == 0);
 }

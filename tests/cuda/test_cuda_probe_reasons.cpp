@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-using cuda_test::api;
-using cuda_test::Backend;
-using cuda_test::over_fake_driver;
-using cuda_test::take;
+using backplane::testing::api;
+using backplane::testing::Backend;
+using backplane::testing::over_fake_driver;
+using backplane::testing::take;
 
 namespace {
 
@@ -70,11 +70,10 @@ TEST_CASE("[cuda] fake driver: initialisation failure carries the CUDA error") {
   Backend backend;
   CHECK_FALSE(backend.available());
   CHECK(backend.reason() == "CUDA initialisation failed: cuInit: CUDA_ERROR_UNKNOWN: unknown error");
-  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16,
-                                 nullptr, nullptr};
+  auto allocate = backplane::detail::memory_allocate_args(backend.handle(), 0, BP_MEMORY_DEVICE, 16);
   const auto refused = take(api().memory_allocate(&allocate));
-  CHECK(refused.code == BP_ERROR_UNAVAILABLE);
-  CHECK(refused.message ==
+  CHECK(refused.code() == backplane::ErrorCode::kUnavailable);
+  CHECK(refused.message() ==
         "memory_allocate: cuda is unavailable: CUDA initialisation failed: cuInit: "
         "CUDA_ERROR_UNKNOWN: unknown error");
 }
@@ -93,10 +92,7 @@ TEST_CASE("[cuda] fake driver: devices are described without a context") {
   CHECK(backend.reason() == "2 CUDA devices, NVIDIA driver for CUDA 99.0");
   REQUIRE(backend.device_count() == 2);
 
-  BP_DeviceInfoArgs info{};
-  info.struct_size = sizeof(info);
-  info.backend = backend.handle();
-  info.ordinal = 1;
+  auto info = backplane::detail::device_info_args(backend.handle(), 1);
   REQUIRE(take(api().device_info(&info)).ok());
   CHECK(std::string(info.name, info.name_size) == "Fake GPU 1");
   CHECK(info.kind == BP_DEVICE_KIND_GPU);
@@ -117,18 +113,17 @@ TEST_CASE("[cuda] fake driver: devices are described without a context") {
   CHECK(context_calls() == 0);  // probe and device_info touched no context
 
   // First use asks for the primary context, and its failure says so.
-  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16,
-                                 nullptr, nullptr};
+  auto allocate = backplane::detail::memory_allocate_args(backend.handle(), 0, BP_MEMORY_DEVICE, 16);
   const auto failed = take(api().memory_allocate(&allocate));
-  CHECK(failed.code == BP_ERROR_UNSUPPORTED);
-  CHECK(failed.message ==
+  CHECK(failed.code() == backplane::ErrorCode::kUnsupported);
+  CHECK(failed.message() ==
         "cuDevicePrimaryCtxRetain on cuda:0 failed: CUDA_ERROR_NOT_SUPPORTED: operation not "
         "supported");
   CHECK(allocate.buffer == nullptr);
   CHECK(context_calls() == 1);
 
   allocate.ordinal = 2;
-  CHECK(take(api().memory_allocate(&allocate)).code == BP_ERROR_OUT_OF_RANGE);
+  CHECK(take(api().memory_allocate(&allocate)).code() == backplane::ErrorCode::kOutOfRange);
 }
 
 TEST_CASE("[cuda] fake driver: a forked child gets a clear error, the parent keeps the driver") {
@@ -142,15 +137,17 @@ TEST_CASE("[cuda] fake driver: a forked child gets a clear error, the parent kee
                                "in the parent, or start workers with the 'spawn' method";
   const auto child = backplane::testing::run_forked([&] {
     backplane::testing::Checks checks;
-    BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16, nullptr, nullptr};
+    auto allocate = backplane::detail::memory_allocate_args(backend.handle(), 0, BP_MEMORY_DEVICE, 16);
     const auto failed = take(api().memory_allocate(&allocate));
-    checks.expect(failed.code == BP_ERROR_UNAVAILABLE, "memory_allocate: wrong code " + std::to_string(failed.code));
-    checks.expect(failed.message == "memory_allocate: " + expected, "memory_allocate: " + failed.message);
+    checks.expect(failed.code() == backplane::ErrorCode::kUnavailable,
+                  "memory_allocate: wrong code " + std::to_string(failed.plugin_code()));
+    checks.expect(failed.message() == "memory_allocate: " + expected, "memory_allocate: " + failed.message());
     checks.expect(context_calls() == 0, "the child called the driver for a context");
     // A backend made in the child: probe answers unavailable with the reason.
-    BP_BackendCreateArgs create{sizeof(create), nullptr, 0, nullptr};
+    auto create = backplane::detail::backend_create_args(nullptr, 0);
     checks.expect(take(api().backend_create(&create)).ok(), "backend_create failed in the child");
-    BP_ProbeArgs probe{sizeof(probe), create.backend, 1, nullptr, 0, 0};
+    auto probe = backplane::detail::probe_args(create.backend);
+    probe.available = 1;
     checks.expect(take(api().probe(&probe)).ok(), "probe failed in the child");
     checks.expect(probe.available == 0, "probe said available in the child");
     checks.expect(std::string(probe.reason, probe.reason_size) == expected,
@@ -160,9 +157,9 @@ TEST_CASE("[cuda] fake driver: a forked child gets a clear error, the parent kee
   });
   CHECK_CHILD_PASSED(child);
   // The parent still reaches the driver.
-  BP_MemoryAllocateArgs allocate{sizeof(allocate), backend.handle(), 0, BP_MEMORY_DEVICE, 16, nullptr, nullptr};
+  auto allocate = backplane::detail::memory_allocate_args(backend.handle(), 0, BP_MEMORY_DEVICE, 16);
   const auto allocated = take(api().memory_allocate(&allocate));
-  CHECK_MESSAGE(allocated.ok(), allocated.message);
-  BP_MemoryFreeArgs release{sizeof(release), backend.handle(), allocate.buffer};
+  CHECK_MESSAGE(allocated.ok(), allocated.message());
+  auto release = backplane::detail::memory_free_args(backend.handle(), allocate.buffer);
   CHECK(take(api().memory_free(&release)).ok());
 }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-using namespace backplane::test;
+using namespace backplane::testing;
 
 namespace {
 
@@ -29,10 +29,7 @@ struct ProbeAnswer {
 };
 
 ProbeAnswer probe(const Backend& backend) {
-  BP_ProbeArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend.handle();
-  args.priority = -1234;
+  auto args = backplane::detail::probe_args(backend.handle(), -1234);
   BP_REQUIRE_OK(api().probe(&args));
   return {args.available == 1, std::string(args.reason, args.reason_size), args.priority};
 }
@@ -52,14 +49,14 @@ std::string attribute(const BP_DeviceInfoArgs& info, const std::string& key) {
   return "<missing>";
 }
 
-Outcome convert(const Backend& backend, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
-                BP_Buffer* destination, std::uint64_t destination_offset, BP_IntegerType destination_type,
-                std::uint64_t count) {
-  BP_ConvertIntegersArgs args{sizeof(args), backend.handle(),   source,           source_offset, source_type,
-                              destination,  destination_offset, destination_type, count,         nullptr};
-  Outcome submitted = outcome(api().convert_integers(&args));
+PluginStatus convert(const Backend& backend, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
+                     BP_Buffer* destination, std::uint64_t destination_offset, BP_IntegerType destination_type,
+                     std::uint64_t count) {
+  auto args = backplane::detail::convert_integers_args(backend.handle(), source, source_offset, source_type,
+                                                       destination, destination_offset, destination_type, count);
+  PluginStatus submitted = status_of(api().convert_integers(&args));
   if (!submitted.ok()) return submitted;
-  Outcome waited = backend.wait(args.event);
+  PluginStatus waited = backend.wait(args.event);
   api().event_destroy(backend.handle(), args.event);
   return waited;
 }
@@ -94,20 +91,20 @@ TEST_CASE("[opencl] no ICD loader: unavailable, naming the library and what to i
   CHECK(contains(answer.reason, "ocl-icd-libopencl1"));
   CHECK(backend.device_count() == 0);
   BP_Buffer* buffer = nullptr;
-  const Outcome refused = backend.allocate(16, &buffer);
-  CHECK(refused.code == BP_ERROR_UNAVAILABLE);
-  CHECK(contains(refused.message, "no OpenCL ICD loader"));
+  const PluginStatus refused = backend.allocate(16, &buffer);
+  CHECK(refused.code() == ErrorCode::kUnavailable);
+  CHECK(contains(refused.message(), "no OpenCL ICD loader"));
 }
 
 TEST_CASE("[opencl] options: unknown keys and an empty library are refused") {
   BP_Backend* handle = nullptr;
-  Outcome unknown = try_create(api(), {{"devices", "2"}}, &handle);
-  CHECK(unknown.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(unknown.message, "unknown option \"devices\""));
-  CHECK(contains(unknown.message, "known options: library, build_options"));
-  Outcome empty = try_create(api(), {{"library", ""}}, &handle);
-  CHECK(empty.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(empty.message, "library"));
+  PluginStatus unknown = try_create(api(), {{"devices", "2"}}, &handle);
+  CHECK(unknown.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(unknown.message(), "unknown option \"devices\""));
+  CHECK(contains(unknown.message(), "known options: library, build_options"));
+  PluginStatus empty = try_create(api(), {{"library", ""}}, &handle);
+  CHECK(empty.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(empty.message(), "library"));
 }
 
 // Run by the opencl-no-icd test, with OCL_ICD_VENDORS naming an empty directory.
@@ -201,11 +198,11 @@ TEST_CASE("[opencl][device] async copies hand out events that complete, wait and
   constexpr std::uint64_t kSize = 8u << 20;
   BP_Buffer* buffer = backend.allocate_ok(kSize);
   const auto data = random_bytes(kSize, 2);
-  BP_CopyToDeviceArgs upload{sizeof(upload), backend.handle(), buffer, 0, data.data(), kSize, nullptr};
+  auto upload = backplane::detail::copy_to_device_args(backend.handle(), buffer, 0, data.data(), kSize);
   BP_REQUIRE_OK(api().copy_to_device_async(&upload));
   REQUIRE(upload.event != nullptr);
   std::vector<unsigned char> back(kSize);
-  BP_CopyToHostArgs download{sizeof(download), backend.handle(), buffer, 0, back.data(), kSize, nullptr};
+  auto download = backplane::detail::copy_to_host_args(backend.handle(), buffer, 0, back.data(), kSize);
   BP_REQUIRE_OK(api().copy_to_host_async(&download));  // in order after the upload
   BP_CHECK_OK(backend.wait(download.event));
   CHECK(backend.query(download.event) == 1);
@@ -274,12 +271,12 @@ TEST_CASE("[opencl][device] convert_integers widens U8/U16/U32 to I32/I64 at off
   BP_REQUIRE_OK(convert(backend, words, 0, BP_INTEGER_U32, wide, 0, BP_INTEGER_I64, kCount));
   CHECK(read_back<std::int64_t>(backend, wide, 0, kCount) == std::vector<std::int64_t>(u32.begin(), u32.end()));
 
-  const Outcome narrowing = convert(backend, words, 0, BP_INTEGER_U32, wide, 0, BP_INTEGER_I32, 4);
-  CHECK(narrowing.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(narrowing.message, "cannot widen U32 to I32 (supported: U8 -> U16/U32/I32/I64"));
-  const Outcome misaligned = convert(backend, source, 1, BP_INTEGER_U16, wide, 0, BP_INTEGER_I64, 4);
-  CHECK(misaligned.code == BP_ERROR_INVALID_ARGUMENT);
-  CHECK(contains(misaligned.message, "source offset 1 for U16"));
+  const PluginStatus narrowing = convert(backend, words, 0, BP_INTEGER_U32, wide, 0, BP_INTEGER_I32, 4);
+  CHECK(narrowing.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(narrowing.message(), "cannot widen U32 to I32 (supported: U8 -> U16/U32/I32/I64"));
+  const PluginStatus misaligned = convert(backend, source, 1, BP_INTEGER_U16, wide, 0, BP_INTEGER_I64, 4);
+  CHECK(misaligned.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(misaligned.message(), "source offset 1 for U16"));
   BP_CHECK_OK(convert(backend, source, 0, BP_INTEGER_U16, wide, 0, BP_INTEGER_I64, 0));  // nothing to do
   for (BP_Buffer* buffer : {source, bytes, words, wide}) BP_CHECK_OK(backend.free(buffer));
 }
@@ -290,16 +287,16 @@ TEST_CASE("[opencl][device] a widening kernel that does not build is an error ca
   if (!have_device(backend)) return;
   BP_Buffer* source = backend.allocate_ok(64);
   BP_Buffer* destination = backend.allocate_ok(256);
-  const Outcome failed = convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8);
-  CHECK(failed.code == BP_ERROR_DEVICE);
-  CHECK(contains(failed.message,
+  const PluginStatus failed = convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8);
+  CHECK(failed.code() == ErrorCode::kDevice);
+  CHECK(contains(failed.message(),
                  "convert_integers: building the widening kernels on opencl:0 failed: "
                  "clBuildProgram with options \"-Dulong=float\": CL_BUILD_PROGRAM_FAILURE; build log:\n"));
-  CHECK_FALSE(contains(failed.message, "build log:\n(empty)"));
+  CHECK_FALSE(contains(failed.message(), "build log:\n(empty)"));
   // Copies still work, and the next conversion reports the same.
   const auto data = random_bytes(64, 5);
   BP_CHECK_OK(backend.to_device(source, 0, data.data(), 64));
-  CHECK(convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8).code == BP_ERROR_DEVICE);
+  CHECK(convert(backend, source, 0, BP_INTEGER_U16, destination, 0, BP_INTEGER_I64, 8).code() == ErrorCode::kDevice);
   BP_CHECK_OK(backend.free(source));
   BP_CHECK_OK(backend.free(destination));
 }
@@ -309,19 +306,19 @@ TEST_CASE("[opencl][device] errors name the OpenCL call, the size, the device an
   if (!have_device(backend)) return;
   const BP_DeviceInfoArgs info = backend.info(0);
   BP_Buffer* buffer = nullptr;
-  const Outcome huge = backend.allocate(info.memory_total * 16, &buffer);
-  CHECK(huge.code == BP_ERROR_OUT_OF_MEMORY);
-  CHECK(contains(huge.message, "clCreateBuffer of "));
-  CHECK(contains(huge.message, " GiB on opencl:0 failed: CL_"));
-  const Outcome pinned = backend.allocate(info.memory_total * 16, &buffer, nullptr, 0, BP_MEMORY_PINNED_HOST);
-  CHECK(pinned.code == BP_ERROR_OUT_OF_MEMORY);
-  CHECK(contains(pinned.message, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of "));
+  const PluginStatus huge = backend.allocate(info.memory_total * 16, &buffer);
+  CHECK(huge.code() == ErrorCode::kOutOfMemory);
+  CHECK(contains(huge.message(), "clCreateBuffer of "));
+  CHECK(contains(huge.message(), " GiB on opencl:0 failed: CL_"));
+  const PluginStatus pinned = backend.allocate(info.memory_total * 16, &buffer, nullptr, 0, BP_MEMORY_PINNED_HOST);
+  CHECK(pinned.code() == ErrorCode::kOutOfMemory);
+  CHECK(contains(pinned.message(), "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR) of "));
   // The device still works.
   BP_Buffer* small = backend.allocate_ok(64);
   const auto data = random_bytes(64, 4);
   BP_CHECK_OK(backend.to_device(small, 0, data.data(), 64));
-  const Outcome past_end = backend.to_device(small, 60, data.data(), 5);
-  CHECK(past_end.code == BP_ERROR_OUT_OF_RANGE);
+  const PluginStatus past_end = backend.to_device(small, 60, data.data(), 5);
+  CHECK(past_end.code() == ErrorCode::kOutOfRange);
   BP_CHECK_OK(backend.free(small));
 }
 
@@ -332,9 +329,9 @@ TEST_CASE("[opencl][device] fork: a child refuses the parent's OpenCL, with the 
   const auto outcome = backplane::testing::run_forked([&]() -> std::string {
     backplane::testing::Checks checks;
     BP_Buffer* other = nullptr;
-    const Outcome refused = backend.allocate(64, &other);
-    checks.expect(refused.code == BP_ERROR_UNAVAILABLE, "allocate in the child: " + refused.message);
-    checks.expect(contains(refused.message, "before fork(); OpenCL drivers do not survive fork"), refused.message);
+    const PluginStatus refused = backend.allocate(64, &other);
+    checks.expect(refused.code() == ErrorCode::kUnavailable, "allocate in the child: " + refused.message());
+    checks.expect(contains(refused.message(), "before fork(); OpenCL drivers do not survive fork"), refused.message());
     Backend fresh(api());
     const ProbeAnswer answer = probe(fresh);
     checks.expect(!answer.available, "a backend made in the child is available");

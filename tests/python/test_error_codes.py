@@ -20,7 +20,32 @@ def statuses_in_header() -> dict:
     }
 
 
+def plugin_codes_in_header() -> dict:
+    header = Path(SOURCE, "core", "include", "backplane", "plugin.h").read_text()
+    return {
+        name: int(value)
+        for name, value in re.findall(r"#define BP_ERROR_([A-Z_]+) \(\(BP_ErrorCode\)(\d+)\)", header)
+    }
+
+
+def error_code_table() -> str:
+    return Path(SOURCE, "core", "src", "util", "error_codes.hpp").read_text()
+
+
 class ErrorCodeTests(unittest.TestCase):
+    def test_every_plugin_code_is_paired_with_its_status(self) -> None:
+        # The core maps a plugin's code through one table; a BP_ERROR_* the
+        # table lacks would reach users as a plugin fault (kPlugin).
+        codes = plugin_codes_in_header()
+        self.assertGreaterEqual(len(codes), 7)
+        statuses = statuses_in_header()
+        table = error_code_table()
+        for name, value in codes.items():
+            self.assertEqual(statuses.get(name), value, f"BP_ERROR_{name} and BP_STATUS_{name} differ")
+            self.assertRegex(table, rf"BP_STATUS_{name}, BP_ERROR_{name}\}}", f"no row pairs BP_ERROR_{name}")
+        newest = max(codes, key=codes.get)
+        self.assertIn(f"kLastPluginCode = BP_ERROR_{newest};", table)
+
     def test_every_header_status_has_its_own_class(self) -> None:
         statuses = statuses_in_header()
         self.assertGreaterEqual(len(statuses), 13)

@@ -69,13 +69,7 @@ std::string device_to_device(Context& context, int from, int to) {
   return std::string();
 }
 
-BP_EventArgs event_args(Context& context, BP_Event* event) {
-  BP_EventArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context.backend;
-  args.event = event;
-  return args;
-}
+BP_EventArgs event_args(Context& context, BP_Event* event) { return detail::event_args(context.backend, event); }
 
 // The full event protocol on one event: query, wait, wait again, query
 // (done), destroy.
@@ -95,7 +89,7 @@ void drive_event(Context& context, BP_Event* event, std::string_view what) {
     BP_EventArgs wait = event_args(context, event);
     if (auto failure = context.take(context.api.event_wait(&wait))) {
       context.api.event_destroy(context.backend, event);
-      throw CheckFailure(fmt::format("{} after {} failed: {}: {}", attempt, what, error_code_name(failure->code),
+      throw CheckFailure(fmt::format("{} after {} failed: {}: {}", attempt, what, error_code_name(failure->plugin_code),
                                      failure->message));
     }
   }
@@ -108,32 +102,18 @@ void drive_event(Context& context, BP_Event* event, std::string_view what) {
 
 BP_Event* submit_to_device(Context& context, const Buffer& destination, std::uint64_t offset, const void* source,
                            std::uint64_t size) {
-  BP_CopyToDeviceArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context.backend;
-  args.destination = destination.get();
-  args.destination_offset = offset;
-  args.source = source;
-  args.size = size;
-  context.require_ok(context.api.copy_to_device_async(&args),
-                     fmt::format("copy_to_device_async of {} bytes at offset {}", size, offset));
-  if (args.event == nullptr) throw CheckFailure("copy_to_device_async returned success but no event");
-  return args.event;
+  auto submitted = context.client().copy_to_device_async(destination.get(), offset, source, size);
+  context.require_ok(submitted.status(), fmt::format("copy_to_device_async of {} bytes at offset {}", size, offset));
+  if (*submitted == nullptr) throw CheckFailure("copy_to_device_async returned success but no event");
+  return *submitted;
 }
 
 BP_Event* submit_to_host(Context& context, const Buffer& source, std::uint64_t offset, void* destination,
                          std::uint64_t size) {
-  BP_CopyToHostArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context.backend;
-  args.source = source.get();
-  args.source_offset = offset;
-  args.destination = destination;
-  args.size = size;
-  context.require_ok(context.api.copy_to_host_async(&args),
-                     fmt::format("copy_to_host_async of {} bytes at offset {}", size, offset));
-  if (args.event == nullptr) throw CheckFailure("copy_to_host_async returned success but no event");
-  return args.event;
+  auto submitted = context.client().copy_to_host_async(source.get(), offset, destination, size);
+  context.require_ok(submitted.status(), fmt::format("copy_to_host_async of {} bytes at offset {}", size, offset));
+  if (*submitted == nullptr) throw CheckFailure("copy_to_host_async returned success but no event");
+  return *submitted;
 }
 
 }  // namespace
@@ -215,16 +195,9 @@ void check_async(Context& context) {
     const int last = context.device_count() - 1;
     auto [source, source_model] = filled_buffer(context, 0, kBufferSize);
     auto [destination, destination_model] = filled_buffer(context, last, kBufferSize);
-    BP_CopyDeviceToDeviceArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
-    args.source = source.get();
-    args.source_offset = 101;
-    args.destination = destination.get();
-    args.destination_offset = 7;
-    args.size = 100003;
-    context.require_ok(context.api.copy_device_to_device_async(&args), "copy_device_to_device_async");
-    drive_event(context, args.event, "copy_device_to_device_async");
+    auto submitted = context.client().copy_device_to_device_async(source.get(), 101, destination.get(), 7, 100003);
+    context.require_ok(submitted.status(), "copy_device_to_device_async");
+    drive_event(context, *submitted, "copy_device_to_device_async");
     splice(destination_model, 7, source_model.data() + 101, 100003);
     require_equal_bytes(context.read(destination, 0, kBufferSize), destination_model,
                         fmt::format("the destination on {} after the async copy", context.label(last)));

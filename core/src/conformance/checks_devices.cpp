@@ -23,12 +23,9 @@ std::string view_of(const char* data, std::size_t size) {
 }
 
 BP_DeviceInfoArgs query_info(Context& context, int ordinal) {
-  BP_DeviceInfoArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context.backend;
-  args.ordinal = ordinal;
-  context.require_ok(context.api.device_info(&args), fmt::format("device_info of {}", context.label(ordinal)));
-  return args;
+  auto info = context.client().device_info(ordinal);
+  context.require_ok(info.status(), fmt::format("device_info of {}", context.label(ordinal)));
+  return *info;
 }
 
 void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordinal) {
@@ -207,11 +204,7 @@ void check_memory(Context& context) {
   });
   context.check("memory: memory_free of a NULL buffer is a no-op", [&] {
     if (context.backend == nullptr) throw NotApplicable("no backend instance");
-    BP_MemoryFreeArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
-    args.buffer = nullptr;
-    context.require_ok(context.api.memory_free(&args), "memory_free with buffer NULL");
+    context.require_ok(context.client().memory_free(nullptr), "memory_free with buffer NULL");
     return std::string();
   });
   context.check("memory: every device allocates and round-trips data", [&] {

@@ -43,14 +43,6 @@ constexpr BadRange kBadRanges[] = {
     {8, kMax, "size 2^64-1"},
 };
 
-template <class Args>
-Args sized_args(std::size_t struct_size, BP_Backend* backend) {
-  Args args{};
-  args.struct_size = struct_size;
-  args.backend = backend;
-  return args;
-}
-
 // A freshly allocated device buffer to refuse calls against; freed on scope exit.
 Buffer victim(Context& context, std::vector<std::uint8_t>& model) {
   Buffer buffer = context.allocate(0, kSmallBuffer);
@@ -71,13 +63,10 @@ void require_async_refused(Context& context, BP_Error* submitted, BP_Event* even
     return;
   }
   if (event == nullptr) throw CheckFailure(fmt::format("{} returned success and no event", what));
-  BP_EventArgs wait{};
-  wait.struct_size = sizeof(wait);
-  wait.backend = context.backend;
-  wait.event = event;
-  BP_Error* waited = context.api.event_wait(&wait);
-  context.api.event_destroy(context.backend, event);
-  context.require_error(waited, fmt::format("{} (accepted at submission; event_wait)", what));
+  const detail::PluginClient calls = context.client();
+  PluginStatus waited = calls.event_wait(event);
+  calls.event_destroy(event);
+  context.require_error(std::move(waited), fmt::format("{} (accepted at submission; event_wait)", what));
 }
 
 void check_out_of_range_copies(Context& context) {
@@ -88,39 +77,15 @@ void check_out_of_range_copies(Context& context) {
   for (const BadRange& range : kBadRanges) {
     const std::string where = fmt::format("{} bytes at offset {} of a {}-byte buffer ({})", range.size, range.offset,
                                           kSmallBuffer, range.why);
-    BP_CopyToDeviceArgs to_device{};
-    to_device.struct_size = sizeof(to_device);
-    to_device.backend = context.backend;
-    to_device.destination = buffer.get();
-    to_device.destination_offset = range.offset;
-    to_device.source = host.data();
-    to_device.size = range.size;
-    context.require_error(context.api.copy_to_device(&to_device), "copy_to_device of " + where, kArgumentCodes);
-
-    BP_CopyToHostArgs to_host{};
-    to_host.struct_size = sizeof(to_host);
-    to_host.backend = context.backend;
-    to_host.source = buffer.get();
-    to_host.source_offset = range.offset;
-    to_host.destination = host.data();
-    to_host.size = range.size;
-    context.require_error(context.api.copy_to_host(&to_host), "copy_to_host of " + where, kArgumentCodes);
-
-    BP_CopyDeviceToDeviceArgs device{};
-    device.struct_size = sizeof(device);
-    device.backend = context.backend;
-    device.source = buffer.get();
-    device.source_offset = range.offset;
-    device.destination = other.get();
-    device.size = range.size;
-    context.require_error(context.api.copy_device_to_device(&device),
+    const detail::PluginClient calls = context.client();
+    context.require_error(calls.copy_to_device(buffer.get(), range.offset, host.data(), range.size),
+                          "copy_to_device of " + where, kArgumentCodes);
+    context.require_error(calls.copy_to_host(buffer.get(), range.offset, host.data(), range.size),
+                          "copy_to_host of " + where, kArgumentCodes);
+    context.require_error(calls.copy_device_to_device(buffer.get(), range.offset, other.get(), 0, range.size),
                           "copy_device_to_device with the source range " + where, kArgumentCodes);
-    device.source = other.get();
-    device.source_offset = 0;
-    device.destination = buffer.get();
-    device.destination_offset = range.offset;
     if (range.size <= kSmallBuffer) {  // otherwise the source range is out of range too
-      context.require_error(context.api.copy_device_to_device(&device),
+      context.require_error(calls.copy_device_to_device(other.get(), 0, buffer.get(), range.offset, range.size),
                             "copy_device_to_device with the destination range " + where, kArgumentCodes);
     }
     require_unchanged(context, buffer, model, "refused copies of " + where);
@@ -132,25 +97,10 @@ void check_bad_handles(Context& context) {
   BP_Buffer* stale = freed.get();
   freed.free_checked();
   std::vector<std::uint8_t> host(64);
-  BP_CopyToDeviceArgs to_device{};
-  to_device.struct_size = sizeof(to_device);
-  to_device.backend = context.backend;
-  to_device.destination = stale;
-  to_device.source = host.data();
-  to_device.size = 16;
-  context.require_error(context.api.copy_to_device(&to_device), "copy_to_device into a freed buffer");
-  BP_CopyToHostArgs to_host{};
-  to_host.struct_size = sizeof(to_host);
-  to_host.backend = context.backend;
-  to_host.source = stale;
-  to_host.destination = host.data();
-  to_host.size = 16;
-  context.require_error(context.api.copy_to_host(&to_host), "copy_to_host from a freed buffer");
-  BP_MemoryFreeArgs free_again{};
-  free_again.struct_size = sizeof(free_again);
-  free_again.backend = context.backend;
-  free_again.buffer = stale;
-  context.require_error(context.api.memory_free(&free_again), "a second memory_free of the same buffer");
+  const detail::PluginClient calls = context.client();
+  context.require_error(calls.copy_to_device(stale, 0, host.data(), 16), "copy_to_device into a freed buffer");
+  context.require_error(calls.copy_to_host(stale, 0, host.data(), 16), "copy_to_host from a freed buffer");
+  context.require_error(calls.memory_free(stale), "a second memory_free of the same buffer");
 }
 
 // Calls that take only an args pointer, each given NULL.
@@ -187,21 +137,24 @@ void check_short_struct_sizes(Context& context) {
   for (const bool zero : {false, true}) {
     auto size_of = [&](std::size_t cut) { return zero ? std::size_t{0} : cut; };
     const std::string suffix = zero ? " with struct_size 0" : " with struct_size missing its last field";
-    BP_BackendCreateArgs create{};
+    auto create = detail::backend_create_args(nullptr, 0);
     create.struct_size = size_of(offsetof(BP_BackendCreateArgs, backend));
     BP_Error* created = api.backend_create(&create);
     if (created == nullptr && create.backend != nullptr) api.backend_destroy(create.backend);
     context.require_error(created, "backend_create" + suffix, {BP_ERROR_INVALID_ARGUMENT});
-    auto probe = sized_args<BP_ProbeArgs>(size_of(offsetof(BP_ProbeArgs, reason_size)), backend);
+    auto probe = detail::probe_args(backend);
+    probe.struct_size = size_of(offsetof(BP_ProbeArgs, reason_size));
     context.require_error(api.probe(&probe), "probe" + suffix, {BP_ERROR_INVALID_ARGUMENT});
-    auto count = sized_args<BP_DeviceCountArgs>(size_of(offsetof(BP_DeviceCountArgs, count)), backend);
+    auto count = detail::device_count_args(backend);
+    count.struct_size = size_of(offsetof(BP_DeviceCountArgs, count));
     context.require_error(api.device_count(&count), "device_count" + suffix, {BP_ERROR_INVALID_ARGUMENT});
     if (context.devices.empty()) continue;
 
-    auto info = sized_args<BP_DeviceInfoArgs>(size_of(offsetof(BP_DeviceInfoArgs, attribute_count)), backend);
+    auto info = detail::device_info_args(backend, 0);
+    info.struct_size = size_of(offsetof(BP_DeviceInfoArgs, attribute_count));
     context.require_error(api.device_info(&info), "device_info" + suffix, {BP_ERROR_INVALID_ARGUMENT});
-    auto allocate = sized_args<BP_MemoryAllocateArgs>(size_of(offsetof(BP_MemoryAllocateArgs, address)), backend);
-    allocate.size = 16;
+    auto allocate = detail::memory_allocate_args(backend, 0, BP_MEMORY_DEVICE, 16);
+    allocate.struct_size = size_of(offsetof(BP_MemoryAllocateArgs, address));
     BP_Error* allocated = api.memory_allocate(&allocate);
     if (allocated == nullptr && allocate.buffer != nullptr) {
       Buffer leaked(&context, allocate.buffer, nullptr, 16, 0);
@@ -211,24 +164,17 @@ void check_short_struct_sizes(Context& context) {
     std::vector<std::uint8_t> model;
     Buffer buffer = victim(context, model);
     std::vector<std::uint8_t> host(64);
-    auto release = sized_args<BP_MemoryFreeArgs>(size_of(offsetof(BP_MemoryFreeArgs, buffer)), backend);
-    release.buffer = buffer.get();
+    auto release = detail::memory_free_args(backend, buffer.get());
+    release.struct_size = size_of(offsetof(BP_MemoryFreeArgs, buffer));
     context.require_error(api.memory_free(&release), "memory_free" + suffix, {BP_ERROR_INVALID_ARGUMENT});
-    auto to_device = sized_args<BP_CopyToDeviceArgs>(size_of(offsetof(BP_CopyToDeviceArgs, event)), backend);
-    to_device.destination = buffer.get();
-    to_device.source = host.data();
-    to_device.size = host.size();
+    auto to_device = detail::copy_to_device_args(backend, buffer.get(), 0, host.data(), host.size());
+    to_device.struct_size = size_of(offsetof(BP_CopyToDeviceArgs, event));
     context.require_error(api.copy_to_device(&to_device), "copy_to_device" + suffix, {BP_ERROR_INVALID_ARGUMENT});
-    auto to_host = sized_args<BP_CopyToHostArgs>(size_of(offsetof(BP_CopyToHostArgs, event)), backend);
-    to_host.source = buffer.get();
-    to_host.destination = host.data();
-    to_host.size = host.size();
+    auto to_host = detail::copy_to_host_args(backend, buffer.get(), 0, host.data(), host.size());
+    to_host.struct_size = size_of(offsetof(BP_CopyToHostArgs, event));
     context.require_error(api.copy_to_host(&to_host), "copy_to_host" + suffix, {BP_ERROR_INVALID_ARGUMENT});
-    auto device = sized_args<BP_CopyDeviceToDeviceArgs>(size_of(offsetof(BP_CopyDeviceToDeviceArgs, event)), backend);
-    device.source = buffer.get();
-    device.destination = buffer.get();
-    device.destination_offset = 100;
-    device.size = 10;
+    auto device = detail::copy_device_to_device_args(backend, buffer.get(), 0, buffer.get(), 100, 10);
+    device.struct_size = size_of(offsetof(BP_CopyDeviceToDeviceArgs, event));
     context.require_error(api.copy_device_to_device(&device), "copy_device_to_device" + suffix,
                           {BP_ERROR_INVALID_ARGUMENT});
     require_unchanged(context, buffer, model, "copies refused for their struct_size");
@@ -259,17 +205,14 @@ void check_argument_errors(Context& context) {
     return context.devices.empty() ? std::string("backend calls only (no device)") : std::string();
   });
   context.check("errors: a NULL backend handle is refused", [&] {
-    const BP_PluginApi& api = context.api;
-    auto probe = sized_args<BP_ProbeArgs>(sizeof(BP_ProbeArgs), nullptr);
-    context.require_error(api.probe(&probe), "probe with backend NULL", {BP_ERROR_INVALID_ARGUMENT});
-    auto count = sized_args<BP_DeviceCountArgs>(sizeof(BP_DeviceCountArgs), nullptr);
-    context.require_error(api.device_count(&count), "device_count with backend NULL", {BP_ERROR_INVALID_ARGUMENT});
-    auto info = sized_args<BP_DeviceInfoArgs>(sizeof(BP_DeviceInfoArgs), nullptr);
-    context.require_error(api.device_info(&info), "device_info with backend NULL", {BP_ERROR_INVALID_ARGUMENT});
-    auto allocate = sized_args<BP_MemoryAllocateArgs>(sizeof(BP_MemoryAllocateArgs), nullptr);
-    allocate.size = 16;
-    context.require_error(api.memory_allocate(&allocate), "memory_allocate with backend NULL",
+    const detail::PluginClient unbound(context.api, nullptr, &context.inspector());
+    context.require_error(unbound.probe().status(), "probe with backend NULL", {BP_ERROR_INVALID_ARGUMENT});
+    context.require_error(unbound.device_count().status(), "device_count with backend NULL",
                           {BP_ERROR_INVALID_ARGUMENT});
+    context.require_error(unbound.device_info(0).status(), "device_info with backend NULL",
+                          {BP_ERROR_INVALID_ARGUMENT});
+    context.require_error(unbound.memory_allocate(0, BP_MEMORY_DEVICE, 16).status(),
+                          "memory_allocate with backend NULL", {BP_ERROR_INVALID_ARGUMENT});
     return std::string();
   });
   context.check("errors: out-of-range ordinals are refused", [&] {
@@ -281,13 +224,9 @@ void check_argument_errors(Context& context) {
     const auto codes = context.report.available ? std::span<const BP_ErrorCode>(kArgumentCodes)
                                                 : std::span<const BP_ErrorCode>(kUnavailableCodes);
     for (const int ordinal : {-1, count, count + 1000}) {
-      auto info = sized_args<BP_DeviceInfoArgs>(sizeof(BP_DeviceInfoArgs), context.backend);
-      info.ordinal = ordinal;
-      context.require_error(context.api.device_info(&info),
+      context.require_error(context.client().device_info(ordinal).status(),
                             fmt::format("device_info of ordinal {} ({} device(s))", ordinal, count), codes);
-      auto allocate = sized_args<BP_MemoryAllocateArgs>(sizeof(BP_MemoryAllocateArgs), context.backend);
-      allocate.ordinal = ordinal;
-      allocate.size = 16;
+      auto allocate = detail::memory_allocate_args(context.backend, ordinal, BP_MEMORY_DEVICE, 16);
       BP_Error* error = context.api.memory_allocate(&allocate);
       if (error == nullptr && allocate.buffer != nullptr) Buffer(&context, allocate.buffer, nullptr, 16, 0).reset();
       context.require_error(error, fmt::format("memory_allocate on ordinal {} ({} device(s))", ordinal, count),
@@ -303,8 +242,7 @@ void check_device_errors(Context& context) {
     const std::uint64_t total = context.devices[0].memory_total;
     const std::uint64_t beyond = total > kMax / 16 ? kMax / 2 : total * 16;
     for (const std::uint64_t size : {beyond, kMax}) {
-      auto allocate = sized_args<BP_MemoryAllocateArgs>(sizeof(BP_MemoryAllocateArgs), context.backend);
-      allocate.size = size;
+      auto allocate = detail::memory_allocate_args(context.backend, 0, BP_MEMORY_DEVICE, size);
       BP_Error* error = context.api.memory_allocate(&allocate);
       if (error == nullptr && allocate.buffer != nullptr) Buffer(&context, allocate.buffer, nullptr, size, 0).reset();
       context.require_error(error,
@@ -319,9 +257,7 @@ void check_device_errors(Context& context) {
   });
   context.check("errors: an unknown memory kind is refused", [&] {
     context.require_devices();
-    auto allocate = sized_args<BP_MemoryAllocateArgs>(sizeof(BP_MemoryAllocateArgs), context.backend);
-    allocate.kind = 99;
-    allocate.size = 16;
+    auto allocate = detail::memory_allocate_args(context.backend, 0, 99, 16);
     BP_Error* error = context.api.memory_allocate(&allocate);
     if (error == nullptr && allocate.buffer != nullptr) Buffer(&context, allocate.buffer, nullptr, 16, 0).reset();
     context.require_error(error, "memory_allocate of memory kind 99",
@@ -338,31 +274,14 @@ void check_device_errors(Context& context) {
     std::vector<std::uint8_t> model;
     Buffer buffer = victim(context, model);
     std::vector<std::uint8_t> host(2 * kSmallBuffer);
-    BP_CopyToDeviceArgs to_device{};
-    to_device.struct_size = sizeof(to_device);
-    to_device.backend = context.backend;
-    to_device.destination = buffer.get();
-    to_device.destination_offset = kSmallBuffer - 10;
-    to_device.source = host.data();
-    to_device.size = 11;
+    auto to_device = detail::copy_to_device_args(context.backend, buffer.get(), kSmallBuffer - 10, host.data(), 11);
     require_async_refused(context, context.api.copy_to_device_async(&to_device), to_device.event,
                           "copy_to_device_async one byte past the end");
-    BP_CopyToHostArgs to_host{};
-    to_host.struct_size = sizeof(to_host);
-    to_host.backend = context.backend;
-    to_host.source = buffer.get();
-    to_host.source_offset = kSmallBuffer - 10;
-    to_host.destination = host.data();
-    to_host.size = 11;
+    auto to_host = detail::copy_to_host_args(context.backend, buffer.get(), kSmallBuffer - 10, host.data(), 11);
     require_async_refused(context, context.api.copy_to_host_async(&to_host), to_host.event,
                           "copy_to_host_async one byte past the end");
-    BP_CopyDeviceToDeviceArgs device{};
-    device.struct_size = sizeof(device);
-    device.backend = context.backend;
-    device.source = buffer.get();
-    device.destination = buffer.get();
-    device.destination_offset = kSmallBuffer - 10;
-    device.size = 11;
+    auto device =
+        detail::copy_device_to_device_args(context.backend, buffer.get(), 0, buffer.get(), kSmallBuffer - 10, 11);
     require_async_refused(context, context.api.copy_device_to_device_async(&device), device.event,
                           "copy_device_to_device_async one byte past the end");
     require_unchanged(context, buffer, model, "refused async copies");
@@ -372,19 +291,10 @@ void check_device_errors(Context& context) {
     context.require_devices();
     std::vector<std::uint8_t> model;
     Buffer buffer = victim(context, model);
-    BP_CopyToDeviceArgs to_device{};
-    to_device.struct_size = sizeof(to_device);
-    to_device.backend = context.backend;
-    to_device.destination = buffer.get();
-    to_device.size = 16;
-    context.require_error(context.api.copy_to_device(&to_device), "copy_to_device from source NULL",
+    const detail::PluginClient calls = context.client();
+    context.require_error(calls.copy_to_device(buffer.get(), 0, nullptr, 16), "copy_to_device from source NULL",
                           {BP_ERROR_INVALID_ARGUMENT});
-    BP_CopyToHostArgs to_host{};
-    to_host.struct_size = sizeof(to_host);
-    to_host.backend = context.backend;
-    to_host.source = buffer.get();
-    to_host.size = 16;
-    context.require_error(context.api.copy_to_host(&to_host), "copy_to_host into destination NULL",
+    context.require_error(calls.copy_to_host(buffer.get(), 0, nullptr, 16), "copy_to_host into destination NULL",
                           {BP_ERROR_INVALID_ARGUMENT});
     require_unchanged(context, buffer, model, "refused copies from NULL");
     return std::string();
@@ -396,60 +306,35 @@ void check_device_errors(Context& context) {
   });
   context.check("errors: a buffer of another backend instance is refused", [&] {
     context.require_devices();
-    BP_BackendCreateArgs create{};
-    create.struct_size = sizeof(create);
-    std::vector<BP_KeyValue> pairs;
-    for (const auto& [key, value] : context.options.plugin_options) {
-      pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
-    }
-    create.options = pairs.data();
-    create.option_count = pairs.size();
-    context.require_ok(context.api.backend_create(&create), "a second backend_create");
-    BP_Backend* other = create.backend;
-    auto allocate = sized_args<BP_MemoryAllocateArgs>(sizeof(BP_MemoryAllocateArgs), other);
-    allocate.size = 64;
-    if (auto failure = context.take(context.api.memory_allocate(&allocate))) {
-      context.api.backend_destroy(other);
-      throw CheckFailure("memory_allocate on a second instance failed: " + failure->message);
+    auto created = detail::PluginClient::create(context.api, context.options.plugin_options, &context.inspector());
+    context.require_ok(created.status(), "a second backend_create");
+    const detail::PluginClient other(context.api, *created, &context.inspector());
+    auto allocated = other.memory_allocate(0, BP_MEMORY_DEVICE, 64);
+    if (!allocated.ok()) {
+      other.backend_destroy();
+      throw CheckFailure("memory_allocate on a second instance failed: " + allocated.error().message);
     }
     std::vector<std::uint8_t> host(64);
-    BP_CopyToHostArgs to_host{};
-    to_host.struct_size = sizeof(to_host);
-    to_host.backend = context.backend;
-    to_host.source = allocate.buffer;
-    to_host.destination = host.data();
-    to_host.size = 16;
-    auto refused = context.take(context.api.copy_to_host(&to_host));
-    BP_MemoryFreeArgs release{};
-    release.struct_size = sizeof(release);
-    release.backend = other;
-    release.buffer = allocate.buffer;
-    context.take(context.api.memory_free(&release));
-    context.api.backend_destroy(other);
-    if (!refused) throw CheckFailure("copy_to_host with a buffer of another instance returned success");
+    const PluginStatus refused = context.client().copy_to_host(allocated->buffer, 0, host.data(), 16);
+    (void)other.memory_free(allocated->buffer);
+    other.backend_destroy();
+    if (refused.ok()) throw CheckFailure("copy_to_host with a buffer of another instance returned success");
     return std::string();
   });
   context.check("errors: NULL and destroyed event handles are refused", [&] {
     context.require_devices();
-    BP_EventArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
-    context.require_error(context.api.event_wait(&args), "event_wait of event NULL", {BP_ERROR_INVALID_ARGUMENT});
-    context.require_error(context.api.event_query(&args), "event_query of event NULL", {BP_ERROR_INVALID_ARGUMENT});
+    const detail::PluginClient calls = context.client();
+    context.require_error(calls.event_wait(nullptr), "event_wait of event NULL", {BP_ERROR_INVALID_ARGUMENT});
+    context.require_error(calls.event_query(nullptr).status(), "event_query of event NULL",
+                          {BP_ERROR_INVALID_ARGUMENT});
     Buffer buffer = context.allocate(0, 64);
     std::vector<std::uint8_t> host(64, 1);
-    BP_CopyToDeviceArgs to_device{};
-    to_device.struct_size = sizeof(to_device);
-    to_device.backend = context.backend;
-    to_device.destination = buffer.get();
-    to_device.source = host.data();
-    to_device.size = host.size();
-    context.require_ok(context.api.copy_to_device_async(&to_device), "copy_to_device_async");
-    context.finish(to_device.event, "copy_to_device_async");  // destroys it
-    args.event = to_device.event;
-    context.require_error(context.api.event_wait(&args), "event_wait of a destroyed event",
+    auto submitted = calls.copy_to_device_async(buffer.get(), 0, host.data(), host.size());
+    context.require_ok(submitted.status(), "copy_to_device_async");
+    context.finish(*submitted, "copy_to_device_async");  // destroys it
+    context.require_error(calls.event_wait(*submitted), "event_wait of a destroyed event",
                           {BP_ERROR_INVALID_ARGUMENT});
-    context.require_error(context.api.event_query(&args), "event_query of a destroyed event",
+    context.require_error(calls.event_query(*submitted).status(), "event_query of a destroyed event",
                           {BP_ERROR_INVALID_ARGUMENT});
     return std::string();
   });

@@ -44,27 +44,20 @@ void convert(Context& context, const Widening& widening) {
   const auto data = context.random_bytes(static_cast<std::size_t>(kCount * widening.source_bytes));
   context.write(source, source_offset, data.data(), data.size());
 
-  BP_ConvertIntegersArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context.backend;
-  args.source = source.get();
-  args.source_offset = source_offset;
-  args.source_type = widening.source;
-  args.destination = destination.get();
-  args.destination_offset = destination_offset;
-  args.destination_type = widening.destination;
-  args.count = kCount;
   const std::string what = fmt::format("convert_integers {} of {} elements", widening.name, kCount);
   // UNSUPPORTED with a reason: the plugin converts in general but cannot on
   // this device (its kernel does not run here); callers widen on the host.
   // Anything else is the plugin failing.
-  if (auto failure = context.take(context.api.convert_integers(&args))) {
-    if (failure->code == BP_ERROR_UNSUPPORTED && !failure->message.empty()) {
-      throw NotApplicable(fmt::format("{}: UNSUPPORTED on {}: {}", what, context.label(0), failure->message));
+  auto converted = context.client().convert_integers(source.get(), source_offset, widening.source, destination.get(),
+                                                     destination_offset, widening.destination, kCount);
+  if (!converted.ok()) {
+    const PluginError& failure = converted.error();
+    if (failure.plugin_code == BP_ERROR_UNSUPPORTED && !failure.message.empty()) {
+      throw NotApplicable(fmt::format("{}: UNSUPPORTED on {}: {}", what, context.label(0), failure.message));
     }
-    throw CheckFailure(fmt::format("{} failed: {}: {}", what, error_code_name(failure->code), failure->message));
+    throw CheckFailure(fmt::format("{} failed: {}: {}", what, error_code_name(failure.plugin_code), failure.message));
   }
-  context.finish(args.event, what);
+  context.finish(*converted, what);
 
   const auto widened = context.read(destination, destination_offset, kCount * widening.destination_bytes);
   for (std::uint64_t index = 0; index < kCount; ++index) {
@@ -79,13 +72,7 @@ void convert(Context& context, const Widening& widening) {
 
 // memory_wrap's args for `size` bytes at `address` on device 0.
 BP_MemoryWrapArgs wrap_args(const Context& context, void* address, std::uint64_t size) {
-  BP_MemoryWrapArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context.backend;
-  args.ordinal = 0;
-  args.address = address;
-  args.size = size;
-  return args;
+  return detail::memory_wrap_args(context.backend, 0, address, size);
 }
 
 // The table's memory_wrap, for a plugin that advertises it (validated tables
@@ -198,24 +185,15 @@ void check_optional(Context& context) {
     std::memcpy(host, data.data(), kSize);
     Buffer device = context.allocate(0, kSize);
 
-    BP_CopyToDeviceArgs upload{};
-    upload.struct_size = sizeof(upload);
-    upload.backend = context.backend;
-    upload.destination = device.get();
-    upload.source = host;
-    upload.size = kSize;
-    context.require_ok(context.api.copy_to_device_async(&upload), "copy_to_device_async from pinned memory");
-    context.finish(upload.event, "copy_to_device_async from pinned memory");
+    const detail::PluginClient calls = context.client();
+    auto upload = calls.copy_to_device_async(device.get(), 0, host, kSize);
+    context.require_ok(upload.status(), "copy_to_device_async from pinned memory");
+    context.finish(*upload, "copy_to_device_async from pinned memory");
     std::memset(host, 0, kSize);
 
-    BP_CopyToHostArgs download{};
-    download.struct_size = sizeof(download);
-    download.backend = context.backend;
-    download.source = device.get();
-    download.destination = host;
-    download.size = kSize;
-    context.require_ok(context.api.copy_to_host_async(&download), "copy_to_host_async into pinned memory");
-    context.finish(download.event, "copy_to_host_async into pinned memory");
+    auto download = calls.copy_to_host_async(device.get(), 0, host, kSize);
+    context.require_ok(download.status(), "copy_to_host_async into pinned memory");
+    context.finish(*download, "copy_to_host_async into pinned memory");
     require_equal_bytes(std::vector<std::uint8_t>(host, host + kSize), data, "pinned memory after the round trip");
     pinned.free_checked();
     return std::string();
@@ -235,14 +213,8 @@ void check_optional(Context& context) {
     context.require_devices();
     Buffer source = context.allocate(0, 64);
     Buffer destination = context.allocate(0, 64);
-    BP_ConvertIntegersArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
-    args.source = source.get();
-    args.source_type = BP_INTEGER_I64;
-    args.destination = destination.get();
-    args.destination_type = BP_INTEGER_U8;
-    args.count = 8;
+    auto args = detail::convert_integers_args(context.backend, source.get(), 0, BP_INTEGER_I64, destination.get(), 0,
+                                              BP_INTEGER_U8, 8);
     BP_Error* error = context.api.convert_integers(&args);
     if (error == nullptr) {
       context.finish(args.event, "convert_integers I64->U8");

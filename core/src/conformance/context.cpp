@@ -58,23 +58,15 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::reset() noexcept {
   if (context_ == nullptr || handle_ == nullptr) return;
-  BP_MemoryFreeArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context_->backend;
-  args.buffer = std::exchange(handle_, nullptr);
   try {
-    context_->take(context_->api.memory_free(&args));
+    (void)context_->client().memory_free(std::exchange(handle_, nullptr));
   } catch (...) {  // only bad_alloc while copying a message: nothing to do in a destructor
   }
 }
 
 void Buffer::free_checked() {
   if (context_ == nullptr || handle_ == nullptr) return;
-  BP_MemoryFreeArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = context_->backend;
-  args.buffer = std::exchange(handle_, nullptr);
-  context_->require_ok(context_->api.memory_free(&args),
+  context_->require_ok(context_->client().memory_free(std::exchange(handle_, nullptr)),
                        fmt::format("memory_free of a {}-byte buffer on {}", size_, context_->label(ordinal_)));
 }
 
@@ -112,68 +104,52 @@ void Context::not_applicable(const std::string& name, const std::string& reason)
   record({name, Outcome::kNotApplicable, reason});
 }
 
-std::optional<PluginError> Context::take(BP_Error* error) {
-  if (error == nullptr) return std::nullopt;
-  PluginError copied;
+void Context::inspect(const BP_Error& error) {
   std::vector<std::string> problems;
-  const bool sized = error->struct_size >= sizeof(BP_Error);
-  if (!sized) {
-    problems.push_back(fmt::format("struct_size {} is smaller than BP_Error ({})", error->struct_size,
+  if (error.struct_size < sizeof(BP_Error)) {
+    problems.push_back(fmt::format("struct_size {} is smaller than BP_Error ({})", error.struct_size,
                                    sizeof(BP_Error)));
   }
-  copied.code = error->code;
-  if (error->message_size > kMaxPluginTextSize) {
+  std::string_view message;
+  if (error.message_size > kMaxPluginTextSize) {
     // Read only up to the bound (and a NUL): the size is not to be trusted.
-    problems.push_back(fmt::format("message_size {} is more than {}", error->message_size, kMaxPluginTextSize));
-    copied.message = plugin_text(error->message, kMaxPluginTextSize);
-  } else if (error->message != nullptr) {
-    copied.message.assign(error->message, error->message_size);
+    problems.push_back(fmt::format("message_size {} is more than {}", error.message_size, kMaxPluginTextSize));
+    message = plugin_text(error.message, kMaxPluginTextSize);
+  } else {
+    message = plugin_text(error.message, error.message_size);
   }
-  if (copied.code < BP_ERROR_INVALID_ARGUMENT ||
-      (copied.code > BP_ERROR_OUT_OF_RANGE && api.abi_minor <= BP_ABI_MINOR)) {
-    problems.push_back(fmt::format("code {} is not a BP_ErrorCode", copied.code));
+  if (error.code < BP_ERROR_INVALID_ARGUMENT || (error.code > BP_ERROR_OUT_OF_RANGE && api.abi_minor <= BP_ABI_MINOR)) {
+    problems.push_back(fmt::format("code {} is not a BP_ErrorCode", error.code));
   }
-  if (error->message == nullptr && error->message_size != 0) {
-    problems.push_back(fmt::format("message is NULL with message_size {}", error->message_size));
-  } else if (copied.message.empty()) {
+  if (error.message == nullptr && error.message_size != 0) {
+    problems.push_back(fmt::format("message is NULL with message_size {}", error.message_size));
+  } else if (message.empty()) {
     problems.push_back("the message is empty");
   }
-  if (error->destroy == nullptr) {
-    problems.push_back("destroy is NULL (the error cannot be released)");
-  } else if (sized) {
-    error->destroy(error);
-  }
-  {
-    const std::lock_guard lock(errors_mutex_);
-    ++errors_seen_;
-    if (!problems.empty() && malformed_.size() < kMalformedKept) {
-      malformed_.push_back(fmt::format("error \"{}\": {}", copied.message.substr(0, 80),
-                                       fmt::join(problems, ", ")));
-    }
-  }
-  if (copied.message.empty()) copied.message = "(no message)";
-  return copied;
-}
-
-void Context::require_ok(BP_Error* error, std::string_view what) {
-  if (auto failure = take(error)) {
-    throw CheckFailure(
-        fmt::format("{} failed: {}: {}", what, error_code_name(failure->code), failure->message));
+  if (error.destroy == nullptr) problems.push_back("destroy is NULL (the error cannot be released)");
+  const std::lock_guard lock(errors_mutex_);
+  ++errors_seen_;
+  if (!problems.empty() && malformed_.size() < kMalformedKept) {
+    malformed_.push_back(fmt::format("error \"{}\": {}", message.substr(0, 80), fmt::join(problems, ", ")));
   }
 }
 
-PluginError Context::require_error(BP_Error* error, std::string_view what,
-                                   std::span<const BP_ErrorCode> allowed) {
-  auto failure = take(error);
-  if (!failure) throw CheckFailure(fmt::format("{} returned success; it must return an error", what));
-  if (allowed.size() != 0 && std::find(allowed.begin(), allowed.end(), failure->code) == allowed.end()) {
+void Context::require_ok(const PluginStatus& status, std::string_view what) {
+  if (!status.ok()) {
+    throw CheckFailure(fmt::format("{} failed: {}: {}", what, error_code_name(status.plugin_code()), status.message()));
+  }
+}
+
+PluginError Context::require_error(PluginStatus status, std::string_view what, std::span<const BP_ErrorCode> allowed) {
+  if (status.ok()) throw CheckFailure(fmt::format("{} returned success; it must return an error", what));
+  PluginError failure = std::move(status).error();
+  if (allowed.size() != 0 && std::find(allowed.begin(), allowed.end(), failure.plugin_code) == allowed.end()) {
     std::vector<std::string> names;
     for (BP_ErrorCode code : allowed) names.push_back(error_code_name(code));
     throw CheckFailure(fmt::format("{} failed with {} (\"{}\"); expected {}", what,
-                                   error_code_name(failure->code), failure->message,
-                                   fmt::join(names, " or ")));
+                                   error_code_name(failure.plugin_code), failure.message, fmt::join(names, " or ")));
   }
-  return *failure;
+  return failure;
 }
 
 std::vector<std::string> Context::malformed_errors() const {
@@ -197,15 +173,11 @@ void Context::require_devices() const {
 std::string Context::label(int ordinal) const { return fmt::format("{}:{}", report.backend_name, ordinal); }
 
 Buffer Context::allocate(int ordinal, std::uint64_t size, BP_MemoryKind kind) {
-  BP_MemoryAllocateArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
-  args.ordinal = ordinal;
-  args.kind = kind;
-  args.size = size;
   const char* what = kind == BP_MEMORY_PINNED_HOST ? "pinned host" : "device";
-  require_ok(api.memory_allocate(&args),
+  auto allocated = client().memory_allocate(ordinal, kind, size);
+  require_ok(allocated.status(),
              fmt::format("memory_allocate of {} bytes of {} memory on {}", size, what, label(ordinal)));
+  const detail::BufferAllocation args = *allocated;
   if (args.buffer == nullptr) {
     throw CheckFailure(fmt::format("memory_allocate of {} bytes on {} returned success but no buffer",
                                    size, label(ordinal)));
@@ -214,28 +186,14 @@ Buffer Context::allocate(int ordinal, std::uint64_t size, BP_MemoryKind kind) {
 }
 
 void Context::write(const Buffer& buffer, std::uint64_t offset, const void* data, std::uint64_t size) {
-  BP_CopyToDeviceArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
-  args.destination = buffer.get();
-  args.destination_offset = offset;
-  args.source = data;
-  args.size = size;
-  require_ok(api.copy_to_device(&args),
+  require_ok(client().copy_to_device(buffer.get(), offset, data, size),
              fmt::format("copy_to_device of {} bytes at offset {} into a {}-byte buffer on {}", size, offset,
                          buffer.size(), label(buffer.ordinal())));
 }
 
 std::vector<std::uint8_t> Context::read(const Buffer& buffer, std::uint64_t offset, std::uint64_t size) {
   std::vector<std::uint8_t> data(static_cast<std::size_t>(size));
-  BP_CopyToHostArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
-  args.source = buffer.get();
-  args.source_offset = offset;
-  args.destination = data.data();
-  args.size = size;
-  require_ok(api.copy_to_host(&args),
+  require_ok(client().copy_to_host(buffer.get(), offset, data.data(), size),
              fmt::format("copy_to_host of {} bytes at offset {} from a {}-byte buffer on {}", size, offset,
                          buffer.size(), label(buffer.ordinal())));
   return data;
@@ -243,15 +201,7 @@ std::vector<std::uint8_t> Context::read(const Buffer& buffer, std::uint64_t offs
 
 void Context::copy(const Buffer& source, std::uint64_t source_offset, const Buffer& destination,
                    std::uint64_t destination_offset, std::uint64_t size) {
-  BP_CopyDeviceToDeviceArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
-  args.source = source.get();
-  args.source_offset = source_offset;
-  args.destination = destination.get();
-  args.destination_offset = destination_offset;
-  args.size = size;
-  require_ok(api.copy_device_to_device(&args),
+  require_ok(client().copy_device_to_device(source.get(), source_offset, destination.get(), destination_offset, size),
              fmt::format("copy_device_to_device of {} bytes from {} offset {} to {} offset {}", size,
                          label(source.ordinal()), source_offset, label(destination.ordinal()),
                          destination_offset));
@@ -259,15 +209,12 @@ void Context::copy(const Buffer& source, std::uint64_t source_offset, const Buff
 
 void Context::finish(BP_Event* event, std::string_view what) {
   if (event == nullptr) throw CheckFailure(fmt::format("{} returned success but no event", what));
-  BP_EventArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
-  args.event = event;
-  auto failure = take(api.event_wait(&args));
-  api.event_destroy(backend, event);
-  if (failure) {
-    throw CheckFailure(fmt::format("event_wait after {} failed: {}: {}", what, error_code_name(failure->code),
-                                   failure->message));
+  const detail::PluginClient calls = client();
+  const PluginStatus waited = calls.event_wait(event);
+  calls.event_destroy(event);
+  if (!waited.ok()) {
+    throw CheckFailure(fmt::format("event_wait after {} failed: {}: {}", what, error_code_name(waited.plugin_code()),
+                                   waited.message()));
   }
 }
 

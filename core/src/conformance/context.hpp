@@ -8,6 +8,8 @@
 // plugin call has returned.
 #pragma once
 
+#include "abi/plugin_client.hpp"
+
 #include <backplane/conformance.hpp>
 #include <backplane/plugin.h>
 
@@ -35,11 +37,9 @@ class NotApplicable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A BP_Error's content, copied before the error was destroyed.
-struct PluginError {
-  BP_ErrorCode code = 0;
-  std::string message;
-};
+// Checks read `plugin_code`: the code exactly as the plugin returned it.
+using detail::PluginError;
+using detail::PluginStatus;
 
 // "BP_ERROR_OUT_OF_RANGE", or "code 42" for a code the ABI does not define.
 std::string error_code_name(BP_ErrorCode code);
@@ -81,7 +81,9 @@ class Buffer {
   int ordinal_ = 0;
 };
 
-class Context {
+// Every error a plugin returns passes through inspect(), so the final check
+// sees the shape of all of them, whichever call returned it.
+class Context final : private detail::ErrorInspector {
  public:
   Context(const BP_PluginApi& api, const Options& options, Report& report);
   Context(const Context&) = delete;
@@ -104,14 +106,25 @@ class Context {
   void not_applicable(const std::string& name, const std::string& reason);
   void record(CheckResult result);
 
-  // Copies and destroys the error, noting any shape problem for the final
-  // "errors are well-formed" check. Safe from several threads.
-  std::optional<PluginError> take(BP_Error* error);
+  // The calls to `backend`, each error noted for the final "errors are
+  // well-formed" check. Safe from several threads.
+  detail::PluginClient client() { return detail::PluginClient(api, backend, this); }
+  // For a client of another backend instance, or backend_create.
+  detail::ErrorInspector& inspector() { return *this; }
+  // Copies and destroys the error a raw call returned, noting it as above.
+  std::optional<PluginError> take(BP_Error* error) { return detail::take_error(error, this); }
   // Throws CheckFailure("<what> failed: CODE: message") when the call failed.
-  void require_ok(BP_Error* error, std::string_view what);
+  void require_ok(const PluginStatus& status, std::string_view what);
+  void require_ok(BP_Error* error, std::string_view what) { require_ok(PluginStatus(error, this), what); }
   // Throws CheckFailure when the call succeeded, or failed with a code not in
   // `allowed` (empty: any code).
-  PluginError require_error(BP_Error* error, std::string_view what, std::span<const BP_ErrorCode> allowed = {});
+  PluginError require_error(PluginStatus status, std::string_view what, std::span<const BP_ErrorCode> allowed = {});
+  PluginError require_error(BP_Error* error, std::string_view what, std::span<const BP_ErrorCode> allowed = {}) {
+    return require_error(PluginStatus(error, this), what, allowed);
+  }
+  PluginError require_error(PluginStatus status, std::string_view what, std::initializer_list<BP_ErrorCode> allowed) {
+    return require_error(std::move(status), what, std::span<const BP_ErrorCode>(allowed.begin(), allowed.size()));
+  }
   PluginError require_error(BP_Error* error, std::string_view what, std::initializer_list<BP_ErrorCode> allowed) {
     return require_error(error, what, std::span<const BP_ErrorCode>(allowed.begin(), allowed.size()));
   }
@@ -139,6 +152,8 @@ class Context {
   std::vector<std::uint8_t> random_bytes(std::size_t size, std::mt19937_64& generator);
 
  private:
+  void inspect(const BP_Error& error) override;
+
   mutable std::mutex errors_mutex_;
   std::vector<std::string> malformed_;
   std::size_t errors_seen_ = 0;

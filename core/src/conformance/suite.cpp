@@ -160,17 +160,10 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
 // backend_create with the user's options; records the check and fills context.backend.
 void create_backend(Context& context) {
   context.check("backend: backend_create with the given options", [&] {
-    std::vector<BP_KeyValue> pairs;
-    for (const auto& [key, value] : context.options.plugin_options) {
-      pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
-    }
-    BP_BackendCreateArgs args{};
-    args.struct_size = sizeof(args);
-    args.options = pairs.data();
-    args.option_count = pairs.size();
-    context.require_ok(context.api.backend_create(&args), "backend_create");
-    if (args.backend == nullptr) throw CheckFailure("backend_create returned success but no backend");
-    context.backend = args.backend;
+    auto created = detail::PluginClient::create(context.api, context.options.plugin_options, &context.inspector());
+    context.require_ok(created.status(), "backend_create");
+    if (*created == nullptr) throw CheckFailure("backend_create returned success but no backend");
+    context.backend = *created;
     context.report.created = true;
     std::vector<std::string> shown;
     for (const auto& [key, value] : context.options.plugin_options) shown.push_back(key + "=" + value);
@@ -181,21 +174,14 @@ void create_backend(Context& context) {
 void check_backend_lifecycle(Context& context) {
   const BP_PluginApi& api = context.api;
   context.check("backend: an unknown option is refused, naming the key", [&] {
-    std::vector<BP_KeyValue> pairs;
-    for (const auto& [key, value] : context.options.plugin_options) {
-      pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
-    }
-    pairs.push_back({sizeof(BP_KeyValue), kUnknownOption, sizeof(kUnknownOption) - 1, "1", 1});
-    BP_BackendCreateArgs args{};
-    args.struct_size = sizeof(args);
-    args.options = pairs.data();
-    args.option_count = pairs.size();
-    BP_Error* error = api.backend_create(&args);
-    if (error == nullptr) {
-      if (args.backend != nullptr) api.backend_destroy(args.backend);
+    auto options = context.options.plugin_options;
+    options.emplace_back(kUnknownOption, "1");
+    auto created = detail::PluginClient::create(api, options, &context.inspector());
+    if (created.ok()) {
+      if (*created != nullptr) api.backend_destroy(*created);
       throw CheckFailure(fmt::format("backend_create accepted the option {}=1", kUnknownOption));
     }
-    const PluginError failure = context.require_error(error, "backend_create with an unknown option",
+    const PluginError failure = context.require_error(created.status(), "backend_create with an unknown option",
                                                       {BP_ERROR_INVALID_ARGUMENT});
     if (failure.message.find(kUnknownOption) == std::string::npos) {
       throw CheckFailure(fmt::format("the message does not name the key {}: \"{}\"", kUnknownOption,
@@ -204,22 +190,19 @@ void check_backend_lifecycle(Context& context) {
     return std::string();
   });
   context.check("backend: a second instance lives alongside the first", [&] {
-    BP_BackendCreateArgs args{};
-    args.struct_size = sizeof(args);
-    context.require_ok(api.backend_create(&args), "a second backend_create (no options)");
-    if (args.backend == nullptr) throw CheckFailure("backend_create returned success but no backend");
-    if (args.backend == context.backend) {
-      api.backend_destroy(args.backend);
+    auto created = detail::PluginClient::create(api, nullptr, 0, &context.inspector());
+    context.require_ok(created.status(), "a second backend_create (no options)");
+    if (*created == nullptr) throw CheckFailure("backend_create returned success but no backend");
+    const detail::PluginClient second(api, *created, &context.inspector());
+    if (second.backend() == context.backend) {
+      second.backend_destroy();
       throw CheckFailure("the second instance has the same handle as the first");
     }
-    BP_ProbeArgs probe{};
-    probe.struct_size = sizeof(probe);
-    probe.backend = args.backend;
-    auto failure = context.take(api.probe(&probe));
-    api.backend_destroy(args.backend);
-    if (failure) {
+    const PluginStatus probed = second.probe().status();
+    second.backend_destroy();
+    if (!probed.ok()) {
       throw CheckFailure(fmt::format("probe of the second instance failed: {}: {}",
-                                     error_code_name(failure->code), failure->message));
+                                     error_code_name(probed.plugin_code()), probed.message()));
     }
     return std::string();
   });
@@ -230,10 +213,8 @@ void check_probe(Context& context) {
   Report& report = context.report;
   bool answered = false;
   context.check("probe: answers available or unavailable, with a reason when unavailable", [&] {
-    BP_ProbeArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
-    args.available = -1;
+    auto args = detail::probe_args(context.backend);
+    args.available = -1;  // a plugin that never sets it is caught
     context.require_ok(api.probe(&args), "probe");
     if (args.available != 0 && args.available != 1) {
       throw CheckFailure(fmt::format("available is {}; it must be 0 or 1", args.available));
@@ -255,9 +236,7 @@ void check_probe(Context& context) {
   });
   context.check("probe: a second probe gives the same answer", [&] {
     if (!answered) throw NotApplicable("the first probe failed");
-    BP_ProbeArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
+    auto args = detail::probe_args(context.backend);
     context.require_ok(api.probe(&args), "the second probe");
     if ((args.available == 1) != report.available) {
       throw CheckFailure(fmt::format("the first probe said {}, the second {}",
@@ -268,10 +247,7 @@ void check_probe(Context& context) {
   });
   context.check("probe: the reported priority is sane", [&] {
     if (!answered) throw NotApplicable("the first probe failed");
-    BP_ProbeArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
-    args.priority = api.priority;  // what the core fills in
+    auto args = detail::probe_args(context.backend, api.priority);  // what the core fills in
     context.require_ok(api.probe(&args), "probe");
     if (api.abi_minor < 2 && args.priority != api.priority) {
       throw CheckFailure(fmt::format("an ABI {}.{} table's probe changed priority ({} -> {}), a field of ABI 1.2 "
@@ -283,10 +259,7 @@ void check_probe(Context& context) {
                                      "within -{}..{} (cpu 10, GPUs 100)",
                                      args.priority, api.priority, kPlausiblePriority, kPlausiblePriority));
     }
-    BP_ProbeArgs again{};
-    again.struct_size = sizeof(again);
-    again.backend = context.backend;
-    again.priority = api.priority;
+    auto again = detail::probe_args(context.backend, api.priority);
     context.require_ok(api.probe(&again), "the second probe");
     if (again.priority != args.priority) {
       throw CheckFailure(fmt::format("the first probe reported priority {}, the second {}", args.priority,
@@ -298,11 +271,9 @@ void check_probe(Context& context) {
   context.check("probe: a caller's 1.1 struct, without priority, is accepted and not written past", [&] {
     if (!answered) throw NotApplicable("the first probe failed");
     // What a core of ABI 1.0 or 1.1 passes: the struct ends at reason_size.
-    BP_ProbeArgs args{};
     constexpr std::int32_t kCanary = 0x5a5a5a5a;
+    auto args = detail::probe_args(context.backend, kCanary);
     args.struct_size = offsetof(BP_ProbeArgs, reason_size) + sizeof(args.reason_size);
-    args.backend = context.backend;
-    args.priority = kCanary;
     context.require_ok(api.probe(&args), fmt::format("probe with struct_size {}", args.struct_size));
     if (args.priority != kCanary) {
       throw CheckFailure(fmt::format("probe wrote priority ({}) although struct_size {} ends before it; write "
@@ -312,9 +283,7 @@ void check_probe(Context& context) {
     return std::string();
   });
   context.check("probe: device_count agrees with probe", [&] {
-    BP_DeviceCountArgs args{};
-    args.struct_size = sizeof(args);
-    args.backend = context.backend;
+    auto args = detail::device_count_args(context.backend);
     args.count = -1;
     context.require_ok(api.device_count(&args), "device_count");
     if (args.count < 0 || args.count > kMaxPluginDevices) {

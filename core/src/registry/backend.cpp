@@ -9,8 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace backplane {
 namespace {
 
@@ -24,49 +22,30 @@ void require_within(std::uint64_t value, std::size_t limit, std::string_view cal
 
 }  // namespace
 
-std::optional<PluginFailure> consume_error(BP_Error* error) {
-  if (error == nullptr) return std::nullopt;
-  // An oversized message_size is cut, not an error: the error is already
-  // being reported, and what the plugin wrote up to its NUL is still useful.
-  PluginFailure failure{detail::from_plugin_code(error->code),
-                        std::string(plugin_text(error->message, std::min(error->message_size, kMaxPluginTextSize)))};
-  if (error->message_size > kMaxPluginTextSize) {
-    failure.message += fmt::format(" (cut: message_size {}, more than {})", error->message_size, kMaxPluginTextSize);
-  }
-  if (failure.message.empty()) failure.message = "(the plugin gave no message)";
-  if (error->destroy != nullptr) error->destroy(error);
-  return failure;
-}
-
 void throw_plugin_error(BP_Error* error, std::string_view context) {
   auto failure = consume_error(error);
   if (!failure) throw Error(ErrorCode::kInternal, fmt::format("{}: no error to report", context));
-  throw Error(failure->code, fmt::format("{}: {}", context, failure->message));
+  throw_plugin_error(*failure, context);
 }
 
-Backend::Created Backend::create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options) {
-  std::vector<BP_KeyValue> pairs;
-  pairs.reserve(options.size());
-  for (const auto& [key, value] : options) {
-    pairs.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
-  }
-  BP_BackendCreateArgs args{};
-  args.struct_size = sizeof(args);
-  args.options = pairs.data();
-  args.option_count = pairs.size();
-  Created created;
-  if (auto failure = consume_error(library->api().backend_create(&args))) {
-    created.failure = std::move(failure);
-  } else if (args.backend == nullptr) {
-    created.failure = PluginFailure{ErrorCode::kPlugin, "backend_create returned no backend"};
-  } else {
-    created.backend.reset(new Backend(std::move(library), args.backend));
-  }
-  return created;
+void throw_plugin_error(const PluginFailure& failure, std::string_view context) {
+  throw Error(failure.code, fmt::format("{}: {}", context, failure.message));
+}
+
+PluginResult<std::unique_ptr<Backend>> Backend::create(std::shared_ptr<PluginLibrary> library,
+                                                       const PluginOptions& options) {
+  auto created = detail::PluginClient::create(library->api(), options);
+  if (!created.ok()) return std::move(created).error();
+  if (*created == nullptr) return PluginFailure{ErrorCode::kPlugin, "backend_create returned no backend"};
+  return std::unique_ptr<Backend>(new Backend(std::move(library), *created));
 }
 
 Backend::Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
-    : library_(std::move(library)), handle_(handle), fork_generation_(fork_generation()), created_pid_(getpid()) {}
+    : library_(std::move(library)),
+      handle_(handle),
+      client_(library_->api(), handle),
+      fork_generation_(fork_generation()),
+      created_pid_(getpid()) {}
 
 // The plugin's state for this backend belongs to the parent: leaked, not
 // destroyed, in a child (see usable_here).
@@ -87,41 +66,30 @@ Error Backend::fork_error(int ordinal) const {
                            name(), ordinal, created_pid_));
 }
 
-std::pair<std::optional<Backend::ProbeAnswer>, std::optional<PluginFailure>> Backend::probe() {
-  BP_ProbeArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = handle_;
-  // In/out since ABI 1.2: a plugin built against 1.0 or 1.1 does not know the
-  // field and leaves the table's priority in place.
-  args.priority = api().priority;
-  if (auto failure = consume_error(api().probe(&args))) return {std::nullopt, std::move(failure)};
+PluginResult<Backend::ProbeAnswer> Backend::probe() {
+  // The table's priority stands unless the plugin answers its own (ABI 1.2).
+  auto probed = client_.probe(api().priority);
+  if (!probed.ok()) return std::move(probed).error();
+  const BP_ProbeArgs& args = *probed;
   if (args.reason_size > kMaxPluginTextSize) {
-    return {std::nullopt, PluginFailure{ErrorCode::kPlugin,
-                                        fmt::format("probe answered reason_size {}, more than {}", args.reason_size,
-                                                    kMaxPluginTextSize)}};
+    return PluginFailure{ErrorCode::kPlugin, fmt::format("probe answered reason_size {}, more than {}",
+                                                         args.reason_size, kMaxPluginTextSize)};
   }
-  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
-  return {std::move(answer), std::nullopt};
+  return ProbeAnswer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
 }
 
 int Backend::device_count() {
-  BP_DeviceCountArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = handle_;
-  throw_if_error(api().device_count(&args), [&] { return fmt::format("{}: device_count", name()); });
-  if (args.count < 0 || args.count > kMaxPluginDevices) {
+  const int count = throw_if_failed(client_.device_count(), [&] { return fmt::format("{}: device_count", name()); });
+  if (count < 0 || count > kMaxPluginDevices) {
     throw Error(ErrorCode::kPlugin,
-                fmt::format("{}: device_count answered {}, outside 0..{}", name(), args.count, kMaxPluginDevices));
+                fmt::format("{}: device_count answered {}, outside 0..{}", name(), count, kMaxPluginDevices));
   }
-  return args.count;
+  return count;
 }
 
 DeviceInfo Backend::device_info(int ordinal) {
-  BP_DeviceInfoArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = handle_;
-  args.ordinal = ordinal;
-  throw_if_error(api().device_info(&args), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
+  const BP_DeviceInfoArgs args = throw_if_failed(
+      client_.device_info(ordinal), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
   if ((args.name == nullptr && args.name_size != 0) || (args.attributes == nullptr && args.attribute_count != 0)) {
     throw Error(ErrorCode::kPlugin,
                 fmt::format("{}:{}: device_info returned NULL with a non-zero size", name(), ordinal));
@@ -159,14 +127,6 @@ DeviceInfo Backend::device_info(int ordinal) {
 namespace backplane {
 namespace {
 
-template <class Args>
-Args make_args(BP_Backend* handle) {
-  Args args{};
-  args.struct_size = sizeof(args);
-  args.backend = handle;
-  return args;
-}
-
 PluginEvent require_event(Backend& backend, BP_Event* event, int ordinal, const char* call) {
   if (event == nullptr) {
     throw Error(ErrorCode::kPlugin,
@@ -179,13 +139,10 @@ PluginEvent require_event(Backend& backend, BP_Event* event, int ordinal, const 
 
 Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = make_args<BP_MemoryAllocateArgs>(handle_);
-  args.ordinal = ordinal;
-  args.kind = kind;
-  args.size = size;
   const char* what = kind == BP_MEMORY_PINNED_HOST ? "pinned host memory_allocate" : "memory_allocate";
-  throw_if_error(api().memory_allocate(&args),
-                 [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
+  const detail::BufferAllocation args = throw_if_failed(
+      client_.memory_allocate(ordinal, kind, size),
+      [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
   if (args.buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
   }
@@ -205,12 +162,9 @@ Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint
 
 void Backend::free(BP_Buffer* buffer) noexcept {
   if (buffer == nullptr || !usable_here()) return;
-  auto args = make_args<BP_MemoryFreeArgs>(handle_);
-  args.buffer = buffer;
   try {
-    if (auto failure = consume_error(api().memory_free(&args))) {
-      log(LogLevel::kWarn, "{}: memory_free failed: {}", name(), failure->message);
-    }
+    const PluginStatus freed = client_.memory_free(buffer);
+    if (!freed.ok()) log(LogLevel::kWarn, "{}: memory_free failed: {}", name(), freed.message());
   } catch (...) {  // logging may throw (allocation); nothing else to do
   }
 }
@@ -230,16 +184,13 @@ BP_Buffer* Backend::wrap(int ordinal, void* address, std::uint64_t size) {
                                     : std::string("the plugin does not offer the optional memory_wrap")));
   }
   note_device_use(ordinal);
-  auto args = make_args<BP_MemoryWrapArgs>(handle_);
-  args.ordinal = ordinal;
-  args.address = address;
-  args.size = size;
-  throw_if_error(api().memory_wrap(&args),
-                 [&] { return fmt::format("{}:{}: memory_wrap of {} bytes at {}", name(), ordinal, size, address); });
-  if (args.buffer == nullptr) {
+  BP_Buffer* buffer = throw_if_failed(client_.memory_wrap(ordinal, address, size), [&] {
+    return fmt::format("{}:{}: memory_wrap of {} bytes at {}", name(), ordinal, size, address);
+  });
+  if (buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: memory_wrap succeeded but returned no buffer", name(), ordinal));
   }
-  return args.buffer;
+  return buffer;
 }
 
 namespace {
@@ -249,66 +200,33 @@ auto copy_context(std::string_view backend, int ordinal, const char* call, std::
   return [=] { return fmt::format("{}:{}: {} of {} bytes", backend, ordinal, call, size); };
 }
 
-// The args of each copy kind, shared by its synchronous and asynchronous call.
-BP_CopyToDeviceArgs to_device_args(BP_Backend* handle, BP_Buffer* destination, std::uint64_t offset, const void* source,
-                                   std::uint64_t size) {
-  auto args = make_args<BP_CopyToDeviceArgs>(handle);
-  args.destination = destination;
-  args.destination_offset = offset;
-  args.source = source;
-  args.size = size;
-  return args;
-}
-
-BP_CopyToHostArgs to_host_args(BP_Backend* handle, BP_Buffer* source, std::uint64_t offset, void* destination,
-                               std::uint64_t size) {
-  auto args = make_args<BP_CopyToHostArgs>(handle);
-  args.source = source;
-  args.source_offset = offset;
-  args.destination = destination;
-  args.size = size;
-  return args;
-}
-
-BP_CopyDeviceToDeviceArgs device_to_device_args(BP_Backend* handle, BP_Buffer* source, std::uint64_t source_offset,
-                                                BP_Buffer* destination, std::uint64_t destination_offset,
-                                                std::uint64_t size) {
-  auto args = make_args<BP_CopyDeviceToDeviceArgs>(handle);
-  args.source = source;
-  args.source_offset = source_offset;
-  args.destination = destination;
-  args.destination_offset = destination_offset;
-  args.size = size;
-  return args;
-}
-
 }  // namespace
 
 void Backend::copy_to_device(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                              std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = to_device_args(handle_, destination, offset, source, size);
-  throw_if_error(api().copy_to_device(&args), copy_context(name(), ordinal, "copy_to_device", size));
+  throw_if_failed(client_.copy_to_device(destination, offset, source, size),
+                  copy_context(name(), ordinal, "copy_to_device", size));
 }
 
 void Backend::copy_to_host(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                            std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = to_host_args(handle_, source, offset, destination, size);
-  throw_if_error(api().copy_to_host(&args), copy_context(name(), ordinal, "copy_to_host", size));
+  throw_if_failed(client_.copy_to_host(source, offset, destination, size),
+                  copy_context(name(), ordinal, "copy_to_host", size));
 }
 
 void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
                                     std::uint64_t destination_offset, std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
-  throw_if_error(api().copy_device_to_device(&args), copy_context(name(), ordinal, "copy_device_to_device", size));
+  throw_if_failed(client_.copy_device_to_device(source, source_offset, destination, destination_offset, size),
+                  copy_context(name(), ordinal, "copy_device_to_device", size));
 }
 
 PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = to_device_args(handle_, destination, offset, source, size);
+  auto args = detail::copy_to_device_args(handle_, destination, offset, source, size);
   throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
   return require_event(*this, args.event, ordinal, "copy_to_device_async");
 }
@@ -316,7 +234,7 @@ PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, s
 PluginEvent Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                                       std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = to_host_args(handle_, source, offset, destination, size);
+  auto args = detail::copy_to_host_args(handle_, source, offset, destination, size);
   throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
   return require_event(*this, args.event, ordinal, "copy_to_host_async");
 }
@@ -325,7 +243,8 @@ PluginEvent Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source,
                                                BP_Buffer* destination, std::uint64_t destination_offset,
                                                std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
+  auto args = detail::copy_device_to_device_args(handle_, source, source_offset, destination, destination_offset,
+                                                  size);
   throw_if_error(api().copy_device_to_device_async(&args),
                  copy_context(name(), ordinal, "copy_device_to_device_async", size));
   return require_event(*this, args.event, ordinal, "copy_device_to_device_async");
@@ -339,14 +258,8 @@ PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint6
     throw Error(ErrorCode::kUnsupported, fmt::format("{}:{}: the backend does not convert integers", name(), ordinal));
   }
   note_device_use(ordinal);
-  auto args = make_args<BP_ConvertIntegersArgs>(handle_);
-  args.source = source;
-  args.source_offset = source_offset;
-  args.source_type = source_type;
-  args.destination = destination;
-  args.destination_offset = destination_offset;
-  args.destination_type = destination_type;
-  args.count = count;
+  auto args = detail::convert_integers_args(handle_, source, source_offset, source_type, destination,
+                                            destination_offset, destination_type, count);
   throw_if_error(api().convert_integers(&args),
                  [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
   return require_event(*this, args.event, ordinal, "convert_integers");
@@ -354,15 +267,13 @@ PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint6
 
 std::optional<PluginFailure> Backend::wait_event(BP_Event* event) {
   if (!usable_here()) return PluginFailure{ErrorCode::kUnavailable, fork_error(0).what()};
-  auto args = make_args<BP_EventArgs>(handle_);
-  args.event = event;
+  auto args = detail::event_args(handle_, event);
   return consume_error(api().event_wait(&args));
 }
 
 bool Backend::query_event(BP_Event* event) noexcept {
   if (!usable_here()) return true;  // wait_event reports why
-  auto args = make_args<BP_EventArgs>(handle_);
-  args.event = event;
+  auto args = detail::event_args(handle_, event);
   BP_Error* error = api().event_query(&args);
   if (error != nullptr) {
     if (error->destroy != nullptr) error->destroy(error);

@@ -1,9 +1,12 @@
-// One live, configured instance of a plugin's backend, wrapped for C++.
+// One live, configured instance of a plugin's backend: the core's policy over
+// abi/plugin_client.hpp.
 //
-// Discovery-time calls (create, probe) return values; device calls throw
-// backplane::Error carrying the plugin's message.
+// Discovery-time calls (create, probe) return a PluginResult, since a plugin
+// that fails there is a status to report, not an error to raise; device calls
+// throw backplane::Error carrying the plugin's message.
 #pragma once
 
+#include "abi/plugin_client.hpp"
 #include "loader/plugin_library.hpp"
 
 #include <backplane/backplane.hpp>
@@ -19,13 +22,12 @@
 
 namespace backplane {
 
-struct PluginFailure {
-  ErrorCode code;
-  std::string message;
-};
+using PluginFailure = detail::PluginError;
+using detail::PluginResult;
+using detail::PluginStatus;
 
 // Copies the error's code and message, then destroys it. NULL -> nullopt.
-std::optional<PluginFailure> consume_error(BP_Error* error);
+inline std::optional<PluginFailure> consume_error(BP_Error* error) { return detail::take_error(error); }
 
 // Throws Error(code, "<context>: <plugin message>"), consuming `error`.
 [[noreturn]] void throw_plugin_error(BP_Error* error, std::string_view context);
@@ -36,6 +38,18 @@ std::optional<PluginFailure> consume_error(BP_Error* error);
 template <class Context>
 void throw_if_error(BP_Error* error, Context&& context) {
   if (error != nullptr) [[unlikely]] throw_plugin_error(error, context());
+}
+
+// Throws Error(code, "<context>: <plugin message>") for a failed call.
+[[noreturn]] void throw_plugin_error(const PluginFailure& failure, std::string_view context);
+template <class Context>
+void throw_if_failed(const PluginStatus& status, Context&& context) {
+  if (!status.ok()) [[unlikely]] throw_plugin_error(status.error(), context());
+}
+template <class T, class Context>
+T throw_if_failed(PluginResult<T>&& result, Context&& context) {
+  if (!result.ok()) [[unlikely]] throw_plugin_error(result.error(), context());
+  return std::move(result).value();
 }
 
 using PluginOptions = std::vector<std::pair<std::string, std::string>>;
@@ -73,7 +87,6 @@ class PluginEvent {
 
 class Backend {
  public:
-  struct Created;
   struct ProbeAnswer {
     bool available = false;
     std::string reason;
@@ -81,14 +94,16 @@ class Backend {
     int priority = 0;
   };
 
-  // Calls backend_create with the plugin options.
-  static Created create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options);
+  // Calls backend_create with the plugin options. A success that set no
+  // backend is a kPlugin error.
+  static PluginResult<std::unique_ptr<Backend>> create(std::shared_ptr<PluginLibrary> library,
+                                                       const PluginOptions& options);
   ~Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  // Either the plugin's answer or the error it returned.
-  std::pair<std::optional<ProbeAnswer>, std::optional<PluginFailure>> probe();
+  // The plugin's answer; a reason past kMaxPluginTextSize is a kPlugin error.
+  PluginResult<ProbeAnswer> probe();
 
   int device_count();
   DeviceInfo device_info(int ordinal);
@@ -168,14 +183,10 @@ class Backend {
 
   std::shared_ptr<PluginLibrary> library_;
   BP_Backend* handle_;
+  detail::PluginClient client_;
   std::once_flag used_once_;
   std::uint64_t fork_generation_;  // fork_generation() when created
   int created_pid_;                // getpid() when created, for fork_error
-};
-
-struct Backend::Created {
-  std::unique_ptr<Backend> backend;
-  std::optional<PluginFailure> failure;
 };
 
 }  // namespace backplane

@@ -190,8 +190,9 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   info.status = verdict.status;
   info.reason = std::move(verdict.reason);
   // The probe may rank the backend by what it found (ABI 1.2).
-  if (outcome->answer && configured_priority == policy.priorities.end()) info.priority = outcome->answer->priority;
-  if (info.status == BackendStatus::kAvailable) result.backend = std::move(outcome->backend);
+  const Backend::ProbeAnswer* answer = outcome->answer();
+  if (answer != nullptr && configured_priority == policy.priorities.end()) info.priority = answer->priority;
+  if (info.status == BackendStatus::kAvailable) result.backend = outcome->take_backend();
   return result;
 }
 

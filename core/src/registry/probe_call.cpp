@@ -11,7 +11,6 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
-#include <tuple>
 
 namespace backplane {
 namespace {
@@ -48,14 +47,10 @@ ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, con
                               const std::function<void(const char* stage)>& on_stage) {
   ProbeOutcome outcome;
   on_stage("backend_create");
-  auto created = Backend::create(library, options);
-  if (created.failure) {
-    outcome.create_failure = std::move(created.failure);
-    return outcome;
-  }
-  outcome.backend = std::move(created.backend);
+  outcome.created = Backend::create(library, options);
+  if (!outcome.created->ok()) return outcome;
   on_stage("probe");
-  std::tie(outcome.answer, outcome.probe_failure) = outcome.backend->probe();
+  outcome.probed = outcome.created->value()->probe();
   return outcome;
 }
 
@@ -109,18 +104,18 @@ std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
 }
 
 ProbeVerdict verdict_of(const ProbeOutcome& outcome) {
-  if (outcome.create_failure) {
-    return {BackendStatus::kFailed, fmt::format("backend_create failed: {}", outcome.create_failure->message)};
+  if (!outcome.created->ok()) {
+    return {BackendStatus::kFailed, fmt::format("backend_create failed: {}", outcome.created->message())};
   }
-  if (outcome.probe_failure) {
-    return {BackendStatus::kFailed, fmt::format("probe failed ({}): {}", to_string(outcome.probe_failure->code),
-                                                outcome.probe_failure->message)};
+  if (!outcome.probed->ok()) {
+    return {BackendStatus::kFailed,
+            fmt::format("probe failed ({}): {}", to_string(outcome.probed->code()), outcome.probed->message())};
   }
-  if (!outcome.answer->available) {
-    return {BackendStatus::kUnavailable,
-            outcome.answer->reason.empty() ? "the plugin gave no reason" : outcome.answer->reason};
+  const Backend::ProbeAnswer& answer = outcome.probed->value();
+  if (!answer.available) {
+    return {BackendStatus::kUnavailable, answer.reason.empty() ? "the plugin gave no reason" : answer.reason};
   }
-  return {BackendStatus::kAvailable, outcome.answer->reason};
+  return {BackendStatus::kAvailable, answer.reason};
 }
 
 }  // namespace backplane

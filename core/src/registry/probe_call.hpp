@@ -18,11 +18,17 @@ namespace backplane {
 // invalid value is a warning and keeps the default.
 std::uint32_t probe_timeout_ms(const std::optional<std::string>& text);
 
+// What each call returned; `probed` is set only once backend_create worked.
 struct ProbeOutcome {
-  std::unique_ptr<Backend> backend;
-  std::optional<PluginFailure> create_failure;
-  std::optional<Backend::ProbeAnswer> answer;
-  std::optional<PluginFailure> probe_failure;
+  std::optional<PluginResult<std::unique_ptr<Backend>>> created;
+  std::optional<PluginResult<Backend::ProbeAnswer>> probed;
+
+  // The probe's answer; NULL when a call failed.
+  const Backend::ProbeAnswer* answer() const { return probed && probed->ok() ? &probed->value() : nullptr; }
+  // The backend, which a call that failed leaves null.
+  std::unique_ptr<Backend> take_backend() {
+    return created && created->ok() ? std::move(created->value()) : nullptr;
+  }
 };
 
 // On the calling thread, without a deadline. `on_stage` is called with

@@ -52,6 +52,22 @@ static_assert(kErrorCodes[std::size(kErrorCodes) - 1].c_status == BP_STATUS_CANC
               "a new bp_status needs a row here");
 inline constexpr BP_ErrorCode kLastPluginCode = BP_ERROR_OUT_OF_RANGE;
 
+// Each plugin code 1..kLastPluginCode has exactly one row, so from_plugin_code
+// below never casts to a code the table does not pair; tests/python checks
+// kLastPluginCode against the BP_ERROR_* that plugin.h defines.
+constexpr bool plugin_codes_covered() {
+  for (BP_ErrorCode code = 1; code <= kLastPluginCode; ++code) {
+    std::size_t rows = 0;
+    for (const ErrorCodeRow& row : kErrorCodes) rows += row.plugin_code == code ? 1 : 0;
+    if (rows != 1) return false;
+  }
+  for (const ErrorCodeRow& row : kErrorCodes) {
+    if (row.plugin_code > kLastPluginCode) return false;
+  }
+  return true;
+}
+static_assert(plugin_codes_covered(), "every BP_ErrorCode needs its one row, and kLastPluginCode the newest");
+
 // A plugin's code as the core's; a code the ABI does not define is the
 // plugin breaking the contract.
 constexpr ErrorCode from_plugin_code(BP_ErrorCode code) {

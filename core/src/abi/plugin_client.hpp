@@ -1,0 +1,320 @@
+// The one place that speaks the plugin ABI: argument builders, the result of
+// a call, and PluginClient, which makes each call and reports what came back.
+//
+// No policy lives here: nothing throws on a plugin's error, nothing checks
+// forks, limits or out-values. The conformance kit needs to see exactly what
+// a plugin returned; registry/Backend adds the core's rules on top; the
+// plugin tests use it to drive plugins directly.
+#pragma once
+
+#include "util/error_codes.hpp"
+
+#include <backplane/plugin.h>
+#include <backplane/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace backplane::detail {
+
+// ------------------------------------------------------- argument builders --
+// Each returns its call's struct with struct_size and every input set, and
+// every out-field zero. A caller testing how a plugin refuses bad input
+// changes fields afterwards.
+
+inline BP_BackendCreateArgs backend_create_args(const BP_KeyValue* options, std::size_t option_count) {
+  BP_BackendCreateArgs args{};
+  args.struct_size = sizeof(args);
+  args.options = options;
+  args.option_count = option_count;
+  return args;
+}
+
+// `priority` is in/out since ABI 1.2: a plugin built against 1.0 or 1.1 does
+// not know the field and leaves what the caller put there.
+inline BP_ProbeArgs probe_args(BP_Backend* backend, std::int32_t priority = 0) {
+  BP_ProbeArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.priority = priority;
+  return args;
+}
+
+inline BP_DeviceCountArgs device_count_args(BP_Backend* backend) {
+  BP_DeviceCountArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  return args;
+}
+
+inline BP_DeviceInfoArgs device_info_args(BP_Backend* backend, std::int32_t ordinal) {
+  BP_DeviceInfoArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.ordinal = ordinal;
+  return args;
+}
+
+inline BP_MemoryAllocateArgs memory_allocate_args(BP_Backend* backend, std::int32_t ordinal, BP_MemoryKind kind,
+                                                  std::uint64_t size) {
+  BP_MemoryAllocateArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.ordinal = ordinal;
+  args.kind = kind;
+  args.size = size;
+  return args;
+}
+
+inline BP_MemoryWrapArgs memory_wrap_args(BP_Backend* backend, std::int32_t ordinal, void* address,
+                                          std::uint64_t size) {
+  BP_MemoryWrapArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.ordinal = ordinal;
+  args.address = address;
+  args.size = size;
+  return args;
+}
+
+inline BP_MemoryFreeArgs memory_free_args(BP_Backend* backend, BP_Buffer* buffer) {
+  BP_MemoryFreeArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.buffer = buffer;
+  return args;
+}
+
+// The copy builders serve the synchronous call and its _async twin alike.
+inline BP_CopyToDeviceArgs copy_to_device_args(BP_Backend* backend, BP_Buffer* destination,
+                                               std::uint64_t destination_offset, const void* source,
+                                               std::uint64_t size) {
+  BP_CopyToDeviceArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.destination = destination;
+  args.destination_offset = destination_offset;
+  args.source = source;
+  args.size = size;
+  return args;
+}
+
+inline BP_CopyToHostArgs copy_to_host_args(BP_Backend* backend, BP_Buffer* source, std::uint64_t source_offset,
+                                           void* destination, std::uint64_t size) {
+  BP_CopyToHostArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.source = source;
+  args.source_offset = source_offset;
+  args.destination = destination;
+  args.size = size;
+  return args;
+}
+
+inline BP_CopyDeviceToDeviceArgs copy_device_to_device_args(BP_Backend* backend, BP_Buffer* source,
+                                                            std::uint64_t source_offset, BP_Buffer* destination,
+                                                            std::uint64_t destination_offset, std::uint64_t size) {
+  BP_CopyDeviceToDeviceArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.source = source;
+  args.source_offset = source_offset;
+  args.destination = destination;
+  args.destination_offset = destination_offset;
+  args.size = size;
+  return args;
+}
+
+inline BP_ConvertIntegersArgs convert_integers_args(BP_Backend* backend, BP_Buffer* source, std::uint64_t source_offset,
+                                                    BP_IntegerType source_type, BP_Buffer* destination,
+                                                    std::uint64_t destination_offset, BP_IntegerType destination_type,
+                                                    std::uint64_t count) {
+  BP_ConvertIntegersArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.source = source;
+  args.source_offset = source_offset;
+  args.source_type = source_type;
+  args.destination = destination;
+  args.destination_offset = destination_offset;
+  args.destination_type = destination_type;
+  args.count = count;
+  return args;
+}
+
+// For event_wait and event_query.
+inline BP_EventArgs event_args(BP_Backend* backend, BP_Event* event) {
+  BP_EventArgs args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  args.event = event;
+  return args;
+}
+
+// The options as BP_KeyValue pairs; they point into `options`, which must
+// outlive them.
+std::vector<BP_KeyValue> key_values(const std::vector<std::pair<std::string, std::string>>& options);
+
+// ------------------------------------------------------------------ results --
+
+// A plugin's error, copied out of its BP_Error before that was destroyed.
+struct PluginError {
+  ErrorCode code = ErrorCode::kInternal;  // from the table in util/error_codes.hpp
+  std::string message;
+  // As the plugin wrote it: the conformance kit names a code the ABI does not
+  // define, which `code` folds into kPlugin.
+  BP_ErrorCode plugin_code = 0;
+};
+
+// The message of a call that succeeded.
+inline const std::string& no_message() noexcept {
+  static const std::string empty;
+  return empty;
+}
+
+// Sees each BP_Error just before it is read and destroyed. The conformance
+// kit judges the error's shape there; the core only has to survive it.
+class ErrorInspector {
+ public:
+  virtual void inspect(const BP_Error& error) = 0;
+
+ protected:
+  ~ErrorInspector() = default;
+};
+
+// Copies `error` and destroys it; NULL is success. Never throws but for
+// bad_alloc. An error whose struct_size is too small for destroy to be read
+// is leaked, not destroyed. A message past kMaxPluginTextSize is cut (and
+// says so); an empty one reads "(the plugin gave no message)".
+std::optional<PluginError> take_error(BP_Error* error, ErrorInspector* inspector = nullptr);
+
+// The outcome of a call that returns nothing but its error.
+class [[nodiscard]] PluginStatus {
+ public:
+  PluginStatus() = default;
+  PluginStatus(PluginError error) : error_(std::move(error)) {}
+  PluginStatus(std::optional<PluginError> error) : error_(std::move(error)) {}
+  // Takes (and destroys) the error a raw call returned.
+  explicit PluginStatus(BP_Error* error, ErrorInspector* inspector = nullptr) : error_(take_error(error, inspector)) {}
+
+  bool ok() const noexcept { return !error_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+  // Requires !ok().
+  const PluginError& error() const& { return *error_; }
+  PluginError&& error() && { return std::move(*error_); }
+  // The error, or nullopt on success.
+  const std::optional<PluginError>& failure() const& noexcept { return error_; }
+  std::optional<PluginError>&& failure() && noexcept { return std::move(error_); }
+  // kOk, 0 and "" on success.
+  ErrorCode code() const noexcept { return error_ ? error_->code : ErrorCode::kOk; }
+  BP_ErrorCode plugin_code() const noexcept { return error_ ? error_->plugin_code : 0; }
+  const std::string& message() const noexcept { return error_ ? error_->message : no_message(); }
+
+ private:
+  std::optional<PluginError> error_;
+};
+
+// The outcome of a call that answers a value: the value, or the error.
+template <class T>
+class [[nodiscard]] PluginResult {
+ public:
+  PluginResult(T value) : state_(std::in_place_index<0>, std::move(value)) {}
+  PluginResult(PluginError error) : state_(std::in_place_index<1>, std::move(error)) {}
+
+  bool ok() const noexcept { return state_.index() == 0; }
+  explicit operator bool() const noexcept { return ok(); }
+  // Require ok().
+  T& value() & { return std::get<0>(state_); }
+  const T& value() const& { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  // Requires !ok().
+  const PluginError& error() const& { return std::get<1>(state_); }
+  PluginError&& error() && { return std::get<1>(std::move(state_)); }
+  ErrorCode code() const noexcept { return ok() ? ErrorCode::kOk : std::get<1>(state_).code; }
+  BP_ErrorCode plugin_code() const noexcept { return ok() ? 0 : std::get<1>(state_).plugin_code; }
+  const std::string& message() const noexcept { return ok() ? no_message() : std::get<1>(state_).message; }
+  // Drops the value: for a caller that only asks whether the call worked.
+  PluginStatus status() const& { return ok() ? PluginStatus() : PluginStatus(error()); }
+
+ private:
+  std::variant<T, PluginError> state_;
+};
+
+// ------------------------------------------------------------------- client --
+
+// What memory_allocate answered.
+struct BufferAllocation {
+  BP_Buffer* buffer = nullptr;
+  void* address = nullptr;  // the plugin's native address, may be NULL
+};
+
+// One backend instance's calls. Out-values come back as the plugin wrote
+// them (a NULL buffer or event on success included); text a plugin answers
+// (probe's reason, device_info's strings) is the filled args struct, whose
+// pointers stay the plugin's. Optional calls (memory_wrap, convert_integers)
+// must be present in the table: the caller checks.
+class PluginClient {
+ public:
+  PluginClient(const BP_PluginApi& api, BP_Backend* backend, ErrorInspector* inspector = nullptr)
+      : api_(&api), backend_(backend), inspector_(inspector) {}
+
+  // backend_create: the handle as the plugin set it (NULL when it set none).
+  static PluginResult<BP_Backend*> create(const BP_PluginApi& api, const BP_KeyValue* options, std::size_t option_count,
+                                          ErrorInspector* inspector = nullptr);
+  static PluginResult<BP_Backend*> create(const BP_PluginApi& api,
+                                          const std::vector<std::pair<std::string, std::string>>& options,
+                                          ErrorInspector* inspector = nullptr);
+
+  const BP_PluginApi& api() const noexcept { return *api_; }
+  BP_Backend* backend() const noexcept { return backend_; }
+
+  // Takes an error a raw call returned, through this client's inspector.
+  PluginStatus status(BP_Error* error) const { return PluginStatus(error, inspector_); }
+
+  PluginResult<BP_ProbeArgs> probe(std::int32_t priority = 0) const;
+  PluginResult<std::int32_t> device_count() const;
+  PluginResult<BP_DeviceInfoArgs> device_info(std::int32_t ordinal) const;
+  PluginResult<BufferAllocation> memory_allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size) const;
+  PluginResult<BP_Buffer*> memory_wrap(std::int32_t ordinal, void* address, std::uint64_t size) const;
+  PluginStatus memory_free(BP_Buffer* buffer) const;
+
+  PluginStatus copy_to_device(BP_Buffer* destination, std::uint64_t destination_offset, const void* source,
+                              std::uint64_t size) const;
+  PluginStatus copy_to_host(BP_Buffer* source, std::uint64_t source_offset, void* destination,
+                            std::uint64_t size) const;
+  PluginStatus copy_device_to_device(BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
+                                     std::uint64_t destination_offset, std::uint64_t size) const;
+  PluginResult<BP_Event*> copy_to_device_async(BP_Buffer* destination, std::uint64_t destination_offset,
+                                               const void* source, std::uint64_t size) const;
+  PluginResult<BP_Event*> copy_to_host_async(BP_Buffer* source, std::uint64_t source_offset, void* destination,
+                                             std::uint64_t size) const;
+  PluginResult<BP_Event*> copy_device_to_device_async(BP_Buffer* source, std::uint64_t source_offset,
+                                                      BP_Buffer* destination, std::uint64_t destination_offset,
+                                                      std::uint64_t size) const;
+  PluginResult<BP_Event*> convert_integers(BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
+                                           BP_Buffer* destination, std::uint64_t destination_offset,
+                                           BP_IntegerType destination_type, std::uint64_t count) const;
+
+  PluginStatus event_wait(BP_Event* event) const;
+  // The done flag as the plugin set it (0 when it set none).
+  PluginResult<std::int32_t> event_query(BP_Event* event) const;
+  void event_destroy(BP_Event* event) const noexcept { api_->event_destroy(backend_, event); }
+  void backend_destroy() const noexcept { api_->backend_destroy(backend_); }
+
+ private:
+  const BP_PluginApi* api_;
+  BP_Backend* backend_;
+  ErrorInspector* inspector_;
+};
+
+}  // namespace backplane::detail
