@@ -1,8 +1,8 @@
 // The conformance suite judged by plugins whose behaviour is known: the CPU
 // plugin and the flawed fixture (flawed_plugin.cpp), one flaw at a time, plus
 // the load-time refusals and the `backplane conformance` command itself.
-#include "../core/temp_dir.hpp"
-#include "../tools/run_command.hpp"
+#include "support/temp_dir.hpp"
+#include "support/run_command.hpp"
 
 #include <backplane/conformance.hpp>
 

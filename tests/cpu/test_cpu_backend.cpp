@@ -1,5 +1,5 @@
 // The CPU plugin, driven through the raw ABI from its built file.
-#include "plugin_harness.hpp"
+#include "support/plugin_harness.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // The simulated accelerator (tests/plugins/sim), driven through the raw ABI:
 // the stand-in for a discrete device in the cpu suite and beyond.
-#include "plugin_harness.hpp"
+#include "support/plugin_harness.hpp"
 
 #include <chrono>
 #include <cstring>

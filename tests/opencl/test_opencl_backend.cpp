@@ -3,8 +3,8 @@
 // device cases run on whatever OpenCL device the loader finds (PoCL's CPU
 // device in CI) and print "skipped" with the probe's reason where there is
 // none.
-#include "cpu/plugin_harness.hpp"
 #include "support/fork_child.hpp"
+#include "support/plugin_harness.hpp"
 
 #include <sys/stat.h>
 

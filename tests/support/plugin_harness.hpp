@@ -6,6 +6,7 @@
 #define BACKPLANE_TESTS_CPU_PLUGIN_HARNESS_HPP
 
 #include "abi/plugin_client.hpp"
+#include "support/errors.hpp"
 
 #include <backplane/plugin.h>
 #include <doctest/doctest.h>
@@ -195,8 +196,6 @@ inline int thread_count() {
   }
   return count;
 }
-
-inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 }  // namespace backplane::testing
 
