@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   options.ignore_environment = true;
   options.skip_default_paths = true;
   Runtime runtime(options);
-  Backend& cpu = backplane::detail::RuntimeAccess::registry(runtime).live_backend("cpu");
+  backplane::detail::Backend& cpu = backplane::detail::RuntimeAccess::registry(runtime).live_backend("cpu");
 
   constexpr int kCalls = 2'000'000;
   constexpr int kRepeats = 15;

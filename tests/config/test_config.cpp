@@ -12,12 +12,12 @@
 #include "config/config.hpp"
 
 namespace fs = std::filesystem;
-using backplane::Config;
-using backplane::Environment;
+using backplane::detail::Config;
+using backplane::detail::Environment;
 using backplane::Error;
 using backplane::ErrorCode;
-using backplane::load_config;
-using backplane::parse_config;
+using backplane::detail::load_config;
+using backplane::detail::parse_config;
 
 namespace {
 
@@ -225,7 +225,7 @@ forever = inf
   }
 
   TEST_CASE("[config] files over 1 MiB are refused") {
-    const std::string big(backplane::kMaxConfigFileBytes + 1, '#');
+    const std::string big(backplane::detail::kMaxConfigFileBytes + 1, '#');
     CHECK(config_error(big) == "config file /etc/FILE.toml is larger than the limit of 1048576 bytes");
 
     TempDir dir;

@@ -6,10 +6,10 @@
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
 
-using backplane::DeviceSelector;
+using backplane::detail::DeviceSelector;
 using backplane::Error;
 using backplane::ErrorCode;
-using backplane::parse_selector;
+using backplane::detail::parse_selector;
 
 namespace {
 
@@ -115,10 +115,10 @@ TEST_SUITE("config") {
   }
 
   TEST_CASE("[selector] backend name rule") {
-    CHECK(backplane::is_valid_backend_name("cpu"));
-    CHECK(backplane::is_valid_backend_name("a_1"));
-    CHECK_FALSE(backplane::is_valid_backend_name(""));
-    CHECK_FALSE(backplane::is_valid_backend_name("Cpu"));
-    CHECK_FALSE(backplane::is_valid_backend_name("c-pu"));
+    CHECK(backplane::detail::is_valid_backend_name("cpu"));
+    CHECK(backplane::detail::is_valid_backend_name("a_1"));
+    CHECK_FALSE(backplane::detail::is_valid_backend_name(""));
+    CHECK_FALSE(backplane::detail::is_valid_backend_name("Cpu"));
+    CHECK_FALSE(backplane::detail::is_valid_backend_name("c-pu"));
   }
 }

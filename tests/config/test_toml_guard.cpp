@@ -9,8 +9,8 @@
 
 using backplane::Error;
 using backplane::ErrorCode;
-using backplane::GuardedToml;
-using backplane::hits_toml_whitespace_bug;
+using backplane::detail::GuardedToml;
+using backplane::detail::hits_toml_whitespace_bug;
 
 namespace {
 

@@ -134,15 +134,15 @@ TEST_CASE("[discovery] probe_isolation = \"process\" in the config file turns is
 }
 
 TEST_CASE("[config] probe_isolation must be \"process\" or \"none\"") {
-  CHECK(backplane::parse_config("probe_isolation = \"none\"\n", "c.toml").probe_isolation == ProbeIsolation::kNone);
+  CHECK(backplane::detail::parse_config("probe_isolation = \"none\"\n", "c.toml").probe_isolation == ProbeIsolation::kNone);
   try {
-    backplane::parse_config("probe_isolation = \"fork\"\n", "c.toml");
+    backplane::detail::parse_config("probe_isolation = \"fork\"\n", "c.toml");
     FAIL("expected an error");
   } catch (const backplane::Error& error) {
     CHECK(std::string(error.what()) == "c.toml:1:19: 'probe_isolation' is 'fork'; expected \"process\" or \"none\"");
   }
   try {
-    backplane::parse_config("probe_isolation = true\n", "c.toml");
+    backplane::detail::parse_config("probe_isolation = true\n", "c.toml");
     FAIL("expected an error");
   } catch (const backplane::Error& error) {
     CHECK(std::string(error.what()) == "c.toml:1:19: 'probe_isolation' must be a string, got boolean");

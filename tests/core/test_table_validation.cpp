@@ -9,7 +9,7 @@
 #include <string>
 
 using backplane::BackendStatus;
-using backplane::validate_table;
+using backplane::detail::validate_table;
 
 namespace {
 

@@ -57,7 +57,7 @@ void give_to_other_group(const std::filesystem::path& path) {
 }  // namespace
 
 TEST_CASE("[trust] the build tree and /tmp are trusted") {
-  CHECK(backplane::untrusted_path(kPluginDir / "backplane-cpu.so") == std::nullopt);
+  CHECK(backplane::detail::untrusted_path(kPluginDir / "backplane-cpu.so") == std::nullopt);
   TempDir dir;
   CHECK(cpu_found_in(plugin_in(dir / "plugins")).status == BackendStatus::kAvailable);
 }
@@ -139,9 +139,9 @@ TEST_CASE("[trust] a config file others can write is refused, naming the path an
   TempDir dir;
   auto config = dir.write("config.toml", "plugin_paths = [\"/opt/plugins\"]\n");
   ::chmod(config.c_str(), 0666);
-  auto environment = backplane::Environment::fixed({{"BACKPLANE_CONFIG", config.string()}});
+  auto environment = backplane::detail::Environment::fixed({{"BACKPLANE_CONFIG", config.string()}});
   try {
-    backplane::load_config(environment, "/nonexistent");
+    backplane::detail::load_config(environment, "/nonexistent");
     FAIL("expected an error");
   } catch (const backplane::Error& error) {
     CHECK(error.code() == backplane::ErrorCode::kConfig);
@@ -151,7 +151,7 @@ TEST_CASE("[trust] a config file others can write is refused, naming the path an
               " (it names plugin directories, whose code runs in this process)");
   }
   ::chmod(config.c_str(), 0644);
-  CHECK(backplane::load_config(environment, "/nonexistent").plugin_paths.size() == 1);
+  CHECK(backplane::detail::load_config(environment, "/nonexistent").plugin_paths.size() == 1);
 }
 
 TEST_CASE("[trust] a config file in a group-writable directory is refused through the runtime") {

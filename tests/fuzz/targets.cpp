@@ -17,6 +17,7 @@
 #include <vector>
 
 namespace backplane::fuzz {
+using namespace ::backplane::detail;
 namespace {
 
 void require(bool condition, const char* invariant) {

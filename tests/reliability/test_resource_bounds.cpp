@@ -107,22 +107,22 @@ TEST_CASE("[bounds] a config file of many megabytes is refused by the 1 MiB boun
   std::string text = "default_device = \"cpu\"\n";
   while (text.size() < (std::size_t{8} << 20)) text += comment_line;
   try {
-    backplane::parse_config(text, "/big/config.toml");
+    backplane::detail::parse_config(text, "/big/config.toml");
     FAIL("accepted");
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::kConfig);
     CHECK(contains(error.what(), "/big/config.toml"));
-    CHECK(contains(error.what(), std::to_string(backplane::kMaxConfigFileBytes)));
+    CHECK(contains(error.what(), std::to_string(backplane::detail::kMaxConfigFileBytes)));
   }
   // Exactly at the bound is fine.
-  const std::string at_bound = text.substr(0, backplane::kMaxConfigFileBytes - 1) + "\n";
-  CHECK(backplane::parse_config(at_bound, "/big/config.toml").default_device == "cpu");
+  const std::string at_bound = text.substr(0, backplane::detail::kMaxConfigFileBytes - 1) + "\n";
+  CHECK(backplane::detail::parse_config(at_bound, "/big/config.toml").default_device == "cpu");
 
   TempDir directory;
   const auto path = directory.write("config.toml", text);
-  const auto environment = backplane::Environment::fixed({{"BACKPLANE_CONFIG", path.string()}});
+  const auto environment = backplane::detail::Environment::fixed({{"BACKPLANE_CONFIG", path.string()}});
   try {
-    backplane::load_config(environment, directory.path());
+    backplane::detail::load_config(environment, directory.path());
     FAIL("accepted");
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::kConfig);

@@ -13,6 +13,7 @@ struct bp_array {
 };
 
 namespace backplane::c_api {
+using namespace ::backplane::detail;
 namespace {
 
 static_assert(static_cast<int>(DType::kU8) == BP_DTYPE_U8);
@@ -81,6 +82,7 @@ Device device_or_default(Runtime& runtime, const bp_device* device) {
 
 using namespace backplane;
 using namespace backplane::c_api;
+using namespace backplane::detail;
 
 extern "C" {
 

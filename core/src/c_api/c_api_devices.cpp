@@ -15,6 +15,7 @@ struct bp_device_info {
 };
 
 namespace backplane::c_api {
+using namespace ::backplane::detail;
 namespace {
 
 static_assert(static_cast<int>(BackendStatus::kShadowed) == BP_BACKEND_SHADOWED);
@@ -80,6 +81,7 @@ std::shared_ptr<bp_device_info> info_of(const bp_device_info* info) { return liv
 
 using namespace backplane;
 using namespace backplane::c_api;
+using namespace backplane::detail;
 
 extern "C" {
 

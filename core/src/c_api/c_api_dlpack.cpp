@@ -20,6 +20,7 @@
 #include <vector>
 
 namespace backplane::c_api {
+using namespace ::backplane::detail;
 namespace {
 
 // kDLBool arrived in DLPack 0.8; producers newer than our header use it.
@@ -246,6 +247,7 @@ std::string describe_type(const DLDataType& type) {
 
 using namespace backplane;
 using namespace backplane::c_api;
+using namespace backplane::detail;
 
 extern "C" {
 

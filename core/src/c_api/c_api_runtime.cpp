@@ -26,6 +26,7 @@ struct bp_runtime {
 };
 
 namespace backplane::c_api {
+using namespace ::backplane::detail;
 namespace {
 
 thread_local std::string last_error;
@@ -81,6 +82,7 @@ bp_device from_device(const Device& device) {
 
 using namespace backplane;
 using namespace backplane::c_api;
+using namespace backplane::detail;
 
 extern "C" {
 

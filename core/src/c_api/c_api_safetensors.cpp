@@ -38,6 +38,7 @@ struct bp_tensor_map {
 };
 
 namespace backplane::c_api {
+using namespace ::backplane::detail;
 namespace {
 
 LiveHandles<bp_safetensors_header> live_headers;
@@ -187,6 +188,7 @@ void save(const char* path, const char* const* names, const size_t* name_sizes, 
 
 using namespace backplane;
 using namespace backplane::c_api;
+using namespace backplane::detail;
 
 extern "C" {
 

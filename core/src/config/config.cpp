@@ -21,7 +21,7 @@
 #include "loader/trust.hpp"
 #include "util/log.hpp"
 
-namespace backplane {
+namespace backplane::detail {
 namespace fs = std::filesystem;
 
 namespace {
@@ -369,4 +369,4 @@ Config load_config(const Environment& environment, const fs::path& sysconf_dir) 
   return config;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

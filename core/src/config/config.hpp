@@ -24,7 +24,7 @@
 
 #include <backplane/backplane.hpp>
 
-namespace backplane {
+namespace backplane::detail {
 
 // Files larger than this are refused before parsing (keeps memory bounded).
 inline constexpr std::size_t kMaxConfigFileBytes = 1024 * 1024;
@@ -77,4 +77,4 @@ Config parse_config(std::string_view text, const std::filesystem::path& source);
 // read through `environment`, so elevated processes see none of them.
 Config load_config(const Environment& environment, const std::filesystem::path& sysconf_dir);
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -9,7 +9,7 @@
 
 #include "backplane/error.hpp"
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 constexpr std::size_t kMaxQuotedLength = 64;
@@ -119,4 +119,4 @@ DeviceSelector parse_selector(std::string_view text) {
   return selector;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

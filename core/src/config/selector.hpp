@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace backplane {
+namespace backplane::detail {
 
 // A parsed selector. `backend` matches [a-z0-9_]+; `ordinal`, when present, is
 // >= 0. No ordinal means "the backend's default device" (device 0 today).
@@ -37,4 +37,4 @@ DeviceSelector parse_selector(std::string_view text);
 // The config reader uses the same rule for [backend.NAME] and `backends`.
 bool is_valid_backend_name(std::string_view name) noexcept;
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -8,7 +8,7 @@
 
 #include "backplane/error.hpp"
 
-namespace backplane {
+namespace backplane::detail {
 
 bool hits_toml_whitespace_bug(char32_t code_point) noexcept {
   // Mirrors toml++ 3.3.0 impl::is_non_ascii_horizontal_whitespace() (file
@@ -313,4 +313,4 @@ std::size_t GuardedToml::original_column(std::size_t line, std::size_t column) c
   return column - shift;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

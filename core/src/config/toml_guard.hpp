@@ -45,7 +45,7 @@
 #include <string_view>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 // The deepest nesting of tables, arrays and inline tables a config may use.
 inline constexpr std::size_t kMaxTomlNesting = 128;
@@ -79,4 +79,4 @@ class GuardedToml {
   std::vector<Escape> escapes_;  // in text order
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

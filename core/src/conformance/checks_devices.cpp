@@ -12,6 +12,7 @@
 #include <vector>
 
 namespace backplane::conformance {
+using namespace ::backplane::detail;
 namespace {
 
 constexpr std::uint64_t kLargeAllocation = std::uint64_t{64} << 20;  // 64 MiB

@@ -11,6 +11,7 @@
 #include <vector>
 
 namespace backplane::conformance {
+using namespace ::backplane::detail;
 namespace {
 
 struct Widening {

@@ -9,6 +9,7 @@
 #include <utility>
 
 namespace backplane::conformance {
+using namespace ::backplane::detail;
 namespace {
 
 constexpr std::size_t kMalformedKept = 4;

@@ -22,6 +22,7 @@
 #include <vector>
 
 namespace backplane::conformance {
+using namespace ::backplane::detail;
 namespace {
 
 constexpr char kUnknownOption[] = "conformance_no_such_option";

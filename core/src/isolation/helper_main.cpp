@@ -22,8 +22,8 @@
 
 namespace {
 
-using backplane::isolation::kResultFd;
-using backplane::isolation::write_record;
+using backplane::detail::isolation::kResultFd;
+using backplane::detail::isolation::write_record;
 
 [[noreturn]] void report(backplane::BackendStatus status, const std::string& reason, const std::string& abi,
                          std::string_view name) {
@@ -44,17 +44,17 @@ int main(int argc, char** argv) {
   if (std::to_string(::getppid()) != argv[1]) return 3;
   ::signal(SIGPIPE, SIG_IGN);
 
-  backplane::PluginOptions options;
+  backplane::detail::PluginOptions options;
   for (int index = 4; index + 1 < argc; index += 2) options.emplace_back(argv[index], argv[index + 1]);
   try {
     write_record(kResultFd, "stage", "load");
-    backplane::OpenedPlugin opened = backplane::open_plugin(argv[2], argv[3]);
+    backplane::detail::OpenedPlugin opened = backplane::detail::open_plugin(argv[2], argv[3]);
     if (opened.status != backplane::BackendStatus::kAvailable) {
       report(opened.status, opened.reason, opened.abi_version, "");
     }
-    const auto outcome = backplane::create_and_probe(opened.library, options,
+    const auto outcome = backplane::detail::create_and_probe(opened.library, options,
                                                      [](const char* stage) { write_record(kResultFd, "stage", stage); });
-    const auto verdict = backplane::verdict_of(outcome);
+    const auto verdict = backplane::detail::verdict_of(outcome);
     report(verdict.status, verdict.reason, opened.abi_version, opened.library->name());
   } catch (const std::exception& error) {
     report(backplane::BackendStatus::kFailed, error.what(), "", "");

@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace backplane::isolation {
+namespace backplane::detail::isolation {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -228,4 +228,4 @@ void remember_good(const std::filesystem::path& file, const PluginOptions& optio
   good_plugins->insert(std::move(key));
 }
 
-}  // namespace backplane::isolation
+}  // namespace backplane::detail::isolation

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace backplane::isolation {
+namespace backplane::detail::isolation {
 
 // `<dir of the core library>/backplane/backplane-probe`, else the install's
 // `<libdir>/backplane/backplane-probe`; empty when neither is an executable.
@@ -39,4 +39,4 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
 bool known_good(const std::filesystem::path& file, const PluginOptions& options);
 void remember_good(const std::filesystem::path& file, const PluginOptions& options);
 
-}  // namespace backplane::isolation
+}  // namespace backplane::detail::isolation

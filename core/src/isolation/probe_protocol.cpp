@@ -6,7 +6,7 @@
 #include <charconv>
 #include <string>
 
-namespace backplane::isolation {
+namespace backplane::detail::isolation {
 namespace {
 
 bool write_all(int fd, const char* data, std::size_t size) noexcept {
@@ -68,4 +68,4 @@ std::optional<std::string> RecordReader::get(std::string_view key) const {
   return std::nullopt;
 }
 
-}  // namespace backplane::isolation
+}  // namespace backplane::detail::isolation

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace backplane::isolation {
+namespace backplane::detail::isolation {
 
 // The file descriptor the helper writes its records to.
 inline constexpr int kResultFd = 3;
@@ -35,4 +35,4 @@ class RecordReader {
   bool garbled_ = false;  // a header that is not ours: nothing more is read
 };
 
-}  // namespace backplane::isolation
+}  // namespace backplane::detail::isolation

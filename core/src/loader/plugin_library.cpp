@@ -16,7 +16,7 @@
 #include <vector>
 #include <exception>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 // Libraries that must stay mapped until exit (see keep_loaded). Never
@@ -101,4 +101,4 @@ OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view exp
   return opened;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-namespace backplane {
+namespace backplane::detail {
 
 // A loaded plugin file and its validated table. The table lives as long as
 // the library, which stays loaded as long as this object (see keep_loaded).
@@ -61,4 +61,4 @@ std::optional<std::string> unsafe_permissions(const std::filesystem::path& file)
 // `expected_name` as for validate_table.
 OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view expected_name);
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string_view>
 
-namespace backplane {
+namespace backplane::detail {
 
 inline constexpr int kMaxPluginDevices = 4096;
 inline constexpr std::size_t kMaxBackendNameSize = 64;
@@ -25,4 +25,4 @@ inline std::string_view plugin_text(const char* data, std::size_t size) noexcept
   return data == nullptr ? std::string_view() : std::string_view(data, ::strnlen(data, size));
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <system_error>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 std::vector<std::filesystem::path> split_path_list(const std::string& text) {
@@ -83,4 +83,4 @@ std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs,
   return search_path;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 class Environment;
 
@@ -25,4 +25,4 @@ std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs,
 // `<directory of the loaded core library>/backplane/plugins`.
 std::filesystem::path plugin_dir_next_to_core();
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 constexpr std::size_t kVersionFieldsEnd = offsetof(BP_PluginApi, abi_minor) + sizeof(uint32_t);
@@ -141,4 +141,4 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
   return std::nullopt;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace backplane {
+namespace backplane::detail {
 
 struct TableProblem {
   BackendStatus status;  // kIncompatible or kFailed
@@ -25,4 +25,4 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
 
 std::string abi_version_string(const BP_PluginApi& table);
 
-}  // namespace backplane
+}  // namespace backplane::detail

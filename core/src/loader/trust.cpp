@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 // "root", or the running user's name ("uid N" without one), for chown.
@@ -110,4 +110,4 @@ std::optional<std::string> untrusted_path(const std::filesystem::path& given) {
   return check_chain(file);
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-namespace backplane {
+namespace backplane::detail {
 
 // Why `file` must not be trusted, naming the path that failed and the command
 // that fixes it ("refused: /opt/p is writable by its group (gid 100); run
@@ -19,4 +19,4 @@ namespace backplane {
 // (the directories that hold the link) and where it leads.
 std::optional<std::string> untrusted_path(const std::filesystem::path& file);
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -7,6 +7,7 @@
 #include <cstring>
 
 namespace backplane {
+using namespace detail;
 namespace detail {
 
 const ArrayState& ArrayAccess::state(const Array& array, const char* call) {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace backplane {
+namespace backplane::detail {
 
 Completion::Completion(std::string description)
     : description_(std::move(description)), generation_(fork_generation()) {}
@@ -124,4 +124,4 @@ bool Completion::succeeded() noexcept {
   return code_ == ErrorCode::kOk;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 class Completion {
  public:
@@ -78,4 +78,4 @@ class Completion {
   std::string message_;
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -20,6 +20,7 @@
 #include <cstring>
 
 namespace backplane {
+using namespace detail;
 namespace {
 
 using detail::ArrayAccess;

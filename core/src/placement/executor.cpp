@@ -4,7 +4,7 @@
 
 #include <memory>
 
-namespace backplane {
+namespace backplane::detail {
 
 TransferExecutor::~TransferExecutor() {
   Pool* pool = pool_.load(std::memory_order_acquire);
@@ -74,4 +74,4 @@ void TransferExecutor::run(Pool& pool) {
   }
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

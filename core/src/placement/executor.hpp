@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 class TransferExecutor {
  public:
@@ -61,4 +61,4 @@ class TransferExecutor {
   std::atomic<Pool*> pool_{nullptr};
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -9,6 +9,7 @@
 #include <new>
 
 namespace backplane {
+using namespace detail;
 
 namespace detail {
 

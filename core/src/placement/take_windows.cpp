@@ -12,6 +12,7 @@
 #include <type_traits>
 
 namespace backplane {
+using namespace detail;
 namespace {
 
 using detail::ArrayAccess;

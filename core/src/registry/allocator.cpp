@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 std::uint64_t round_up(std::uint64_t size) {
@@ -134,4 +134,4 @@ CachingAllocator::Counters CachingAllocator::counters() const {
   return counters_;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 class CachingAllocator;
 
@@ -99,4 +99,4 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   Counters counters_;
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 // Throws Error(kPlugin) naming `call`, the field and its value when a size
@@ -118,13 +118,13 @@ DeviceInfo Backend::device_info(int ordinal) {
   return info;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail
 
 // ------------------------------------------------------ device operations --
 // Used by the placement layer. Messages name the device and the size so that
 // an error read far from the call still says what failed.
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 PluginEvent require_event(Backend& backend, BP_Event* event, int ordinal, const char* call) {
@@ -308,4 +308,4 @@ void PluginEvent::reset() noexcept {
   if (event_ != nullptr) backend_->destroy_event(std::exchange(event_, nullptr));
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 using PluginFailure = detail::PluginError;
 using detail::PluginResult;
@@ -189,4 +189,4 @@ class Backend {
   int created_pid_;                // getpid() when created, for fork_error
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

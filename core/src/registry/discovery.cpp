@@ -11,7 +11,7 @@
 #include <system_error>
 #include <tuple>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 constexpr std::string_view kPrefix = "backplane-";
@@ -234,4 +234,4 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
   return found;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace backplane {
+namespace backplane::detail {
 
 struct DiscoveryPolicy {
   // When set, only these backends are opened; the rest are `disabled` with
@@ -39,4 +39,4 @@ struct DiscoveredBackend {
 std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,
                                         const DiscoveryPolicy& policy);
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -12,7 +12,7 @@
 #include <system_error>
 #include <thread>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 constexpr std::uint32_t kDefaultProbeTimeoutMs = 10000;
@@ -118,4 +118,4 @@ ProbeVerdict verdict_of(const ProbeOutcome& outcome) {
   return {BackendStatus::kAvailable, answer.reason};
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-namespace backplane {
+namespace backplane::detail {
 
 // BACKPLANE_PROBE_TIMEOUT_MS as given (unset: 10000; 0 = no deadline). An
 // invalid value is a warning and keeps the default.
@@ -51,4 +51,4 @@ struct ProbeVerdict {
 };
 ProbeVerdict verdict_of(const ProbeOutcome& outcome);
 
-}  // namespace backplane
+}  // namespace backplane::detail

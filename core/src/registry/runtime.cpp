@@ -9,6 +9,7 @@
 #include <algorithm>
 
 namespace backplane {
+using namespace detail;
 
 std::string_view version() noexcept { return BACKPLANE_VERSION; }
 

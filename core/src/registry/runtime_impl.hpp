@@ -17,7 +17,7 @@ class Placement;
 }  // namespace detail
 
 struct Runtime::Impl {
-  Impl(Options options, Environment environment) : registry(std::move(options), std::move(environment)) {}
+  Impl(Options options, detail::Environment environment) : registry(std::move(options), std::move(environment)) {}
   ~Impl() { placement.reset(); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;

@@ -13,6 +13,7 @@
 #include <vector>
 
 namespace backplane {
+using namespace detail;
 namespace {
 
 // Innermost last. Each entry is tagged with its runtime's id (not its

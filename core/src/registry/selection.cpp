@@ -10,6 +10,7 @@
 #include <vector>
 
 namespace backplane {
+using namespace detail;
 namespace {
 
 // The launchers' local-rank variables, in the order they are consulted:

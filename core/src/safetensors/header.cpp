@@ -21,6 +21,7 @@
 #include <tuple>
 
 namespace backplane::safetensors {
+using namespace ::backplane::detail;
 namespace {
 
 // The reference's Dtype enum, in declaration order: its derived Ord is what

@@ -27,6 +27,7 @@
 #include <string>
 
 namespace backplane::safetensors::detail {
+using namespace ::backplane::detail;
 namespace {
 
 struct DialectError {

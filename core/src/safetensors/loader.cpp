@@ -11,6 +11,7 @@
 #include <set>
 
 namespace backplane::safetensors {
+using namespace ::backplane::detail;
 namespace {
 
 // The entries to load, in data order (the order the stream reads them).

@@ -15,6 +15,7 @@
 #include <vector>
 
 namespace backplane::safetensors::detail {
+using namespace ::backplane::detail;
 namespace {
 
 std::string errno_text(int error) { return std::strerror(error); }

@@ -12,6 +12,7 @@
 #include <string>
 
 namespace backplane::safetensors::detail {
+using namespace ::backplane::detail;
 
 int open_regular_file(const std::filesystem::path& path, struct stat& status) {
   const std::string name = path.string();

@@ -19,6 +19,7 @@
 #include <algorithm>
 
 namespace backplane::safetensors::detail {
+using namespace ::backplane::detail;
 namespace {
 
 using ::backplane::detail::LiveDevice;

@@ -3,6 +3,7 @@
 #include "safetensors/json_dialect.hpp"
 
 namespace backplane::safetensors::detail {
+using namespace ::backplane::detail;
 
 std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept {
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());

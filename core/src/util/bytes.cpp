@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iterator>
 
-namespace backplane {
+namespace backplane::detail {
 
 std::string describe_bytes(std::uint64_t bytes) {
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -20,4 +20,4 @@ std::string describe_bytes(std::uint64_t bytes) {
   return text;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-namespace backplane {
+namespace backplane::detail {
 
 std::string describe_bytes(std::uint64_t bytes);
 
-}  // namespace backplane
+}  // namespace backplane::detail

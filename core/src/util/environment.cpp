@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <sys/auxv.h>
 
-namespace backplane {
+namespace backplane::detail {
 
 Environment Environment::process() {
   Environment environment;
@@ -29,4 +29,4 @@ std::optional<std::string> Environment::get(std::string_view name) const {
   return std::string(value);
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace backplane {
+namespace backplane::detail {
 
 class Environment {
  public:
@@ -29,4 +29,4 @@ class Environment {
   bool elevated_ = false;
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

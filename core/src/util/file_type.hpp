@@ -4,7 +4,7 @@
 
 #include <sys/stat.h>
 
-namespace backplane {
+namespace backplane::detail {
 
 inline const char* file_type_name(mode_t mode) noexcept {
   if (S_ISREG(mode)) return "a regular file";
@@ -16,4 +16,4 @@ inline const char* file_type_name(mode_t mode) noexcept {
   return "not a file";
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <thread>
 
-namespace backplane {
+namespace backplane::detail {
 
 // Every live ForkSafeMutex, in an intrusive list (registering allocates
 // nothing, so it cannot fail). The registry's own mutex is held from prepare
@@ -78,4 +78,4 @@ ForkSafeMutex::~ForkSafeMutex() {
   if (next_ != nullptr) next_->previous_ = previous_;
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <mutex>
 
-namespace backplane {
+namespace backplane::detail {
 
 // 0 in a process that never forked since the core was loaded; incremented in
 // each child by a pthread_atfork handler. Installs the handlers on first call,
@@ -40,4 +40,4 @@ class ForkSafeMutex {
   ForkSafeMutex* next_ = nullptr;
 };
 
-}  // namespace backplane
+}  // namespace backplane::detail

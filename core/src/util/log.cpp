@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-namespace backplane {
+namespace backplane::detail {
 namespace {
 
 std::optional<LogLevel> parse_level(std::string_view text) {
@@ -46,4 +46,4 @@ void log_write(LogLevel level, std::string_view message) {
                static_cast<int>(message.size()), message.data());
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-namespace backplane {
+namespace backplane::detail {
 
 enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
@@ -19,4 +19,4 @@ void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
   if (level <= log_level()) log_write(level, fmt::format(format, std::forward<Args>(args)...));
 }
 
-}  // namespace backplane
+}  // namespace backplane::detail
