@@ -168,7 +168,7 @@ struct ImportPlace {
 };
 
 bool host_addressable(const DiscoveredBackend& entry) {
-  return entry.backend != nullptr && entry.backend->has(BP_CAPABILITY_HOST_ADDRESSABLE);
+  return entry.live != nullptr && entry.live->has(BP_CAPABILITY_HOST_ADDRESSABLE);
 }
 
 // Host memory lands on the calling thread's default device when the CPU can
@@ -181,7 +181,7 @@ Device host_import_device(Runtime& runtime, std::int32_t type) {
     return current;
   }
   for (const DiscoveredBackend* entry : registry.preference_order()) {
-    if (host_addressable(*entry) && entry->backend->device_count() > 0) return Device{entry->info.name, 0};
+    if (host_addressable(*entry) && entry->live->device_count() > 0) return Device{entry->info.name, 0};
   }
   throw Error(ErrorCode::kUnavailable,
               fmt::format("bp_array_from_dlpack: DLPack device type {} is host memory, which only a host-addressable "
@@ -206,12 +206,12 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
     declared.push_back(
         fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
     if (entry->info.dlpack_device_type != type) continue;
-    if (entry->backend == nullptr) {
+    if (entry->live == nullptr) {
       unavailable.push_back(fmt::format("{} ({}: {})", entry->info.name, to_string(entry->info.status),
                                         entry->info.reason));
       continue;
     }
-    const int count = entry->backend->device_count();
+    const int count = entry->live->device_count();
     if (device.device_id >= count) {
       throw Error(ErrorCode::kOutOfRange,
                   fmt::format("bp_array_from_dlpack: DLPack device type {} device_id {} is out of range: backend "

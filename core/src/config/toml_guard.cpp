@@ -25,7 +25,8 @@ bool hits_toml_whitespace_bug(char32_t code_point) noexcept {
 
 namespace {
 
-enum class Context { kCode, kComment, kBasic, kMultiBasic, kLiteral, kMultiLiteral };
+// Where the scanner is: in code, a comment, or one of the four string kinds.
+enum class Region { kCode, kComment, kBasic, kMultiBasic, kLiteral, kMultiLiteral };
 
 struct Decoded {
   char32_t code_point;
@@ -159,7 +160,7 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
   std::size_t line = 1;
   std::size_t column = 1;         // in the original text
   std::size_t output_column = 1;  // in text_
-  Context context = Context::kCode;
+  Region region = Region::kCode;
   bool escaped = false;  // the previous character was a backslash in a basic string
   NestingCounter nesting;
 
@@ -186,26 +187,26 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
       if (escaped) {
         fail_at(source, line, column, fmt::format("invalid escape sequence: '\\' followed by {}", name));
       }
-      switch (context) {
-        case Context::kComment:
+      switch (region) {
+        case Region::kComment:
           text_ += '?';
           ++output_column;
           break;
-        case Context::kBasic:
-        case Context::kMultiBasic:
+        case Region::kBasic:
+        case Region::kMultiBasic:
           escapes_.push_back({line, output_column});
           text_ += fmt::format("\\u{:04X}", static_cast<std::uint32_t>(code_point));
           output_column += 6;
           break;
-        case Context::kLiteral:
-        case Context::kMultiLiteral:
+        case Region::kLiteral:
+        case Region::kMultiLiteral:
           // Left as is: literal strings have no escapes, and toml++ 3.3.0
           // never classifies their content (parse_literal_string only checks
           // for control characters and surrogates; see toml_guard.hpp).
           text_.append(text.substr(at, decoded->length));
           ++output_column;
           break;
-        case Context::kCode:
+        case Region::kCode:
           fail_at(source, line, column,
                   fmt::format("unexpected character {}; outside strings and comments TOML allows only ASCII", name));
           break;
@@ -217,8 +218,8 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
 
     if (ascii == '\n') {
       // A newline ends comments and (malformed) single-line strings.
-      if (context == Context::kComment || context == Context::kBasic || context == Context::kLiteral) {
-        context = Context::kCode;
+      if (region == Region::kComment || region == Region::kBasic || region == Region::kLiteral) {
+        region = Region::kCode;
       }
       escaped = false;
       nesting.newline();
@@ -239,8 +240,8 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
       continue;
     }
 
-    switch (context) {
-      case Context::kCode:
+    switch (region) {
+      case Region::kCode:
         if (!nesting.accept(ascii)) {
           fail_at(source, line, column,
                   fmt::format("tables nested more than {} levels deep (table headers, dotted keys, arrays and "
@@ -248,11 +249,11 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
                               kMaxTomlNesting));
         }
         if (ascii == '#') {
-          context = Context::kComment;
+          region = Region::kComment;
         } else if (ascii == '"' || ascii == '\'') {
           const bool multi_line = run_length(text, at, ascii) >= 3;
-          if (ascii == '"') context = multi_line ? Context::kMultiBasic : Context::kBasic;
-          if (ascii == '\'') context = multi_line ? Context::kMultiLiteral : Context::kLiteral;
+          if (ascii == '"') region = multi_line ? Region::kMultiBasic : Region::kBasic;
+          if (ascii == '\'') region = multi_line ? Region::kMultiLiteral : Region::kLiteral;
           if (multi_line) {
             copy_ascii(at, 3);
             at += 3;
@@ -260,37 +261,37 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
           }
         }
         break;
-      case Context::kComment:
+      case Region::kComment:
         break;
-      case Context::kBasic:
-      case Context::kMultiBasic:
+      case Region::kBasic:
+      case Region::kMultiBasic:
         if (ascii == '\\') {
           escaped = true;
         } else if (ascii == '"') {
           const std::size_t run = run_length(text, at, '"');
-          if (context == Context::kBasic) {
-            context = Context::kCode;
+          if (region == Region::kBasic) {
+            region = Region::kCode;
           } else if (run >= 3) {
             // """ closes; up to two more quotes before it belong to the content.
             const std::size_t count = std::min<std::size_t>(run, 5);
             copy_ascii(at, count);
             at += count;
-            context = Context::kCode;
+            region = Region::kCode;
             continue;
           }
         }
         break;
-      case Context::kLiteral:
-      case Context::kMultiLiteral:
+      case Region::kLiteral:
+      case Region::kMultiLiteral:
         if (ascii == '\'') {
           const std::size_t run = run_length(text, at, '\'');
-          if (context == Context::kLiteral) {
-            context = Context::kCode;
+          if (region == Region::kLiteral) {
+            region = Region::kCode;
           } else if (run >= 3) {
             const std::size_t count = std::min<std::size_t>(run, 5);
             copy_ascii(at, count);
             at += count;
-            context = Context::kCode;
+            region = Region::kCode;
             continue;
           }
         }

@@ -192,7 +192,7 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   // The probe may rank the backend by what it found (ABI 1.2).
   const Backend::ProbeAnswer* answer = outcome->answer();
   if (answer != nullptr && configured_priority == policy.priorities.end()) info.priority = answer->priority;
-  if (info.status == BackendStatus::kAvailable) result.backend = outcome->take_backend();
+  if (info.status == BackendStatus::kAvailable) result.live = outcome->take_backend();
   return result;
 }
 

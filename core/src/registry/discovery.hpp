@@ -33,7 +33,7 @@ struct DiscoveredBackend {
   BackendInfo info;
   // Set only when info.status is kAvailable. Shared: arrays and buffers keep
   // their backend alive.
-  std::shared_ptr<Backend> backend;
+  std::shared_ptr<Backend> live;
 };
 
 std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,

@@ -173,15 +173,15 @@ std::string detail::Registry::describe_backends() const {
 
 Backend& detail::Registry::live_backend(std::string_view name) {
   ensure_discovered();
-  const DiscoveredBackend* backend = find(name);
-  if (backend == nullptr) {
+  const DiscoveredBackend* entry = find(name);
+  if (entry == nullptr) {
     throw Error(ErrorCode::kNotFound, fmt::format("no backend '{}'; backends: {}", name, describe_backends()));
   }
-  if (!backend->backend) {
+  if (!entry->live) {
     throw Error(ErrorCode::kUnavailable,
-                fmt::format("backend '{}' is {}: {}", name, to_string(backend->info.status), backend->info.reason));
+                fmt::format("backend '{}' is {}: {}", name, to_string(entry->info.status), entry->info.reason));
   }
-  return *backend->backend;
+  return *entry->live;
 }
 
 Runtime& Runtime::process_default() {
@@ -196,7 +196,7 @@ std::shared_ptr<detail::LiveDevice> detail::Registry::device(const Device& devic
   if (const auto found = devices_.find(key); found != devices_.end()) return found->second;
   Backend& backend = live_backend(device.backend);  // throws naming the backends
   check_ordinal(device, backend.device_count());
-  auto made = std::make_shared<LiveDevice>(device, find(device.backend)->backend,
+  auto made = std::make_shared<LiveDevice>(device, find(device.backend)->live,
                                            backend.device_info(device.ordinal).kind);
   devices_.emplace(key, made);
   return made;
@@ -253,9 +253,9 @@ std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
 std::vector<DeviceInfo> Runtime::devices() const {
   impl_->registry.ensure_discovered();
   std::vector<DeviceInfo> all;
-  for (const DiscoveredBackend* backend : impl_->registry.preference_order()) {
-    if (!backend->backend) continue;
-    auto devices = this->devices(backend->info.name);
+  for (const DiscoveredBackend* entry : impl_->registry.preference_order()) {
+    if (!entry->live) continue;
+    auto devices = this->devices(entry->info.name);
     std::move(devices.begin(), devices.end(), std::back_inserter(all));
   }
   return all;

@@ -148,20 +148,20 @@ DefaultDevice Runtime::default_device() const {
     }
   }
   std::vector<std::string> passed_over;
-  for (const DiscoveredBackend* backend : impl_->registry.preference_order()) {
-    const BackendInfo& info = backend->info;
+  for (const DiscoveredBackend* entry : impl_->registry.preference_order()) {
+    const BackendInfo& info = entry->info;
     if (info.status == BackendStatus::kDisabled) continue;
-    if (!backend->backend) {
+    if (!entry->live) {
       passed_over.push_back(fmt::format("{} ({}: {})", info.name, to_string(info.status), info.reason));
       continue;
     }
-    if (backend->backend->device_count() == 0) {
+    if (entry->live->device_count() == 0) {
       passed_over.push_back(fmt::format("{} (available but has no devices)", info.name));
       continue;
     }
     std::string note;
     if (!passed_over.empty()) note = fmt::format("passed over: {}", fmt::join(passed_over, "; "));
-    return automatic_choice(rank, info.name, backend->backend->device_count(), std::move(note));
+    return automatic_choice(rank, info.name, entry->live->device_count(), std::move(note));
   }
   throw Error(ErrorCode::kUnavailable,
               fmt::format("no available backend has a device; backends: {}", impl_->registry.describe_backends()));
