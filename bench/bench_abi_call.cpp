@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
   });
   double direct_ns = direct_seconds / kCalls * 1e9;
   double abi_ns = abi_seconds / kCalls * 1e9;
-  fmt::print("abi call (device_count through the table): {:.2f} ns/call (median of {} x {} calls)\n",
-             abi_ns, kRepeats, kCalls);
+  fmt::print("abi call (device_count through the table): {:.2f} ns/call (median of {} x {} calls)\n", abi_ns, kRepeats,
+             kCalls);
   fmt::print("direct call (same work, no ABI):            {:.2f} ns/call\n", direct_ns);
   fmt::print("ratio abi/direct: {:.1f}x, overhead {:.2f} ns/call\n", abi_ns / direct_ns, abi_ns - direct_ns);
   return 0;

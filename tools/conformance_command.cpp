@@ -111,14 +111,14 @@ int run_conformance(const Arguments& args) {
     } else {
       state = fmt::format("{}, {} device(s)", report.available ? "available" : "unavailable", report.device_count);
     }
-    backend = fmt::format("backend {} {} (ABI {}), {}", report.backend_name, report.plugin_version,
-                          report.abi_version, state);
+    backend = fmt::format("backend {} {} (ABI {}), {}", report.backend_name, report.plugin_version, report.abi_version,
+                          state);
   }
   fmt::print("summary: {} checks: {} passed, {} failed, {} n/a; {}: {}\n", report.checks.size(), passed, failed,
              not_applicable, backend, report.passed() ? "CONFORMS" : "DOES NOT CONFORM");
   if (parsed.doctest_summary) {
-    fmt::print("[doctest] test cases: {} | {} passed | {} failed | {} skipped\n", report.checks.size(), passed,
-               failed, not_applicable);
+    fmt::print("[doctest] test cases: {} | {} passed | {} failed | {} skipped\n", report.checks.size(), passed, failed,
+               not_applicable);
   }
   return report.passed() ? 0 : 1;
 }

@@ -2,8 +2,8 @@
 // The JSON shape is documented in docs/cli.md and only grows.
 #include "commands.hpp"
 
-#include <backplane/backplane.hpp>
 #include <backplane/plugin.h>
+#include <backplane/backplane.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -33,7 +33,7 @@ json device_json(const DeviceInfo& device) {
   json attributes = json::object();
   for (const auto& [key, value] : device.attributes) attributes[key] = value;
   return {{"selector", device.selector()},     {"name", device.name},
-          {"kind", to_string(device.kind)},     {"memory_total", device.memory_total},
+          {"kind", to_string(device.kind)},    {"memory_total", device.memory_total},
           {"memory_free", device.memory_free}, {"attributes", attributes}};
 }
 
@@ -133,8 +133,9 @@ int print_text(const Runtime& runtime) {
   } else {
     std::vector<std::string> searched;
     for (const auto& path : config.searched) searched.push_back(path.string());
-    fmt::print("config file: none found (looked at {})\n",
-               searched.empty() ? std::string("nothing: environment ignored") : fmt::format("{}", fmt::join(searched, ", ")));
+    fmt::print("config file: none found (looked at {})\n", searched.empty()
+                                                               ? std::string("nothing: environment ignored")
+                                                               : fmt::format("{}", fmt::join(searched, ", ")));
   }
   for (const auto& warning : config.warnings) fmt::print("  warning: {}\n", warning);
   fmt::print("\nplugin search path:\n");

@@ -25,9 +25,8 @@ constexpr std::string_view kUsage = "usage: backplane inspect FILE [--json]\n";
 // A name as the terminal shows it: raw unless it holds control characters
 // (which could rewrite the line), then quoted with escapes.
 std::string printable(std::string_view text) {
-  bool plain = std::none_of(text.begin(), text.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
-  });
+  bool plain =
+      std::none_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
   if (plain && !text.empty()) return std::string(text);
   std::string out = "\"";
   for (char c : text) {
@@ -110,8 +109,8 @@ void print_text(const std::string& file, const st::Header& header) {
       for (int i = 0; i < 5; ++i) widths[i] = std::max(widths[i], cells[i]->size());
     }
     for (const Row& row : rows) {
-      fmt::print("  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>}\n", row.name, widths[0], row.dtype, widths[1], row.shape,
-                 widths[2], row.relative, widths[3], row.absolute, widths[4], row.bytes);
+      fmt::print("  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>}\n", row.name, widths[0], row.dtype, widths[1],
+                 row.shape, widths[2], row.relative, widths[3], row.absolute, widths[4], row.bytes);
     }
   }
   fmt::print("verdict    valid\n");
@@ -157,10 +156,11 @@ int run_inspect(const Arguments& args) {
   } catch (const Error& error) {
     const auto* format_error = dynamic_cast<const st::FormatError*>(&error);
     if (as_json) {
-      json details = {{"code", to_string(error.code())},
-                      {"rule", format_error ? json(st::rule_name(format_error->rule())) : json(nullptr)},
-                      {"tensor", format_error && format_error->tensor() ? json(*format_error->tensor()) : json(nullptr)},
-                      {"message", error.what()}};
+      json details = {
+          {"code", to_string(error.code())},
+          {"rule", format_error ? json(st::rule_name(format_error->rule())) : json(nullptr)},
+          {"tensor", format_error && format_error->tensor() ? json(*format_error->tensor()) : json(nullptr)},
+          {"message", error.what()}};
       fmt::print("{}\n", dump({{"file", *file}, {"valid", false}, {"error", details}}));
     } else if (format_error) {
       fmt::print("file       {}\n", printable(*file));

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
       // Memory-mapped file (warm page cache): the safetensors CPU load's case.
       if (auto mapping = mapped_file(bytes)) {
         Array mapped = Array::wrap_host(runtime, cpu, DType::kU8, shape, mapping.get(), mapping);
-        double from_map = bench::median_seconds(kRepeats, [&] { device_put(runtime, mapped, gpu).block_until_ready(); });
+        double from_map =
+            bench::median_seconds(kRepeats, [&] { device_put(runtime, mapped, gpu).block_until_ready(); });
         row("backplane device_put mmap", "H2D", bytes, from_map);
       } else {
         std::printf("# backplane device_put mmap: could not create a %llu-byte file in /tmp\n",

@@ -21,8 +21,7 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 bool ok(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return true;
-  std::fprintf(stderr, "bench_transfer: %s failed: %s: %s\n", what, cudaGetErrorName(error),
-               cudaGetErrorString(error));
+  std::fprintf(stderr, "bench_transfer: %s failed: %s: %s\n", what, cudaGetErrorName(error), cudaGetErrorString(error));
   return false;
 }
 
@@ -52,8 +51,7 @@ double median_seconds(int repetitions, Copy&& copy) {
   for (int run = 0; run < repetitions; ++run) {
     const auto start = std::chrono::steady_clock::now();
     if (!copy()) return -1;
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
@@ -84,8 +82,7 @@ int main(int argc, char** argv) {
   int driver = 0;
   cudaDriverGetVersion(&driver);
   std::printf("# device: cuda:0 %s, PCI %04x:%02x:%02x, driver for CUDA %d.%d\n", properties.name,
-              properties.pciDomainID, properties.pciBusID, properties.pciDeviceID,
-              driver / 1000, (driver % 1000) / 10);
+              properties.pciDomainID, properties.pciBusID, properties.pciDeviceID, driver / 1000, (driver % 1000) / 10);
 
   void* device = nullptr;
   void* pinned = nullptr;
@@ -107,16 +104,14 @@ int main(int argc, char** argv) {
   for (const std::size_t bytes : sizes) {
     const int repetitions = repetitions_for(bytes);
     row("pinned cudaMemcpyAsync", "H2D", bytes, median_seconds(repetitions, [&] {
-          return ok(cudaMemcpyAsync(device, pinned, bytes, cudaMemcpyHostToDevice, stream),
-                    "cudaMemcpyAsync H2D") &&
+          return ok(cudaMemcpyAsync(device, pinned, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync H2D") &&
                  ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         }));
     row("pageable cudaMemcpy", "H2D", bytes, median_seconds(repetitions, [&] {
           return ok(cudaMemcpy(device, pageable, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
         }));
     row("pinned cudaMemcpyAsync", "D2H", bytes, median_seconds(repetitions, [&] {
-          return ok(cudaMemcpyAsync(pinned, device, bytes, cudaMemcpyDeviceToHost, stream),
-                    "cudaMemcpyAsync D2H") &&
+          return ok(cudaMemcpyAsync(pinned, device, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync D2H") &&
                  ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         }));
     row("pageable cudaMemcpy", "D2H", bytes, median_seconds(repetitions, [&] {

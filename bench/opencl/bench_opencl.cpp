@@ -93,22 +93,27 @@ int main(int argc, char** argv) try {
   const auto devices = runtime.devices("opencl");
   if (devices.empty()) {
     for (const auto& backend : runtime.backends()) {
-      if (backend.name == "opencl") fmt::print("skipped: opencl is {}: {}\n", to_string(backend.status), backend.reason);
+      if (backend.name == "opencl")
+        fmt::print("skipped: opencl is {}: {}\n", to_string(backend.status), backend.reason);
     }
     return 77;
   }
   const Baseline baseline(devices[0].name);
   const int repeats = static_cast<int>(flags.integer("repeats", 5));
-  fmt::print("opencl:0 is {} ({})\n", devices[0].name, devices[0].attributes.empty() ? "" : devices[0].attributes[1].second);
+  fmt::print("opencl:0 is {} ({})\n", devices[0].name,
+             devices[0].attributes.empty() ? "" : devices[0].attributes[1].second);
 
-  fmt::print("device_put cpu:0 -> opencl:0 against clEnqueueWriteBuffer of the same bytes "
-             "(medians of {} alternating runs after a warm-up)\n", repeats);
+  fmt::print(
+      "device_put cpu:0 -> opencl:0 against clEnqueueWriteBuffer of the same bytes "
+      "(medians of {} alternating runs after a warm-up)\n",
+      repeats);
   for (const std::int64_t mib : flags.integers("sizes-mib", {64, 256, 1024})) {
     const auto size = static_cast<std::size_t>(mib) << 20;
     Array source;
     {
       std::vector<std::uint8_t> bytes(size);
-      for (std::size_t index = 0; index < size; index += 4096) bytes[index] = static_cast<std::uint8_t>(index >> 12 | 1);
+      for (std::size_t index = 0; index < size; index += 4096)
+        bytes[index] = static_cast<std::uint8_t>(index >> 12 | 1);
       source = Array::from_host(runtime, cpu, DType::kU8, {static_cast<std::int64_t>(size)}, bytes.data(), size);
     }
     cl_mem target = baseline.buffer(size);
@@ -122,10 +127,10 @@ int main(int argc, char** argv) try {
     run_put();
     const auto [write_seconds, put_seconds] = bench::paired_medians(repeats, run_write, run_put);
     const double gb = static_cast<double>(size) / 1e9;
-    fmt::print("  {:5} MiB: device_put {:8.2f} ms ({:6.2f} GB/s)   clEnqueueWriteBuffer {:8.2f} ms ({:6.2f} GB/s)   "
-               "ratio {:.2f} (goal >= 0.9)\n",
-               mib, put_seconds * 1e3, gb / put_seconds, write_seconds * 1e3, gb / write_seconds,
-               write_seconds / put_seconds);
+    fmt::print(
+        "  {:5} MiB: device_put {:8.2f} ms ({:6.2f} GB/s)   clEnqueueWriteBuffer {:8.2f} ms ({:6.2f} GB/s)   "
+        "ratio {:.2f} (goal >= 0.9)\n",
+        mib, put_seconds * 1e3, gb / put_seconds, write_seconds * 1e3, gb / write_seconds, write_seconds / put_seconds);
     baseline.api->clReleaseMemObject(target);
     empty_cache(runtime, device);
   }
@@ -136,8 +141,10 @@ int main(int argc, char** argv) try {
   const int steps = static_cast<int>(flags.integer("steps", 200));
   const std::size_t token_count = std::size_t{64} << 20;
   std::vector<std::uint16_t> tokens(token_count);
-  for (std::size_t index = 0; index < token_count; ++index) tokens[index] = static_cast<std::uint16_t>(index * 2654435761u >> 16);
-  Array token_array = Array::wrap_host(runtime, cpu, DType::kU16, {static_cast<std::int64_t>(token_count)}, tokens.data(), nullptr);
+  for (std::size_t index = 0; index < token_count; ++index)
+    tokens[index] = static_cast<std::uint16_t>(index * 2654435761u >> 16);
+  Array token_array =
+      Array::wrap_host(runtime, cpu, DType::kU16, {static_cast<std::int64_t>(token_count)}, tokens.data(), nullptr);
   std::mt19937_64 engine(5);
   std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(token_count) - length);
   std::vector<std::vector<std::int64_t>> offsets(static_cast<std::size_t>(steps));
@@ -158,7 +165,8 @@ int main(int argc, char** argv) try {
   };
   auto run_take = [&](DType output) {
     return [&, output] {
-      for (const auto& step : offsets) take_windows(runtime, token_array, step, length, device, output).block_until_ready();
+      for (const auto& step : offsets)
+        take_windows(runtime, token_array, step, length, device, output).block_until_ready();
     };
   };
   run_gather();
@@ -166,8 +174,10 @@ int main(int argc, char** argv) try {
   run_take(DType::kI64)();
   const auto [gather_seconds, take_seconds] = bench::paired_medians(repeats, run_gather, run_take(DType::kU16));
   const double widen_seconds = bench::median_seconds(repeats, run_take(DType::kI64));
-  fmt::print("take_windows of [{}, {}] uint16 onto opencl:0 against a hand-written gather + clEnqueueWriteBuffer "
-             "({} steps, medians of {})\n", batch, length, steps, repeats);
+  fmt::print(
+      "take_windows of [{}, {}] uint16 onto opencl:0 against a hand-written gather + clEnqueueWriteBuffer "
+      "({} steps, medians of {})\n",
+      batch, length, steps, repeats);
   fmt::print("  take_windows {:8.1f} us/batch   gather + write {:8.1f} us/batch   ratio {:.2f} (goal >= 0.9)\n",
              take_seconds / steps * 1e6, gather_seconds / steps * 1e6, gather_seconds / take_seconds);
   fmt::print("  take_windows widening to int64 on the device: {:8.1f} us/batch\n", widen_seconds / steps * 1e6);

@@ -26,14 +26,16 @@ int main(int argc, char** argv) {
   const Device cpu1{"cpu", 1};
   const int repeats = static_cast<int>(flags.integer("repeats", 5));
 
-  fmt::print("device_put cpu:0 -> cpu:1 against memcpy of the same bytes (medians of {} alternating runs after a warm-up)\n",
-             repeats);
+  fmt::print(
+      "device_put cpu:0 -> cpu:1 against memcpy of the same bytes (medians of {} alternating runs after a warm-up)\n",
+      repeats);
   for (const std::int64_t mib : flags.integers("sizes-mib", {256, 512, 1024})) {
     const auto size = static_cast<std::size_t>(mib) << 20;
     Array source;
     {
       std::vector<std::uint8_t> bytes(size);
-      for (std::size_t index = 0; index < size; index += 4096) bytes[index] = static_cast<std::uint8_t>(index >> 12 | 1);
+      for (std::size_t index = 0; index < size; index += 4096)
+        bytes[index] = static_cast<std::uint8_t>(index >> 12 | 1);
       source = Array::from_host(runtime, cpu0, DType::kU8, {static_cast<std::int64_t>(size)}, bytes.data(), size);
     }
     // The baseline's destination is touched first, as the caching allocator's
@@ -54,10 +56,11 @@ int main(int argc, char** argv) {
     run_put();
     const auto [memcpy_seconds, put_seconds] = bench::paired_medians(repeats, run_memcpy, run_put);
     const double gb = static_cast<double>(size) / 1e9;
-    fmt::print("  {:5} MiB: device_put {:8.2f} ms ({:6.2f} GB/s)   memcpy {:8.2f} ms ({:6.2f} GB/s)   ratio {:.2f} "
-               "(goal >= 0.9)\n",
-               mib, put_seconds * 1e3, gb / put_seconds, memcpy_seconds * 1e3, gb / memcpy_seconds,
-               memcpy_seconds / put_seconds);
+    fmt::print(
+        "  {:5} MiB: device_put {:8.2f} ms ({:6.2f} GB/s)   memcpy {:8.2f} ms ({:6.2f} GB/s)   ratio {:.2f} "
+        "(goal >= 0.9)\n",
+        mib, put_seconds * 1e3, gb / put_seconds, memcpy_seconds * 1e3, gb / memcpy_seconds,
+        memcpy_seconds / put_seconds);
     empty_cache(runtime, cpu1);  // keep only one size's block alive at a time
   }
   return 0;

@@ -83,8 +83,9 @@ int main(int argc, char** argv) {
   const bench::Flags flags(argc, argv);
   const auto positional = flags.positional();
   if (positional.size() != 1) {
-    fmt::print(stderr, "usage: bench_placement_take_windows PLUGIN_DIR [--file-mib=2048] [--batches=32,256] "
-                       "[--length=1024] [--steps=200] [--repeats=7] [--python=PY --script=nanogpt_sampling.py]\n");
+    fmt::print(stderr,
+               "usage: bench_placement_take_windows PLUGIN_DIR [--file-mib=2048] [--batches=32,256] "
+               "[--length=1024] [--steps=200] [--repeats=7] [--python=PY --script=nanogpt_sampling.py]\n");
     return 2;
   }
   Runtime::Options options = bench::isolated_options({positional[0]});
@@ -108,16 +109,16 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "cannot map {}\n", file.path);
     return 1;
   }
-  std::shared_ptr<const void> owner(mapping, [file_bytes](const void* data) {
-    ::munmap(const_cast<void*>(data), file_bytes);
-  });
+  std::shared_ptr<const void> owner(mapping,
+                                    [file_bytes](const void* data) { ::munmap(const_cast<void*>(data), file_bytes); });
   const auto token_count = static_cast<std::int64_t>(file_bytes / 2);
   Array tokens = Array::wrap_host(runtime, cpu, DType::kU16, {token_count}, mapping, owner);
   const auto* base = static_cast<const std::uint16_t*>(mapping);
 
-  fmt::print("take_windows from a {} MiB memory-mapped uint16 token file onto cpu:0, T={}, {} steps per run, "
-             "medians of {} alternating runs\n",
-             file_bytes >> 20, length, steps, repeats);
+  fmt::print(
+      "take_windows from a {} MiB memory-mapped uint16 token file onto cpu:0, T={}, {} steps per run, "
+      "medians of {} alternating runs\n",
+      file_bytes >> 20, length, steps, repeats);
   std::vector<std::pair<std::int64_t, double>> ours_i64;
   for (const std::int64_t batch : flags.integers("batches", {32, 256})) {
     std::mt19937_64 engine(static_cast<std::uint64_t>(batch));
@@ -152,9 +153,8 @@ int main(int argc, char** argv) {
     auto ours = [&](std::optional<DType> output) {
       return [&, output] {
         for (std::int64_t step = 0; step < steps; ++step) {
-          Array windows = take_windows(runtime, tokens,
-                                       std::span<const std::int64_t>(offsets.data() + step * batch, rows), length,
-                                       cpu, output);
+          Array windows = take_windows(
+              runtime, tokens, std::span<const std::int64_t>(offsets.data() + step * batch, rows), length, cpu, output);
           bench::keep(windows.host_data());
         }
       };
@@ -166,10 +166,11 @@ int main(int argc, char** argv) {
       mine();
       const auto [baseline_seconds, our_seconds] = bench::paired_medians(repeats, baseline, mine);
       const double batch_bytes = static_cast<double>(batch * length * (widen ? 8 : 2));
-      fmt::print("  B={:4} {:3}: take_windows {:9.1f} batches/s ({:5.2f} GB/s)   hand-written loop {:9.1f} batches/s   "
-                 "ratio {:.2f} (goal >= 0.9)\n",
-                 batch, widen ? "I64" : "U16", steps / our_seconds, batch_bytes * steps / our_seconds / 1e9,
-                 steps / baseline_seconds, baseline_seconds / our_seconds);
+      fmt::print(
+          "  B={:4} {:3}: take_windows {:9.1f} batches/s ({:5.2f} GB/s)   hand-written loop {:9.1f} batches/s   "
+          "ratio {:.2f} (goal >= 0.9)\n",
+          batch, widen ? "I64" : "U16", steps / our_seconds, batch_bytes * steps / our_seconds / 1e9,
+          steps / baseline_seconds, baseline_seconds / our_seconds);
       if (widen) ours_i64.emplace_back(batch, steps / our_seconds);
     }
 
@@ -188,10 +189,11 @@ int main(int argc, char** argv) {
     auto widened = ours(DType::kI64);
     copy_i64();
     const auto [copy_seconds, widen_seconds] = bench::paired_medians(repeats, copy_i64, widened);
-    fmt::print("  B={:4} I64: take_windows {:9.1f} batches/s ({:5.1f} us/batch)   memcpy of the output bytes {:9.1f} "
-               "batches/s ({:5.1f} us)   ratio {:.2f} (1.0 = memory speed)\n",
-               batch, steps / widen_seconds, widen_seconds / steps * 1e6, steps / copy_seconds,
-               copy_seconds / steps * 1e6, copy_seconds / widen_seconds);
+    fmt::print(
+        "  B={:4} I64: take_windows {:9.1f} batches/s ({:5.1f} us/batch)   memcpy of the output bytes {:9.1f} "
+        "batches/s ({:5.1f} us)   ratio {:.2f} (1.0 = memory speed)\n",
+        batch, steps / widen_seconds, widen_seconds / steps * 1e6, steps / copy_seconds, copy_seconds / steps * 1e6,
+        copy_seconds / widen_seconds);
   }
 
   const auto python = flags.text("python");

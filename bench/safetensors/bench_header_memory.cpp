@@ -70,8 +70,8 @@ std::uint64_t write_file(const std::filesystem::path& path, std::size_t count, s
   header.reserve(count * (name_length + 64));
   for (std::size_t index = 0; index < count; ++index) {
     std::string name = fmt::format("t{:0{}}", index, name_length > 1 ? name_length - 1 : 1);
-    header += fmt::format("{}\"{}\":{{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[{},{}]}}",
-                          index == 0 ? "" : ",", name, index, index + 1);
+    header += fmt::format("{}\"{}\":{{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[{},{}]}}", index == 0 ? "" : ",",
+                          name, index, index + 1);
   }
   header += "}";
   while (header.size() % 8 != 0) header += ' ';

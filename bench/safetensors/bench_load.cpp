@@ -45,11 +45,12 @@ Runtime::Options runtime_options(const std::vector<std::string>& plugin_dirs, st
 // A 1-D U16 `tokens` file of `bytes` bytes; sparse (no data written) or
 // filled with random tokens.
 std::filesystem::path token_file(const std::filesystem::path& path, std::uint64_t bytes, bool sparse) {
-  const std::string json = fmt::format(R"({{"tokens":{{"dtype":"U16","shape":[{}],"data_offsets":[0,{}]}}}})",
-                                       bytes / 2, bytes / 2 * 2);
+  const std::string json =
+      fmt::format(R"({{"tokens":{{"dtype":"U16","shape":[{}],"data_offsets":[0,{}]}}}})", bytes / 2, bytes / 2 * 2);
   const std::string header = json + std::string((8 - json.size() % 8) % 8, ' ');
   std::string prefix(8, '\0');
-  for (int index = 0; index < 8; ++index) prefix[static_cast<std::size_t>(index)] = static_cast<char>(header.size() >> (8 * index));
+  for (int index = 0; index < 8; ++index)
+    prefix[static_cast<std::size_t>(index)] = static_cast<char>(header.size() >> (8 * index));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << prefix << header;
   if (!sparse) {
@@ -87,8 +88,8 @@ void bench_cpu_load(Runtime& runtime, const std::filesystem::path& dir, std::int
   fmt::print("1. CPU load against reading only the header (8 bytes + JSON); medians of {} interleaved runs\n",
              repeats * 20);
   for (const std::int64_t mib : {big_mib, small_mib}) {
-    const auto path = token_file(dir / fmt::format("bench-cpu-{}mib.safetensors", mib),
-                                 static_cast<std::uint64_t>(mib) << 20, true);
+    const auto path =
+        token_file(dir / fmt::format("bench-cpu-{}mib.safetensors", mib), static_cast<std::uint64_t>(mib) << 20, true);
     std::vector<char> buffer;
     auto header_only = [&] {
       read_header_bytes(path, buffer);
@@ -118,19 +119,21 @@ void bench_cpu_load(Runtime& runtime, const std::filesystem::path& dir, std::int
     const double floor_seconds = median(floor_samples);
     const double load_seconds = median(load_samples);
     const double drop_seconds = median(drop_samples);
-    fmt::print("  {:5} MiB file: load {:5.1f} us + drop {:4.1f} us   header bytes {:4.1f} us   "
-               "ratio load {:.2f}, load+drop {:.2f} (goal <= 2)   [read_header with parsing {:4.1f} us]\n",
-               mib, load_seconds * 1e6, drop_seconds * 1e6, floor_seconds * 1e6, load_seconds / floor_seconds,
-               (load_seconds + drop_seconds) / floor_seconds, median(parse_samples) * 1e6);
+    fmt::print(
+        "  {:5} MiB file: load {:5.1f} us + drop {:4.1f} us   header bytes {:4.1f} us   "
+        "ratio load {:.2f}, load+drop {:.2f} (goal <= 2)   [read_header with parsing {:4.1f} us]\n",
+        mib, load_seconds * 1e6, drop_seconds * 1e6, floor_seconds * 1e6, load_seconds / floor_seconds,
+        (load_seconds + drop_seconds) / floor_seconds, median(parse_samples) * 1e6);
     std::filesystem::remove(path);
   }
 }
 
 void bench_streamed_load(Runtime& runtime, const std::filesystem::path& dir, std::int64_t mib, int repeats) {
   const std::uint64_t bytes = static_cast<std::uint64_t>(mib) << 20;
-  fmt::print("2. streamed load onto sim:0 against read() of the file into memory ({} MiB, warm page cache; "
-             "medians of {} alternating runs)\n",
-             mib, repeats);
+  fmt::print(
+      "2. streamed load onto sim:0 against read() of the file into memory ({} MiB, warm page cache; "
+      "medians of {} alternating runs)\n",
+      mib, repeats);
   const auto path = token_file(dir / "bench-stream.safetensors", bytes, false);
   const auto file_size = std::filesystem::file_size(path);
   std::unique_ptr<char[]> memory(new char[file_size]);
@@ -157,10 +160,11 @@ void bench_streamed_load(Runtime& runtime, const std::filesystem::path& dir, std
   load();
   const auto [read_seconds, load_seconds] = bench::paired_medians(repeats, read_all, load);
   const double gb = static_cast<double>(file_size) / 1e9;
-  fmt::print("  load {:8.1f} ms ({:5.2f} GB/s)   read() {:8.1f} ms ({:5.2f} GB/s)   ratio {:.2f} (goal >= 0.8); "
-             "{} progress reports per load\n",
-             load_seconds * 1e3, gb / load_seconds, read_seconds * 1e3, gb / read_seconds, read_seconds / load_seconds,
-             reports / static_cast<std::uint64_t>(repeats + 1));
+  fmt::print(
+      "  load {:8.1f} ms ({:5.2f} GB/s)   read() {:8.1f} ms ({:5.2f} GB/s)   ratio {:.2f} (goal >= 0.8); "
+      "{} progress reports per load\n",
+      load_seconds * 1e3, gb / load_seconds, read_seconds * 1e3, gb / read_seconds, read_seconds / load_seconds,
+      reports / static_cast<std::uint64_t>(repeats + 1));
   std::filesystem::remove(path);
 }
 
@@ -201,8 +205,9 @@ int main(int argc, char** argv) {
     return time_cpu_load(runtime, *file, repeats, touch);
   }
   if (positional.size() != 2) {
-    fmt::print(stderr, "usage: bench_safetensors_load PLUGIN_DIR FIXTURE_DIR [--big-mib=2048] [--small-mib=20] "
-                       "[--stream-mib=1024] [--repeats=7] [--dir=/tmp]\n");
+    fmt::print(stderr,
+               "usage: bench_safetensors_load PLUGIN_DIR FIXTURE_DIR [--big-mib=2048] [--small-mib=20] "
+               "[--stream-mib=1024] [--repeats=7] [--dir=/tmp]\n");
     return 2;
   }
   const std::int64_t stream_mib = flags.integer("stream-mib", 1024);

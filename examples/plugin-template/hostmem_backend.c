@@ -40,12 +40,12 @@ static BP_Error* fail(BP_ErrorCode code, const char* format, ...) {
 }
 
 /* Checks the args pointer and that it holds at least `minimum` bytes. */
-#define CHECK_ARGS_SIZE(args, call, minimum)                                                                \
-  do {                                                                                                      \
-    if ((args) == NULL) return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: args is NULL", call);          \
-    if ((args)->struct_size < (minimum))                                                                    \
-      return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: args.struct_size %zu is smaller than %zu", call, \
-                  (args)->struct_size, (size_t)(minimum));                                                  \
+#define CHECK_ARGS_SIZE(args, call, minimum)                                                                   \
+  do {                                                                                                         \
+    if ((args) == NULL) return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: args is NULL", call);             \
+    if ((args)->struct_size < (minimum))                                                                       \
+      return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: args.struct_size %zu is smaller than %zu", call,    \
+                  (args)->struct_size, (size_t)(minimum));                                                     \
     if ((args)->backend == NULL) return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: backend is NULL", call); \
   } while (0)
 /* ... every field of the struct this plugin was built against. */
@@ -96,19 +96,18 @@ static BP_Error* lookup(BP_Backend* backend, BP_Buffer* handle, const char* call
   pthread_mutex_unlock(&backend->mutex);
   if (buffer == NULL) {
     return fail(BP_ERROR_INVALID_ARGUMENT,
-                "hostmem: %s: %s buffer is not a live buffer of this backend (freed, or from another backend)",
-                call, role);
+                "hostmem: %s: %s buffer is not a live buffer of this backend (freed, or from another backend)", call,
+                role);
   }
   return NULL;
 }
 
 /* [offset, offset + size) inside a buffer of buffer_size bytes, without overflow. */
-static BP_Error* check_range(const char* call, const char* role, uint64_t offset, uint64_t size,
-                             uint64_t buffer_size) {
+static BP_Error* check_range(const char* call, const char* role, uint64_t offset, uint64_t size, uint64_t buffer_size) {
   if (offset > buffer_size || size > buffer_size - offset) {
     return fail(BP_ERROR_OUT_OF_RANGE,
-                "hostmem: %s: %s range of %llu bytes at offset %llu does not fit in a buffer of %llu bytes", call,
-                role, (unsigned long long)size, (unsigned long long)offset, (unsigned long long)buffer_size);
+                "hostmem: %s: %s range of %llu bytes at offset %llu does not fit in a buffer of %llu bytes", call, role,
+                (unsigned long long)size, (unsigned long long)offset, (unsigned long long)buffer_size);
   }
   return NULL;
 }
@@ -153,8 +152,8 @@ BP_Error* hostmem_backend_create(BP_BackendCreateArgs* args) {
       char* end = NULL;
       const long parsed = strtol(value, &end, 10);
       if (value[0] < '0' || value[0] > '9' || *end != '\0' || parsed < 1 || parsed > HOSTMEM_MAX_DEVICES) {
-        return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: option devices = \"%s\" is invalid: expected 1 to %d",
-                    value, HOSTMEM_MAX_DEVICES);
+        return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: option devices = \"%s\" is invalid: expected 1 to %d", value,
+                    HOSTMEM_MAX_DEVICES);
       }
       devices = (int32_t)parsed;
     } else {
@@ -292,8 +291,8 @@ BP_Error* hostmem_copy_to_device(BP_CopyToDeviceArgs* args) {
     error = fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: copy_to_device: source is NULL with size %llu",
                  (unsigned long long)args->size);
   }
-  if (error == NULL) error = check_range("copy_to_device", "destination", args->destination_offset, args->size,
-                                         destination.size);
+  if (error == NULL)
+    error = check_range("copy_to_device", "destination", args->destination_offset, args->size, destination.size);
   if (error != NULL) return error;
   if (args->size != 0) memcpy(destination.data + args->destination_offset, args->source, (size_t)args->size);
   return NULL;
@@ -325,8 +324,7 @@ BP_Error* hostmem_copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) {
     error = check_range("copy_device_to_device", "source", args->source_offset, args->size, source.size);
   }
   if (error == NULL) {
-    error = check_range("copy_device_to_device", "destination", args->destination_offset, args->size,
-                        destination.size);
+    error = check_range("copy_device_to_device", "destination", args->destination_offset, args->size, destination.size);
   }
   if (error != NULL) return error;
   if (args->size != 0) {
@@ -336,13 +334,13 @@ BP_Error* hostmem_copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) {
 }
 
 /* The async forms run inline, then hand out an already-completed event. */
-#define ASYNC_FROM_SYNC(name, Args, sync)                                                        \
-  BP_Error* name(Args* args) {                                                                   \
-    BP_Error* error = sync(args);                                                                \
-    if (error != NULL) return error;                                                             \
-    args->event = completed_event(args->backend);                                                \
+#define ASYNC_FROM_SYNC(name, Args, sync)                                                         \
+  BP_Error* name(Args* args) {                                                                    \
+    BP_Error* error = sync(args);                                                                 \
+    if (error != NULL) return error;                                                              \
+    args->event = completed_event(args->backend);                                                 \
     if (args->event == NULL) return fail(BP_ERROR_OUT_OF_MEMORY, "hostmem: " #name ": no event"); \
-    return NULL;                                                                                 \
+    return NULL;                                                                                  \
   }
 
 ASYNC_FROM_SYNC(hostmem_copy_to_device_async, BP_CopyToDeviceArgs, hostmem_copy_to_device)

@@ -100,8 +100,8 @@ std::optional<Settings> parse(int argc, char** argv) {
 
 // Random GPT-2-sized vocabulary ids, written as the file a tokenizer would.
 std::filesystem::path generate_tokens(std::uint64_t mib, std::uint64_t seed) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    fmt::format("backplane-token-batches-{}.safetensors", ::getpid());
+  const auto path =
+      std::filesystem::temp_directory_path() / fmt::format("backplane-token-batches-{}.safetensors", ::getpid());
   std::vector<std::uint16_t> tokens(static_cast<std::size_t>(mib << 20) / 2);
   std::mt19937_64 random(seed);
   for (std::size_t index = 0; index < tokens.size(); index += 4) {
@@ -137,7 +137,8 @@ int run(const Settings& settings) {
   show_backends(runtime);
 
   const bool generated = !settings.tokens;
-  const std::filesystem::path path = generated ? generate_tokens(settings.generate_mib, settings.seed) : *settings.tokens;
+  const std::filesystem::path path =
+      generated ? generate_tokens(settings.generate_mib, settings.seed) : *settings.tokens;
   // A generated file goes away however this ends; once loaded, the mapping
   // keeps its pages until the tokens array is gone.
   struct RemoveGenerated {

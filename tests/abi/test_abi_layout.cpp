@@ -13,8 +13,14 @@
 
 namespace {
 
-#define CXX_LAYOUT(type) {#type, {sizeof(type), 0}}
-#define CXX_FIELD(type, field) {#type "." #field, {sizeof(((type*)0)->field), offsetof(type, field)}}
+#define CXX_LAYOUT(type)       \
+  {                            \
+#type, { sizeof(type), 0 } \
+  }
+#define CXX_FIELD(type, field)                                             \
+  {                                                                        \
+#type "." #field, { sizeof(((type*)0)->field), offsetof(type, field) } \
+  }
 
 struct Layout {
   size_t size;

@@ -10,23 +10,23 @@ static int c_test_failed_checks;
 static int c_test_cases_run;
 static int c_test_cases_failed;
 
-#define CHECK(condition)                                                      \
-  do {                                                                        \
-    if (!(condition)) {                                                       \
-      ++c_test_failed_checks;                                                 \
+#define CHECK(condition)                                                            \
+  do {                                                                              \
+    if (!(condition)) {                                                             \
+      ++c_test_failed_checks;                                                       \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #condition); \
-    }                                                                         \
+    }                                                                               \
   } while (0)
 
 /* Checks that `text` contains `part`, printing both when it does not. */
-#define CHECK_CONTAINS(text, part)                                                        \
-  do {                                                                                    \
-    const char* c_test_text = (text);                                                     \
-    if (c_test_text == NULL || strstr(c_test_text, (part)) == NULL) {                     \
-      ++c_test_failed_checks;                                                             \
-      fprintf(stderr, "%s:%d: expected \"%s\" to contain \"%s\"\n", __FILE__, __LINE__,   \
-              c_test_text ? c_test_text : "(null)", (part));                              \
-    }                                                                                     \
+#define CHECK_CONTAINS(text, part)                                                      \
+  do {                                                                                  \
+    const char* c_test_text = (text);                                                   \
+    if (c_test_text == NULL || strstr(c_test_text, (part)) == NULL) {                   \
+      ++c_test_failed_checks;                                                           \
+      fprintf(stderr, "%s:%d: expected \"%s\" to contain \"%s\"\n", __FILE__, __LINE__, \
+              c_test_text ? c_test_text : "(null)", (part));                            \
+    }                                                                                   \
   } while (0)
 
 static void c_test_run(const char* name, void (*test)(void)) {

@@ -4,9 +4,9 @@
 
 #include "c_test.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <stddef.h>
 #include <string.h>
 
 static bp_runtime* isolated_runtime(void) {

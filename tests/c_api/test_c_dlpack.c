@@ -93,9 +93,10 @@ static void export_refuses_what_dlpack_cannot_describe(void) {
   CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U8, shape, 1, bytes, 4, &array) == BP_OK);
   CHECK(bp_array_device_put(runtime, array, NULL, NULL, NULL, &on_sim) == BP_OK);
   CHECK(bp_array_to_dlpack(on_sim, &tensor) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "bp_array_to_dlpack: sim:0 cannot be exported: backend 'sim' declares no DLPack "
-                                  "device type (the plugin's dlpack_device_type, backend ABI 1.2) and its memory is "
-                                  "not host memory");
+  CHECK_CONTAINS(bp_last_error(),
+                 "bp_array_to_dlpack: sim:0 cannot be exported: backend 'sim' declares no DLPack "
+                 "device type (the plugin's dlpack_device_type, backend ABI 1.2) and its memory is "
+                 "not host memory");
   CHECK(bp_array_dlpack_device(on_sim, &type, &id) == BP_STATUS_UNSUPPORTED);
   CHECK_CONTAINS(bp_last_error(), "bp_array_dlpack_device: sim:0 cannot be exported: backend 'sim'");
   CHECK(type == -1 && id == -1);
@@ -194,10 +195,11 @@ static void import_refusals_name_the_problem(void) {
   tensor.dl_tensor.device.device_type = kDLCUDAManaged;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
   CHECK_CONTAINS(bp_last_error(), "DLPack device type 13 (kDLCUDAManaged) cannot be imported: no backend declares it");
-  tensor.dl_tensor.device.device_type = kDLVulkan;  /* kDLOpenCL is the opencl plugin's */
+  tensor.dl_tensor.device.device_type = kDLVulkan; /* kDLOpenCL is the opencl plugin's */
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_UNSUPPORTED);
-  CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: DLPack device type 7 (kDLVulkan) cannot be imported: no "
-                                  "backend declares it (declared: ");
+  CHECK_CONTAINS(bp_last_error(),
+                 "bp_array_from_dlpack: DLPack device type 7 (kDLVulkan) cannot be imported: no "
+                 "backend declares it (declared: ");
   CHECK_CONTAINS(bp_last_error(), "sim 12 (kDLExtDev)");
   CHECK_CONTAINS(bp_last_error(), "cpu 1 (kDLCPU)");
   tensor.dl_tensor.device.device_type = (DLDeviceType)99;
@@ -252,9 +254,10 @@ static void import_refusals_name_the_problem(void) {
     bp_runtime_options options;
     bp_runtime* empty = NULL;
     CHECK(bp_array_from_dlpack(sim_only, &tensor, &array) == BP_STATUS_UNAVAILABLE);
-    CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: DLPack device type 1 (kDLCPU) is host memory, which only "
-                                    "a host-addressable device can hold; the default device sim:0 is not one and no "
-                                    "other is available (sim (available))");
+    CHECK_CONTAINS(bp_last_error(),
+                   "bp_array_from_dlpack: DLPack device type 1 (kDLCPU) is host memory, which only "
+                   "a host-addressable device can hold; the default device sim:0 is not one and no "
+                   "other is available (sim (available))");
     bp_runtime_destroy(sim_only);
     memset(&options, 0, sizeof(options));
     options.struct_size = sizeof(options);
@@ -389,8 +392,9 @@ static void device_import_refusals_name_the_problem(void) {
   CHECK(foreign_deletes == 1);
   tensor.dl_tensor.device.device_id = 3;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_OUT_OF_RANGE);
-  CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: DLPack device type 12 (kDLExtDev) device_id 3 is out of "
-                                  "range: backend 'sim', which declares that type, has 2 device(s)");
+  CHECK_CONTAINS(bp_last_error(),
+                 "bp_array_from_dlpack: DLPack device type 12 (kDLExtDev) device_id 3 is out of "
+                 "range: backend 'sim', which declares that type, has 2 device(s)");
   tensor.dl_tensor.device.device_id = -1;
   CHECK(bp_array_from_dlpack(runtime, &tensor, &array) == BP_STATUS_INVALID_ARGUMENT);
   CHECK_CONTAINS(bp_last_error(), "bp_array_from_dlpack: device_id is -1 for DLPack device type 12 (kDLExtDev)");

@@ -5,8 +5,8 @@
 #include "c_runtime.h"
 #include "c_test.h"
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 static char path[512];
@@ -26,8 +26,7 @@ static void write_model(bp_runtime* runtime, int64_t metadata_count) {
   const char* names[2] = {"weights", "tokens"};
   const char* keys[1] = {"format"};
   const char* values[1] = {"pt"};
-  CHECK(bp_array_create(runtime, NULL, BP_DTYPE_F32, weight_shape, 2, weights, sizeof(weights), &arrays[0]) ==
-        BP_OK);
+  CHECK(bp_array_create(runtime, NULL, BP_DTYPE_F32, weight_shape, 2, weights, sizeof(weights), &arrays[0]) == BP_OK);
   CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U16, token_shape, 1, tokens, sizeof(tokens), &arrays[1]) == BP_OK);
   CHECK(bp_safetensors_save(path, names, (const bp_array* const*)arrays, 2, keys, values, metadata_count) == BP_OK);
   bp_array_destroy(arrays[0]);
@@ -254,7 +253,7 @@ static void a_progress_callback_cancels_a_load(void) {
   CHECK(map == NULL && cancel_calls == 1);
 
   options.struct_size = offsetof(bp_safetensors_load_options, cancellable_progress); /* an API 0.1 caller */
-  CHECK(bp_safetensors_load(runtime, path, NULL, &options, &map) == BP_OK);         /* the field is not read */
+  CHECK(bp_safetensors_load(runtime, path, NULL, &options, &map) == BP_OK);          /* the field is not read */
   CHECK(cancel_calls == 1);
   bp_tensor_map_destroy(map);
   remove(path);
@@ -318,8 +317,10 @@ static void names_with_nul_bytes_are_kept_whole(void) {
       for (n = 0; n < 3; ++n) {
         if (info.name_size == name_sizes[n] && memcmp(info.name, names[n], name_sizes[n] + 1) == 0) seen[n] += 1;
       }
-      if (info.name_size == 3) with_nul = i;
-      else plain = i;
+      if (info.name_size == 3)
+        with_nul = i;
+      else
+        plain = i;
       /* An API 0.2 caller has no name_size: refused, never cut to "a". */
       info.struct_size = offsetof(bp_safetensors_tensor_info, name_size);
       info.name = NULL;
@@ -348,8 +349,9 @@ static void names_with_nul_bytes_are_kept_whole(void) {
   CHECK(bp_tensor_map_name_n(map, 2, &name, &size) == BP_OK && size == 3 && memcmp(name, "a\0c", 3) == 0);
   CHECK(bp_tensor_map_name(map, 0, &name) == BP_OK && strcmp(name, "a") == 0);
   CHECK(bp_tensor_map_name(map, 2, &name) == BP_STATUS_INVALID_ARGUMENT);
-  CHECK(strcmp(bp_last_error(), "bp_tensor_map_name: tensor 'a\\u0000c' has a NUL byte in its name, which a "
-                                "NUL-terminated string cannot carry (use bp_tensor_map_name_n)") == 0);
+  CHECK(strcmp(bp_last_error(),
+               "bp_tensor_map_name: tensor 'a\\u0000c' has a NUL byte in its name, which a "
+               "NUL-terminated string cannot carry (use bp_tensor_map_name_n)") == 0);
   for (i = 0; i < 3; ++i) {
     CHECK(bp_tensor_map_get_n(map, names[i], name_sizes[i], &array) == BP_OK);
     CHECK(bp_array_copy_to_host(array, bytes, 2) == BP_OK && bytes[0] == data[i][0] && bytes[1] == data[i][1]);

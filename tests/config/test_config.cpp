@@ -12,10 +12,10 @@
 #include "config/config.hpp"
 
 namespace fs = std::filesystem;
-using backplane::detail::Config;
-using backplane::detail::Environment;
 using backplane::Error;
 using backplane::ErrorCode;
+using backplane::detail::Config;
+using backplane::detail::Environment;
 using backplane::detail::load_config;
 using backplane::detail::parse_config;
 
@@ -132,15 +132,15 @@ forever = inf
 )",
                                        "/etc/FILE.toml");
     CHECK(config.backend.at("cpu").options == Options{{"devices", "4"},
-                                                       {"name", "sim"},
-                                                       {"ratio", "0.5"},
-                                                       {"whole", "3.0"},
-                                                       {"big", "1e+300"},
-                                                       {"flag", "true"},
-                                                       {"off", "false"},
-                                                       {"hex", "16"},
-                                                       {"forever", "inf"},
-                                                       {"quoted key", "v"}});
+                                                      {"name", "sim"},
+                                                      {"ratio", "0.5"},
+                                                      {"whole", "3.0"},
+                                                      {"big", "1e+300"},
+                                                      {"flag", "true"},
+                                                      {"off", "false"},
+                                                      {"hex", "16"},
+                                                      {"forever", "inf"},
+                                                      {"quoted key", "v"}});
   }
 
   TEST_CASE("[config] syntax error names file, line and column") {
@@ -161,7 +161,8 @@ forever = inf
   }
 
   TEST_CASE("[config] wrong types name the key and the expected type") {
-    CHECK(config_error("\n\nbackends = 3") == "/etc/FILE.toml:3:12: 'backends' must be an array of strings, got integer");
+    CHECK(config_error("\n\nbackends = 3") ==
+          "/etc/FILE.toml:3:12: 'backends' must be an array of strings, got integer");
     CHECK(config_error("backends = [\"cpu\", 1]") ==
           "/etc/FILE.toml:1:20: 'backends' must be an array of strings, got integer at index 1");
     CHECK(config_error("plugin_paths = \"/opt\"") ==
@@ -182,9 +183,9 @@ forever = inf
   TEST_CASE("[config] option values that are arrays, tables or dates are errors") {
     CHECK(config_error("[backend.cpu]\nlist = [1, 2]") ==
           "/etc/FILE.toml:2:8: option 'backend.cpu.list' must be a string, integer, float or boolean, got array");
-    CHECK(config_error("[backend.cpu]\nsub = { a = 1 }").find(
-              "/etc/FILE.toml:2:7: option 'backend.cpu.sub' must be a string, integer, float or boolean, got table") ==
-          0);
+    CHECK(config_error("[backend.cpu]\nsub = { a = 1 }")
+              .find("/etc/FILE.toml:2:7: option 'backend.cpu.sub' must be a string, integer, float or boolean, got "
+                    "table") == 0);
     CHECK(config_error("[backend.cpu]\nwhen = 2024-01-01").find("option 'backend.cpu.when'") != std::string::npos);
     CHECK(config_error("[backend.cpu]\nwhen = 2024-01-01").find("got date") != std::string::npos);
   }
@@ -193,11 +194,13 @@ forever = inf
     CHECK(config_error("backends = [\"CPU\"]") ==
           "/etc/FILE.toml:1:13: 'backends' has an invalid backend name 'CPU' at index 0; backend names use only a-z, "
           "0-9 and _");
-    CHECK(config_error("backends = [\"cpu\", \"cpu\"]") == "/etc/FILE.toml:1:20: 'backends' lists 'cpu' more than once");
-    CHECK(config_error("backends = []") == "/etc/FILE.toml:1:12: 'backends' is empty; list at least one backend or "
-                                           "remove the key");
-    CHECK(config_error("[backend.my-gpu]\nenabled = true").find(
-              "'backend.my-gpu': invalid backend name 'my-gpu'; backend names use only a-z, 0-9 and _") !=
+    CHECK(config_error("backends = [\"cpu\", \"cpu\"]") ==
+          "/etc/FILE.toml:1:20: 'backends' lists 'cpu' more than once");
+    CHECK(config_error("backends = []") ==
+          "/etc/FILE.toml:1:12: 'backends' is empty; list at least one backend or "
+          "remove the key");
+    CHECK(config_error("[backend.my-gpu]\nenabled = true")
+              .find("'backend.my-gpu': invalid backend name 'my-gpu'; backend names use only a-z, 0-9 and _") !=
           std::string::npos);
     CHECK(config_error("default_device = \"cuda:x\"") ==
           "/etc/FILE.toml:1:18: 'default_device' is not a valid device selector: invalid device selector 'cuda:x': "
@@ -238,9 +241,10 @@ forever = inf
 
   TEST_CASE("[config] input hitting the toml++ whitespace bug (EF B3 BF in a string) parses safely and exactly") {
     // U+FCFF, encoded EF B3 BF, makes toml++ 3.3.0 reach __builtin_unreachable.
-    const Config config = parse_config("[backend.cpu]\nlabel = \"a\xEF\xB3\xBF\x62\"  # caf\xC3\xA9\n"
-                                       "s = \"\"\"\\\n\xC2\xA7\"\"\"\n",
-                                       "/etc/FILE.toml");
+    const Config config = parse_config(
+        "[backend.cpu]\nlabel = \"a\xEF\xB3\xBF\x62\"  # caf\xC3\xA9\n"
+        "s = \"\"\"\\\n\xC2\xA7\"\"\"\n",
+        "/etc/FILE.toml");
     CHECK(config.backend.at("cpu").options == Options{{"label", "a\xEF\xB3\xBF\x62"}, {"s", "\xC2\xA7"}});
     // The minimal fuzzer input that showed the bug: a clear error, no crash.
     CHECK(config_error("\xCC\xAA") ==
@@ -282,9 +286,9 @@ forever = inf
     const fs::path xdg = dir.write("xdg/backplane/config.toml", "default_device = \"cpu:1\"");
     dir.write("home/.config/backplane/config.toml", "default_device = \"cpu:2\"");
     dir.write("etc/backplane/config.toml", "default_device = \"cpu:3\"");
-    const Config config = load_config(
-        Environment::fixed({{"XDG_CONFIG_HOME", (dir.path() / "xdg").string()}, {"HOME", (dir.path() / "home").string()}}),
-        dir.path() / "etc");
+    const Config config = load_config(Environment::fixed({{"XDG_CONFIG_HOME", (dir.path() / "xdg").string()},
+                                                          {"HOME", (dir.path() / "home").string()}}),
+                                      dir.path() / "etc");
     CHECK(config.path == xdg);
     CHECK(config.searched == std::vector<fs::path>{xdg});
     CHECK(config.default_device == "cpu:1");
@@ -311,19 +315,18 @@ forever = inf
     const Config config =
         load_config(Environment::fixed({{"HOME", (dir.path() / "home").string()}}), dir.path() / "etc");
     CHECK(config.path == etc_file);
-    CHECK(config.searched ==
-              std::vector<fs::path>{dir.path() / "home/.config/backplane/config.toml", etc_file});
+    CHECK(config.searched == std::vector<fs::path>{dir.path() / "home/.config/backplane/config.toml", etc_file});
     CHECK(config.default_device == "cpu:3");
   }
 
   TEST_CASE("[config] search: none found lists the searched paths") {
     TempDir dir;
-    const Config config = load_config(
-        Environment::fixed({{"XDG_CONFIG_HOME", (dir.path() / "xdg").string()}, {"HOME", (dir.path() / "home").string()}}),
-        dir.path() / "etc");
+    const Config config = load_config(Environment::fixed({{"XDG_CONFIG_HOME", (dir.path() / "xdg").string()},
+                                                          {"HOME", (dir.path() / "home").string()}}),
+                                      dir.path() / "etc");
     CHECK_FALSE(config.path.has_value());
-    CHECK(config.searched == std::vector<fs::path>{dir.path() / "xdg/backplane/config.toml",
-                                                   dir.path() / "etc/backplane/config.toml"});
+    CHECK(config.searched ==
+          std::vector<fs::path>{dir.path() / "xdg/backplane/config.toml", dir.path() / "etc/backplane/config.toml"});
     CHECK(config.warnings.empty());
     CHECK(config.backend.empty());
 
@@ -360,8 +363,9 @@ forever = inf
       fs::permissions(locked, fs::perms::none);
       error = load_error(Environment::fixed({{"BACKPLANE_CONFIG", locked.string()}}), dir.path() / "etc");
       CHECK(error.code() == ErrorCode::kConfig);
-      CHECK(std::string(error.what()).find("cannot read config file BACKPLANE_CONFIG=" + locked.string() +
-                                           ": Permission denied") != std::string::npos);
+      CHECK(std::string(error.what())
+                .find("cannot read config file BACKPLANE_CONFIG=" + locked.string() + ": Permission denied") !=
+            std::string::npos);
     }
   }
 

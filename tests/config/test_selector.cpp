@@ -6,9 +6,9 @@
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
 
-using backplane::detail::DeviceSelector;
 using backplane::Error;
 using backplane::ErrorCode;
+using backplane::detail::DeviceSelector;
 using backplane::detail::parse_selector;
 
 namespace {
@@ -47,8 +47,9 @@ TEST_SUITE("config") {
   }
 
   TEST_CASE("[selector] empty input") {
-    CHECK(selector_error("") == "invalid device selector '': it is empty (expected BACKEND or BACKEND:ORDINAL, "
-                                "e.g. 'cpu' or 'cuda:1')");
+    CHECK(selector_error("") ==
+          "invalid device selector '': it is empty (expected BACKEND or BACKEND:ORDINAL, "
+          "e.g. 'cpu' or 'cuda:1')");
   }
 
   TEST_CASE("[selector] leading, trailing and inner whitespace are distinct errors") {
@@ -101,8 +102,9 @@ TEST_SUITE("config") {
   }
 
   TEST_CASE("[selector] invalid characters in the backend name") {
-    CHECK(selector_error("my-gpu:0").find("'my-gpu:0': invalid character '-' in backend name 'my-gpu'; backend "
-                                          "names use only a-z, 0-9 and _") != std::string::npos);
+    CHECK(selector_error("my-gpu:0")
+              .find("'my-gpu:0': invalid character '-' in backend name 'my-gpu'; backend "
+                    "names use only a-z, 0-9 and _") != std::string::npos);
     CHECK(selector_error("cu.da").find("invalid character '.'") != std::string::npos);
     CHECK(selector_error("gp\xC3\xBC").find("invalid character '\\xc3'") != std::string::npos);
   }

@@ -118,8 +118,8 @@ TEST_SUITE("config") {
     CHECK(guarded("k = \"a\xEF\xB3\xBF\x62\"") == "k = \"a\\uFCFFb\"");
     CHECK(guarded("\"\xC3\xA9\" = 1") == "\"\\u00E9\" = 1");  // quoted key
     CHECK(guarded("k = 1 # J\xC3\xBCrgen") == "k = 1 # J?rgen");
-    CHECK(guarded("k = \"#\xC3\xA9\"") == "k = \"#\\u00E9\"");           // '#' inside a string is no comment
-    CHECK(guarded("k = \"\\\"\xC3\xA9\"") == "k = \"\\\"\\u00E9\"");     // escaped quote keeps the string open
+    CHECK(guarded("k = \"#\xC3\xA9\"") == "k = \"#\\u00E9\"");        // '#' inside a string is no comment
+    CHECK(guarded("k = \"\\\"\xC3\xA9\"") == "k = \"\\\"\\u00E9\"");  // escaped quote keeps the string open
     CHECK(guarded("k = \"\"\"a\"\"\"\"\" # \xC3\xA9") == "k = \"\"\"a\"\"\"\"\" # ?");  // """ plus two quotes closes
     CHECK(guarded("k = '''a''''' # \xC3\xA9") == "k = '''a''''' # ?");
     CHECK(guarded("k = 'x' # \xC3\xA9") == "k = 'x' # ?");
@@ -133,27 +133,27 @@ TEST_SUITE("config") {
           "g.toml:1:8: unexpected character U+00E9; outside strings and comments TOML allows only ASCII");
     CHECK(guard_error("\xCC\xAA") ==
           "g.toml:1:1: unexpected character U+032A; outside strings and comments TOML allows only ASCII");
-    CHECK(guard_error("k = \"\\\xC2\xA7\"").find("g.toml:1:7: invalid escape sequence: '\\' followed by U+00A7") ==
-          0);
+    CHECK(guard_error("k = \"\\\xC2\xA7\"").find("g.toml:1:7: invalid escape sequence: '\\' followed by U+00A7") == 0);
   }
 
   TEST_CASE("[toml_guard] invalid UTF-8 is rejected with its position") {
     CHECK(guard_error("k = \"\xFF\"") == "g.toml:1:6: invalid UTF-8 (byte 0xFF); config files must be UTF-8 text");
-    CHECK(guard_error("\n\nk = \"\xC0\x80\"").find("g.toml:3:6: invalid UTF-8 (byte 0xC0)") == 0);  // overlong
+    CHECK(guard_error("\n\nk = \"\xC0\x80\"").find("g.toml:3:6: invalid UTF-8 (byte 0xC0)") == 0);      // overlong
     CHECK(guard_error("k = \"\xED\xA0\x80\"").find("invalid UTF-8 (byte 0xED)") != std::string::npos);  // surrogate
-    CHECK(guard_error("k = \"\xF4\x90\x80\x80\"").find("invalid UTF-8 (byte 0xF4)") != std::string::npos);  // > U+10FFFF
+    CHECK(guard_error("k = \"\xF4\x90\x80\x80\"").find("invalid UTF-8 (byte 0xF4)") !=
+          std::string::npos);                                                                     // > U+10FFFF
     CHECK(guard_error("k = \"\xE2\x82").find("invalid UTF-8 (byte 0xE2)") != std::string::npos);  // truncated
-    CHECK(guarded("k = \"\xF0\x9F\x98\x80\"") == "k = \"\xF0\x9F\x98\x80\"");  // U+1F600 passes
+    CHECK(guarded("k = \"\xF0\x9F\x98\x80\"") == "k = \"\xF0\x9F\x98\x80\"");                     // U+1F600 passes
   }
 
   TEST_CASE("[toml_guard] columns map back to the original text") {
     const GuardedToml guard("k = \"\xC3\xA9\xC3\xA9\" y\nz = 1", "g.toml");
     // Rewritten line 1: k = "\u00E9\u00E9" y  ('y' at column 20; originally 10).
     CHECK(guard.original_column(1, 20) == 10);
-    CHECK(guard.original_column(1, 6) == 6);    // the first escape maps to its character
-    CHECK(guard.original_column(1, 9) == 6);    // inside the escape
-    CHECK(guard.original_column(1, 5) == 5);    // before any escape
-    CHECK(guard.original_column(2, 3) == 3);    // other lines are untouched
+    CHECK(guard.original_column(1, 6) == 6);  // the first escape maps to its character
+    CHECK(guard.original_column(1, 9) == 6);  // inside the escape
+    CHECK(guard.original_column(1, 5) == 5);  // before any escape
+    CHECK(guard.original_column(2, 3) == 3);  // other lines are untouched
   }
 
   TEST_CASE("[toml_guard] nesting past the limit is refused with its position, before toml++ recurses") {

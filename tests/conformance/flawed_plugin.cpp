@@ -31,8 +31,8 @@
 namespace {
 
 namespace cpu = backplane::cpu;
-using backplane::plugin_sdk::Mode;
 using backplane::plugin::make_error;
+using backplane::plugin_sdk::Mode;
 
 enum class Flaw {
   kNone,
@@ -43,8 +43,8 @@ enum class Flaw {
   kZeroMemory,
   kProbeError,
   kCrashInAllocate,
-  kWildPriority,          // probe reports a priority far outside the expected range
-  kPriorityPastStruct,    // probe writes priority whatever the caller's struct_size
+  kWildPriority,        // probe reports a priority far outside the expected range
+  kPriorityPastStruct,  // probe writes priority whatever the caller's struct_size
 };
 
 std::mutex g_mutex;
@@ -79,17 +79,28 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
       continue;
     }
     const std::string_view value(option.value == nullptr ? "" : option.value, option.value_size);
-    if (value == "none") flaw = Flaw::kNone;
-    else if (value == "unavailable") flaw = Flaw::kUnavailable;
-    else if (value == "no_reason") flaw = Flaw::kNoReason;
-    else if (value == "ignore_offset") flaw = Flaw::kIgnoreOffset;
-    else if (value == "accept_out_of_range") flaw = Flaw::kAcceptOutOfRange;
-    else if (value == "zero_memory") flaw = Flaw::kZeroMemory;
-    else if (value == "probe_error") flaw = Flaw::kProbeError;
-    else if (value == "crash_in_allocate") flaw = Flaw::kCrashInAllocate;
-    else if (value == "wild_priority") flaw = Flaw::kWildPriority;
-    else if (value == "priority_past_struct") flaw = Flaw::kPriorityPastStruct;
-    else return make_error(BP_ERROR_INVALID_ARGUMENT, "flawed: option flaw = \"" + std::string(value) + "\" is unknown");
+    if (value == "none")
+      flaw = Flaw::kNone;
+    else if (value == "unavailable")
+      flaw = Flaw::kUnavailable;
+    else if (value == "no_reason")
+      flaw = Flaw::kNoReason;
+    else if (value == "ignore_offset")
+      flaw = Flaw::kIgnoreOffset;
+    else if (value == "accept_out_of_range")
+      flaw = Flaw::kAcceptOutOfRange;
+    else if (value == "zero_memory")
+      flaw = Flaw::kZeroMemory;
+    else if (value == "probe_error")
+      flaw = Flaw::kProbeError;
+    else if (value == "crash_in_allocate")
+      flaw = Flaw::kCrashInAllocate;
+    else if (value == "wild_priority")
+      flaw = Flaw::kWildPriority;
+    else if (value == "priority_past_struct")
+      flaw = Flaw::kPriorityPastStruct;
+    else
+      return make_error(BP_ERROR_INVALID_ARGUMENT, "flawed: option flaw = \"" + std::string(value) + "\" is unknown");
   }
   BP_BackendCreateArgs forwarded = *args;
   forwarded.options = rest.data();

@@ -1,8 +1,8 @@
 // The conformance suite judged by plugins whose behaviour is known: the CPU
 // plugin and the flawed fixture (flawed_plugin.cpp), one flaw at a time, plus
 // the load-time refusals and the `backplane conformance` command itself.
-#include "support/temp_dir.hpp"
 #include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
 
 #include <backplane/conformance.hpp>
 
@@ -40,7 +40,9 @@ std::vector<std::string> failed_checks(const conformance::Report& report) {
   return names;
 }
 
-std::string tool(const std::string& arguments) { return std::string(BP_TEST_TOOL) + " conformance " + arguments + " 2>&1"; }
+std::string tool(const std::string& arguments) {
+  return std::string(BP_TEST_TOOL) + " conformance " + arguments + " 2>&1";
+}
 
 }  // namespace
 
@@ -62,7 +64,8 @@ TEST_CASE("[conformance] a plugin built against ABI 1.0 conforms; the 1.1 checks
   const auto report = conformance::run(std::string(BP_TEST_ABI_1_0_DIR) + "/backplane-cpu.so");
   CHECK_MESSAGE(report.passed(), doctest::toString(failed_checks(report)));
   CHECK(report.abi_version == "1.0");
-  const auto& wrap = find_check(report, "optional: memory_wrap adopts allocated memory; memory_free releases only the handle");
+  const auto& wrap =
+      find_check(report, "optional: memory_wrap adopts allocated memory; memory_free releases only the handle");
   CHECK(wrap.outcome == Outcome::kNotApplicable);
   CHECK(wrap.detail == "BP_CAPABILITY_WRAP_MEMORY not advertised");
 }
@@ -80,8 +83,9 @@ TEST_CASE("[conformance] the 1.2 checks on a 1.0 table: dlpack_device_type n/a, 
   CHECK(dlpack.outcome == Outcome::kNotApplicable);
   CHECK(dlpack.detail.find("ends before dlpack_device_type (ABI 1.2)") != std::string::npos);
   CHECK(find_check(report, "probe: the reported priority is sane").outcome == Outcome::kPass);
-  CHECK(find_check(report, "probe: a caller's 1.1 struct, without priority, is accepted and not written past")
-            .outcome == Outcome::kPass);
+  CHECK(
+      find_check(report, "probe: a caller's 1.1 struct, without priority, is accepted and not written past").outcome ==
+      Outcome::kPass);
 }
 
 TEST_CASE("[conformance] a probe priority far outside the usual range is caught") {
@@ -126,8 +130,7 @@ TEST_CASE("[conformance] a copy that ignores its destination offset is caught") 
   CHECK(copies.detail.find("differ") != std::string::npos);
   CHECK(find_check(report, "async: copy_to_device_async with event query/wait/destroy").outcome == Outcome::kFail);
   // Device-to-device copies fill their buffers at offset 0 only: unaffected.
-  CHECK(find_check(report, "copies: device->device on one device, odd sizes at odd offsets").outcome ==
-        Outcome::kPass);
+  CHECK(find_check(report, "copies: device->device on one device, odd sizes at odd offsets").outcome == Outcome::kPass);
 }
 
 TEST_CASE("[conformance] a plugin accepting out-of-range copies is caught") {
@@ -189,8 +192,7 @@ TEST_CASE("[conformance] the backend name must match a backplane-<name>.so file 
   const auto free_name = directory / "my_cpu_build.so";
   std::filesystem::copy_file(BP_TEST_CPU_PLUGIN, free_name);
   const auto named_freely = conformance::run(free_name);
-  CHECK(find_check(named_freely, "negotiation: backend name matches the file name").outcome ==
-        Outcome::kNotApplicable);
+  CHECK(find_check(named_freely, "negotiation: backend name matches the file name").outcome == Outcome::kNotApplicable);
   CHECK(named_freely.passed());
 }
 
@@ -201,7 +203,8 @@ TEST_CASE("[conformance] backplane conformance prints one line per check and exi
   CHECK(good.output.find("0 failed") != std::string::npos);
   CHECK(good.output.find("[doctest]") == std::string::npos);
 
-  const auto bad = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=ignore_offset"));
+  const auto bad =
+      backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=ignore_offset"));
   CHECK(bad.exit_status == 1);
   CHECK(bad.output.find("FAIL  copies: host->device->host, odd sizes at odd offsets  [") != std::string::npos);
   CHECK(bad.output.find("DOES NOT CONFORM") != std::string::npos);
@@ -247,16 +250,16 @@ TEST_CASE("[conformance] a probe that returns an error is reported as such, not 
   CHECK(find_check(report, "devices: device_info of every device is sane").detail == "the probe failed");
   CHECK_FALSE(report.probed);
 
-  const auto output = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) +
-                                                           " --option flaw=probe_error"));
+  const auto output =
+      backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=probe_error"));
   CHECK(output.exit_status == 1);
   CHECK(output.output.find("backend flawed test-only (ABI 1.2), probe failed: DOES NOT CONFORM") != std::string::npos);
   CHECK(output.output.find("probe said unavailable") == std::string::npos);
 }
 
 TEST_CASE("[conformance] the summary after a failed backend_create says there is no backend instance") {
-  const auto output = backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) +
-                                                           " --option flaw=no_such_flaw"));
+  const auto output =
+      backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=no_such_flaw"));
   CHECK(output.exit_status == 1);
   CHECK(output.output.find("FAIL  backend: backend_create with the given options") != std::string::npos);
   CHECK(output.output.find("backend flawed test-only (ABI 1.2), no backend instance (backend_create failed): "
@@ -266,8 +269,9 @@ TEST_CASE("[conformance] the summary after a failed backend_create says there is
 
 TEST_CASE("[conformance] a plugin that crashes the process leaves the name of the check it crashed in last") {
   // stdout only: a sanitizer's report of the abort goes to stderr.
-  const auto output = backplane::testing::run_command(std::string(BP_TEST_TOOL) + " conformance " +
-                                                      BP_TEST_FLAWED_PLUGIN + " --option flaw=crash_in_allocate 2>/dev/null");
+  const auto output =
+      backplane::testing::run_command(std::string(BP_TEST_TOOL) + " conformance " + BP_TEST_FLAWED_PLUGIN +
+                                      " --option flaw=crash_in_allocate 2>/dev/null");
   CHECK(output.exit_status != 0);
   const std::string last_line = output.output.substr(output.output.rfind('\n', output.output.size() - 2) + 1);
   CHECK(last_line == "....  memory: size 0 allocates, takes size-0 copies and frees\n");

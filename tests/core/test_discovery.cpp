@@ -87,8 +87,8 @@ TEST_CASE("[discovery] each fixture plugin gets its status and a reason naming t
 
   // The second backplane-cpu.so is listed, shadowed by the first, and never opened.
   auto shadowed = std::count_if(runtime.backends().begin(), runtime.backends().end(), [](const BackendInfo& info) {
-    return info.name == "cpu" && info.status == BackendStatus::kShadowed &&
-           contains(info.reason, "shadowed by") && info.plugin_path.parent_path() == kShadowDir;
+    return info.name == "cpu" && info.status == BackendStatus::kShadowed && contains(info.reason, "shadowed by") &&
+           info.plugin_path.parent_path() == kShadowDir;
   });
   CHECK(shadowed == 1);
 
@@ -213,8 +213,8 @@ TEST_CASE("[discovery] a file named directly may have any name") {
 TEST_CASE("[discovery] BACKPLANE_PLUGIN_PATH is searched after code paths and ignored when told to") {
   Runtime::Options options;
   options.skip_default_paths = true;
-  options.environment = std::map<std::string, std::string>{
-      {"BACKPLANE_PLUGIN_PATH", kFixtureDir.string() + "::" + kPluginDir.string()}};
+  options.environment =
+      std::map<std::string, std::string>{{"BACKPLANE_PLUGIN_PATH", kFixtureDir.string() + "::" + kPluginDir.string()}};
   Runtime runtime(options);
   auto path = runtime.search_path();
   REQUIRE(path.size() == 2);

@@ -27,9 +27,7 @@ namespace {
 const std::filesystem::path kPluginDir = BP_TEST_PLUGIN_DIR;
 const std::filesystem::path kMisbehavingDir = BP_TEST_MISBEHAVING_DIR;
 
-std::filesystem::path misbehaving(const std::string& name) {
-  return kMisbehavingDir / ("backplane-" + name + ".so");
-}
+std::filesystem::path misbehaving(const std::string& name) { return kMisbehavingDir / ("backplane-" + name + ".so"); }
 
 Runtime::Options options_for(std::vector<std::filesystem::path> paths,
                              std::map<std::string, std::string> environment = {}) {
@@ -86,8 +84,9 @@ TEST_CASE("[discovery] isolation from code: crashing and exiting plugins are fai
   Runtime runtime(options);
   const BackendInfo& crash = backend_named(runtime, "crash_probe");
   CHECK(crash.status == BackendStatus::kFailed);
-  CHECK(crash.reason == "crashed with SIGSEGV (Segmentation fault) during probe in a separate probe process; "
-                        "not loaded into this one");
+  CHECK(crash.reason ==
+        "crashed with SIGSEGV (Segmentation fault) during probe in a separate probe process; "
+        "not loaded into this one");
   const BackendInfo& exits = backend_named(runtime, "exit_constructor");
   CHECK(exits.status == BackendStatus::kFailed);
   CHECK(exits.reason.starts_with("exited with status 3 during loading (static constructors or the entry point)"));
@@ -103,8 +102,9 @@ TEST_CASE("[discovery] isolation: a probe that hangs is killed at the deadline a
   Runtime runtime(options);
   const BackendInfo& hang = backend_named(runtime, "hang_probe");
   CHECK(hang.status == BackendStatus::kFailed);
-  CHECK(hang.reason == "did not answer within 300 ms during probe in a separate probe process "
-                       "(BACKPLANE_PROBE_TIMEOUT_MS); the process was killed and the plugin not loaded into this one");
+  CHECK(hang.reason ==
+        "did not answer within 300 ms during probe in a separate probe process "
+        "(BACKPLANE_PROBE_TIMEOUT_MS); the process was killed and the plugin not loaded into this one");
   CHECK(!loaded_here(misbehaving("hang_probe")));
   CHECK(runtime.is_available("cpu"));
 }
@@ -134,7 +134,8 @@ TEST_CASE("[discovery] probe_isolation = \"process\" in the config file turns is
 }
 
 TEST_CASE("[config] probe_isolation must be \"process\" or \"none\"") {
-  CHECK(backplane::detail::parse_config("probe_isolation = \"none\"\n", "c.toml").probe_isolation == ProbeIsolation::kNone);
+  CHECK(backplane::detail::parse_config("probe_isolation = \"none\"\n", "c.toml").probe_isolation ==
+        ProbeIsolation::kNone);
   try {
     backplane::detail::parse_config("probe_isolation = \"fork\"\n", "c.toml");
     FAIL("expected an error");

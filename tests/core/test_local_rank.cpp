@@ -17,9 +17,9 @@ namespace {
 // The cpu backend alone, with two devices set the way a user sets them.
 struct TwoCpus {
   TempDir dir;
-  std::filesystem::path config =
-      dir.write("two_cpus.toml", "[backend.cpu]\ndevices = 2\n[backend.sim]\nenabled = false\n"
-                                 "[backend.cuda]\nenabled = false\n");
+  std::filesystem::path config = dir.write("two_cpus.toml",
+                                           "[backend.cpu]\ndevices = 2\n[backend.sim]\nenabled = false\n"
+                                           "[backend.cuda]\nenabled = false\n");
 
   Runtime::Options options(std::map<std::string, std::string> environment) const {
     Runtime::Options options = test_options(std::move(environment), config);
@@ -104,7 +104,8 @@ TEST_CASE("[local rank] a value that is not a non-negative integer is an error n
     Runtime runtime(test_options({{"OMPI_COMM_WORLD_LOCAL_RANK", bad}}));
     auto error = error_from([&] { runtime.default_device(); });
     CHECK(error.code() == ErrorCode::kInvalidArgument);
-    CHECK(contains(error.what(), "OMPI_COMM_WORLD_LOCAL_RANK='" + std::string(bad) + "' is not a non-negative integer"));
+    CHECK(
+        contains(error.what(), "OMPI_COMM_WORLD_LOCAL_RANK='" + std::string(bad) + "' is not a non-negative integer"));
   }
   // Only the automatic choice reads it: a device chosen explicitly still works.
   Runtime explicit_choice(test_options({{"LOCAL_RANK", "x"}, {"BACKPLANE_DEFAULT_DEVICE", "cpu:1"}}));

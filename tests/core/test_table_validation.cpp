@@ -81,13 +81,13 @@ TEST_CASE("[table] a negative dlpack_device_type, or kDLCPU for memory that is n
   auto problem = validate_table(&table, "ok");
   REQUIRE(problem.has_value());
   CHECK(problem->status == BackendStatus::kFailed);
-  CHECK(problem->reason ==
-        "bad table: dlpack_device_type is -1; it must be 0 (not declared) or a DLPack device type");
+  CHECK(problem->reason == "bad table: dlpack_device_type is -1; it must be 0 (not declared) or a DLPack device type");
   table.dlpack_device_type = 1;
   problem = validate_table(&table, "ok");
   REQUIRE(problem.has_value());
-  CHECK(problem->reason == "bad table: dlpack_device_type is 1 (kDLCPU), but the table does not claim "
-                           "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory");
+  CHECK(problem->reason ==
+        "bad table: dlpack_device_type is 1 (kDLCPU), but the table does not claim "
+        "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory");
 }
 
 TEST_CASE("[table] a table from a newer 1.x minor (a larger struct) is accepted") {
@@ -107,8 +107,7 @@ TEST_CASE("[table] a table shorter than 1.0's is refused, naming both sizes") {
   REQUIRE(problem.has_value());
   CHECK(problem->status == BackendStatus::kFailed);
   CHECK(problem->reason == "bad table: struct_size " + std::to_string(table.struct_size) +
-                               " is smaller than ABI 1.0's table (" + std::to_string(kTableSize_1_0) +
-                               " bytes)");
+                               " is smaller than ABI 1.0's table (" + std::to_string(kTableSize_1_0) + " bytes)");
 }
 
 TEST_CASE("[table] another major is incompatible, naming both versions") {

@@ -70,8 +70,10 @@ TEST_CASE("[trust] a group-writable plugin file is refused with the chmod that f
   ::chmod(file.c_str(), 0775);
   BackendInfo cpu = cpu_found_in(file.parent_path());
   CHECK(cpu.status == BackendStatus::kFailed);
-  CHECK(cpu.reason == "refused: " + file.string() + " is writable by its group (gid 12345), whose members could "
-                      "replace it; run chmod g-w " + file.string());
+  CHECK(cpu.reason == "refused: " + file.string() +
+                          " is writable by its group (gid 12345), whose members could "
+                          "replace it; run chmod g-w " +
+                          file.string());
 }
 
 TEST_CASE("[trust] a plugin in a group-writable directory is refused") {
@@ -82,9 +84,10 @@ TEST_CASE("[trust] a plugin in a group-writable directory is refused") {
   ::chmod(file.parent_path().c_str(), 0775);
   BackendInfo cpu = cpu_found_in(file.parent_path());
   CHECK(cpu.status == BackendStatus::kFailed);
-  CHECK(cpu.reason == "refused: its directory " + file.parent_path().string() + " is writable by its group (gid "
-                      "12345), whose members could add or swap what it holds; run chmod g-w " +
-                      file.parent_path().string());
+  CHECK(cpu.reason == "refused: its directory " + file.parent_path().string() +
+                          " is writable by its group (gid "
+                          "12345), whose members could add or swap what it holds; run chmod g-w " +
+                          file.parent_path().string());
 }
 
 TEST_CASE("[trust] a plugin in a directory owned by another user is refused with the chown that fixes it") {
@@ -95,9 +98,10 @@ TEST_CASE("[trust] a plugin in a directory owned by another user is refused with
   REQUIRE(::chown(theirs.c_str(), kOtherUser, static_cast<gid_t>(-1)) == 0);
   BackendInfo cpu = cpu_found_in(file.parent_path());
   CHECK(cpu.status == BackendStatus::kFailed);
-  CHECK(cpu.reason == "refused: its ancestor directory " + theirs.string() + " is owned by uid 12345, neither "
-                      "root nor the user running this (root), who could change it; run chown root " +
-                      theirs.string());
+  CHECK(cpu.reason == "refused: its ancestor directory " + theirs.string() +
+                          " is owned by uid 12345, neither "
+                          "root nor the user running this (root), who could change it; run chown root " +
+                          theirs.string());
 }
 
 TEST_CASE("[trust] a world-writable ancestor without the sticky bit is refused") {
@@ -107,8 +111,8 @@ TEST_CASE("[trust] a world-writable ancestor without the sticky bit is refused")
   BackendInfo cpu = cpu_found_in(file);
   CHECK(cpu.status == BackendStatus::kFailed);
   CHECK(cpu.reason == "refused: its ancestor directory " + (dir / "open").string() +
-                      " is world-writable (anyone could add or swap what it holds); run chmod o-w " +
-                      (dir / "open").string());
+                          " is world-writable (anyone could add or swap what it holds); run chmod o-w " +
+                          (dir / "open").string());
 }
 
 TEST_CASE("[trust] a world-writable sticky directory is trusted only when root owns it") {
@@ -168,8 +172,9 @@ TEST_CASE("[trust] a config file in a group-writable directory is refused throug
     runtime.backends();
     FAIL("expected an error");
   } catch (const backplane::Error& error) {
-    CHECK(std::string(error.what()).find("refused: its directory " + (dir / "conf").string() +
-                                         " is writable by its group (gid 12345)") != std::string::npos);
+    CHECK(std::string(error.what())
+              .find("refused: its directory " + (dir / "conf").string() + " is writable by its group (gid 12345)") !=
+          std::string::npos);
     CHECK(std::string(error.what()).find("run chmod g-w " + (dir / "conf").string()) != std::string::npos);
   }
 }

@@ -32,8 +32,7 @@ struct Allocation {
   void* address = nullptr;
 };
 
-Allocation allocate(const Backend& backend, uint64_t size, BP_MemoryKind kind = BP_MEMORY_DEVICE,
-                    int32_t ordinal = 0) {
+Allocation allocate(const Backend& backend, uint64_t size, BP_MemoryKind kind = BP_MEMORY_DEVICE, int32_t ordinal = 0) {
   auto args = backplane::detail::memory_allocate_args(backend.handle(), ordinal, kind, size);
   const PluginStatus outcome = take(api().memory_allocate(&args));
   REQUIRE_MESSAGE(outcome.ok(), outcome.message());
@@ -64,14 +63,12 @@ void wait_and_destroy(const Backend& backend, BP_Event* event) {
   api().event_destroy(backend.handle(), event);
 }
 
-PluginStatus upload(const Backend& backend, BP_Buffer* buffer, uint64_t offset, const void* data,
-               uint64_t size) {
+PluginStatus upload(const Backend& backend, BP_Buffer* buffer, uint64_t offset, const void* data, uint64_t size) {
   auto args = backplane::detail::copy_to_device_args(backend.handle(), buffer, offset, data, size);
   return take(api().copy_to_device(&args));
 }
 
-PluginStatus download(const Backend& backend, BP_Buffer* buffer, uint64_t offset, void* data,
-                 uint64_t size) {
+PluginStatus download(const Backend& backend, BP_Buffer* buffer, uint64_t offset, void* data, uint64_t size) {
   auto args = backplane::detail::copy_to_host_args(backend.handle(), buffer, offset, data, size);
   return take(api().copy_to_host(&args));
 }
@@ -99,8 +96,7 @@ TEST_CASE("[cuda][gpu] device info: name, memory and attributes") {
       CHECK_FALSE(value.empty());
       if (key == "uuid") CHECK(value.rfind("GPU-", 0) == 0);
     }
-    CHECK(keys == std::vector<std::string>{"compute_capability", "multiprocessor_count",
-                                           "pci_bus_id", "uuid"});
+    CHECK(keys == std::vector<std::string>{"compute_capability", "multiprocessor_count", "pci_bus_id", "uuid"});
   }
   auto beyond = backplane::detail::device_info_args(backend.handle(), backend.device_count());
   CHECK(take(api().device_info(&beyond)).code() == backplane::ErrorCode::kOutOfRange);
@@ -127,8 +123,8 @@ TEST_CASE("[cuda][gpu] synchronous round trip of random data, bounds checked") {
 
   CHECK(upload(backend, device.buffer, size - 10, patch.data(), 11).code() == backplane::ErrorCode::kOutOfRange);
   CHECK(download(backend, device.buffer, size + 1, back.data(), 0).code() == backplane::ErrorCode::kOutOfRange);
-  CHECK(upload(backend, device.buffer, 1, patch.data(), std::numeric_limits<uint64_t>::max())
-            .code() == backplane::ErrorCode::kOutOfRange);
+  CHECK(upload(backend, device.buffer, 1, patch.data(), std::numeric_limits<uint64_t>::max()).code() ==
+        backplane::ErrorCode::kOutOfRange);
   CHECK(upload(backend, device.buffer, 0, nullptr, 1).code() == backplane::ErrorCode::kInvalidArgument);
   CHECK(upload(backend, device.buffer, size, nullptr, 0).ok());
   release(backend, device.buffer);
@@ -319,8 +315,8 @@ TEST_CASE("[cuda][gpu] convert_integers widens unsigned integers on the device")
   const uint64_t count = 1'000'003;  // not a multiple of the block size
   std::mt19937_64 generator(5);
 
-  auto widen = [&](BP_IntegerType from, uint64_t from_size, BP_IntegerType to, uint64_t to_size,
-                   auto source_value, auto destination_value) {
+  auto widen = [&](BP_IntegerType from, uint64_t from_size, BP_IntegerType to, uint64_t to_size, auto source_value,
+                   auto destination_value) {
     using Source = decltype(source_value);
     using Destination = decltype(destination_value);
     std::vector<Source> values(count);
@@ -336,7 +332,8 @@ TEST_CASE("[cuda][gpu] convert_integers widens unsigned integers on the device")
     if (backplane::testing::on_emulator()) {  // no kernel runs there: the plugin says so, up front
       CHECK(converted.code() == backplane::ErrorCode::kUnsupported);
       CHECK(converted.message().rfind("convert_integers: the widening kernel cannot run on cuda:0 "
-                                    "(cudaFuncGetAttributes: ", 0) == 0);
+                                      "(cudaFuncGetAttributes: ",
+                                      0) == 0);
       CHECK(converted.message().find("); widen on the host instead") != std::string::npos);
       CHECK(args.event == nullptr);
       release(backend, source.buffer);
@@ -392,8 +389,7 @@ TEST_CASE("[cuda][gpu] out of device memory names the size and the free memory")
   MESSAGE(outcome.message());
   CHECK(outcome.code() == backplane::ErrorCode::kOutOfMemory);
   CHECK(outcome.message().rfind("cuMemAlloc of ", 0) == 0);
-  CHECK(outcome.message().find(" GiB on cuda:0 failed: CUDA_ERROR_OUT_OF_MEMORY: ") !=
-        std::string::npos);
+  CHECK(outcome.message().find(" GiB on cuda:0 failed: CUDA_ERROR_OUT_OF_MEMORY: ") != std::string::npos);
   CHECK(outcome.message().find("(free ") != std::string::npos);
   CHECK(args.buffer == nullptr);
   // Nothing leaked: a normal allocation still works.

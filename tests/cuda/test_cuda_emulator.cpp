@@ -71,10 +71,10 @@ TEST_CASE("[cuda][emulator] the conformance kit runs every device check, and pas
     // Only what the plugin does not advertise, the widening kernel that
     // cannot run without a GPU, and cross-device checks on one device may be
     // n/a: never for want of a device.
-    const bool not_advertised = contains(check.detail, "not advertised") ||
-                                contains(check.detail, "host-addressable");
-    const bool kernel = contains(check.detail, "UNSUPPORTED on cuda:0: convert_integers: the widening kernel cannot "
-                                               "run on cuda:0");
+    const bool not_advertised = contains(check.detail, "not advertised") || contains(check.detail, "host-addressable");
+    const bool kernel = contains(check.detail,
+                                 "UNSUPPORTED on cuda:0: convert_integers: the widening kernel cannot "
+                                 "run on cuda:0");
     const bool one_device = emulated_devices() == 1 && check.detail == "the backend has one device";
     CHECK((not_advertised || kernel || one_device));
   }
@@ -193,8 +193,9 @@ TEST_CASE("[cuda][emulator] out of device memory names the size and the free and
   CHECK(error.code() == ErrorCode::kOutOfMemory);
   CHECK(contains(message, "out of device memory on cuda:0: cannot allocate 100.0 MiB (104857600 bytes)"));
   CHECK(contains(message, "48.0 MiB (50331648 bytes) free of 64.0 MiB (67108864 bytes)"));
-  CHECK(contains(message, "cuMemAlloc of 100.00 MiB on cuda:0 failed: CUDA_ERROR_OUT_OF_MEMORY: out of memory "
-                          "(free 48.00 MiB of 64.00 MiB)"));
+  CHECK(contains(message,
+                 "cuMemAlloc of 100.00 MiB on cuda:0 failed: CUDA_ERROR_OUT_OF_MEMORY: out of memory "
+                 "(free 48.00 MiB of 64.00 MiB)"));
   // Nothing leaked: what fits still goes.
   const auto fits = random_bytes(std::size_t{40} << 20, 3);
   CHECK(device_put(runtime, host_array(runtime, fits), device).to_vector<std::uint8_t>() == fits);
@@ -256,8 +257,9 @@ TEST_CASE("[cuda][emulator] a sticky device error surfaces at the next wait, nam
 }
 
 TEST_CASE("[cuda][emulator] safetensors streams a file onto cuda:0") {
-  if (!over_fake_driver_runs("*safetensors streams a file onto cuda:0*",
-                             {{"BP_FAKE_CUDA_DEVICES=1"}, {"BP_FAKE_CUDA_DEVICES=1", "BP_FAKE_CUDA_OP_DELAY_US=1000"}})) {
+  if (!over_fake_driver_runs(
+          "*safetensors streams a file onto cuda:0*",
+          {{"BP_FAKE_CUDA_DEVICES=1"}, {"BP_FAKE_CUDA_DEVICES=1", "BP_FAKE_CUDA_OP_DELAY_US=1000"}})) {
     return;
   }
   Runtime runtime(build_plugins());
@@ -269,8 +271,8 @@ TEST_CASE("[cuda][emulator] safetensors streams a file onto cuda:0") {
       {{"small", "U8", {2, 5}}, std::as_bytes(std::span(small))},
       {{"empty", "F32", {0, 3}}, {}},
   };
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("backplane-cuda-emulator-" + std::to_string(getpid()) + ".safetensors");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("backplane-cuda-emulator-" + std::to_string(getpid()) + ".safetensors");
   st::save(path, tensors);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> progress;
   st::LoadOptions options;

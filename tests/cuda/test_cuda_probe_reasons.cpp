@@ -1,8 +1,8 @@
 // Every probe reason, and the answer in a forked child, on any machine: each case re-runs itself in a child
 // process whose libcuda.so.1 is the fake in fake_driver/ (LD_LIBRARY_PATH is
 // searched before the system's driver), configured through its environment.
-#include "support/fork_child.hpp"
 #include "cuda_plugin_fixture.hpp"
+#include "support/fork_child.hpp"
 
 #include <filesystem>
 #include <string>
@@ -32,29 +32,25 @@ TEST_CASE("[cuda] fake driver: too old, naming both versions") {
   if (!over_fake_driver("*fake driver: too old*", {"BP_FAKE_CUDA_VERSION=12020"})) return;
   Backend backend;
   CHECK_FALSE(backend.available());
-  CHECK(backend.reason().rfind("NVIDIA driver too old: it supports CUDA 12.2, this plugin needs CUDA ",
-                               0) == 0);
+  CHECK(backend.reason().rfind("NVIDIA driver too old: it supports CUDA 12.2, this plugin needs CUDA ", 0) == 0);
   CHECK(backend.reason().find(" or newer") != std::string::npos);
   CHECK(backend.device_count() == 0);
 }
 
 TEST_CASE("[cuda] fake driver: cuInit finds no device") {
   if (!over_fake_driver("*fake driver: cuInit finds no device*",
-                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_INIT=100",
-                         "CUDA_VISIBLE_DEVICES"})) {
+                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_INIT=100", "CUDA_VISIBLE_DEVICES"})) {
     return;
   }
   Backend backend;
   CHECK_FALSE(backend.available());
-  CHECK(backend.reason() ==
-        "no CUDA devices (cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)");
+  CHECK(backend.reason() == "no CUDA devices (cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)");
   CHECK(backend.device_count() == 0);
 }
 
 TEST_CASE("[cuda] fake driver: zero devices names CUDA_VISIBLE_DEVICES") {
   if (!over_fake_driver("*fake driver: zero devices*",
-                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_DEVICES=0",
-                         "CUDA_VISIBLE_DEVICES="})) {
+                        {"BP_FAKE_CUDA_VERSION=99000", "BP_FAKE_CUDA_DEVICES=0", "CUDA_VISIBLE_DEVICES="})) {
     return;
   }
   Backend backend;

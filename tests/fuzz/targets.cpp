@@ -80,8 +80,8 @@ void round_trip(const safetensors::Header& header) {
     return;  // e.g. re-escaped metadata grew past kMaxHeaderSize
   }
   const auto* prefix = reinterpret_cast<const std::byte*>(plan.prefix.data());
-  const auto again = safetensors::parse_header({prefix, plan.prefix.size()}, plan.prefix.size() + data_bytes,
-                                               "round-trip");
+  const auto again =
+      safetensors::parse_header({prefix, plan.prefix.size()}, plan.prefix.size() + data_bytes, "round-trip");
   require(again.tensors.size() == header.tensors.size(), "round-trip keeps every tensor");
   for (const auto& tensor : header.tensors) {
     const auto* copy = again.find(tensor.name);
@@ -228,8 +228,7 @@ void plugin_table(Bytes data) {
   }
   require(table.struct_size >= BP_PLUGIN_API_SIZE_1_0, "accepted tables hold the 1.0 fields");
   if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) {
-    require(BP_TABLE_HAS_CALL(&table, memory_wrap),
-            "accepted tables claiming memory_wrap hold it");
+    require(BP_TABLE_HAS_CALL(&table, memory_wrap), "accepted tables claiming memory_wrap hold it");
   }
   require(table.abi_major == BP_ABI_MAJOR, "accepted tables speak our major");
   const std::string_view name(table.name, table.name_size);

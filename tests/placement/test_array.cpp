@@ -59,7 +59,8 @@ TEST_CASE("[placement] slices are views on axis 0 that share the buffer") {
   CHECK(rows.byte_offset() == 3 * 6 * 2);
   CHECK(rows.nbytes() == 4 * 6 * 2);
   CHECK(rows.shares_buffer_with(matrix));
-  CHECK(static_cast<const std::uint8_t*>(rows.host_data()) == static_cast<const std::uint8_t*>(matrix.host_data()) + 36);
+  CHECK(static_cast<const std::uint8_t*>(rows.host_data()) ==
+        static_cast<const std::uint8_t*>(matrix.host_data()) + 36);
   auto values = rows.to_vector<std::uint16_t>();
   CHECK(std::memcmp(values.data(), bytes.data() + 36, 48) == 0);
   Array inner = rows.slice(1, 2);  // a view of a view

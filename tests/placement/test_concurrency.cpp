@@ -37,7 +37,8 @@ TEST_CASE("[placement] device_put and take_windows from 8 threads on shared arra
           Array from_sim = device_put(runtime, shared_sim, target);
           std::vector<std::int64_t> offsets(8);
           for (auto& offset : offsets) {
-            offset = std::uniform_int_distribution<std::int64_t>(0, static_cast<std::int64_t>(tokens.size()) - 33)(engine);
+            offset =
+                std::uniform_int_distribution<std::int64_t>(0, static_cast<std::int64_t>(tokens.size()) - 33)(engine);
           }
           Array batch = take_windows(runtime, shared_tokens, offsets, 33, target, DType::kI32);
 

@@ -1,6 +1,6 @@
 // DType: names, sizes, stable numbers.
-#include <backplane/dtype.hpp>
 #include <backplane/plugin.h>
+#include <backplane/dtype.hpp>
 
 #include <doctest/doctest.h>
 
@@ -11,10 +11,10 @@ using backplane::DType;
 
 TEST_CASE("[placement] every safetensors dtype has its name, bit width and a unique stable number") {
   const std::pair<const char*, int> expected[] = {
-      {"BOOL", 8},  {"F4", 4},     {"F6_E2M3", 6}, {"F6_E3M2", 6},     {"U8", 8},           {"I8", 8},
+      {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},     {"U8", 8},          {"I8", 8},
       {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
-      {"U16", 16},  {"F16", 16},   {"BF16", 16},   {"I32", 32},        {"U32", 32},         {"F32", 32},
-      {"C64", 64},  {"F64", 64},   {"I64", 64},    {"U64", 64},
+      {"U16", 16},    {"F16", 16},    {"BF16", 16},   {"I32", 32},        {"U32", 32},        {"F32", 32},
+      {"C64", 64},    {"F64", 64},    {"I64", 64},    {"U64", 64},
   };
   std::set<std::int32_t> numbers;
   for (const auto& [name, bits] : expected) {

@@ -46,7 +46,8 @@ void check_host_work(Checks& checks, Runtime& runtime, const Device& to, const s
 }
 
 std::filesystem::path saved_file(Runtime& runtime, const char* name) {
-  const auto path = std::filesystem::temp_directory_path() / (std::string(name) + std::to_string(getpid()) + ".safetensors");
+  const auto path =
+      std::filesystem::temp_directory_path() / (std::string(name) + std::to_string(getpid()) + ".safetensors");
   safetensors::save(path, {{"bytes", u8_array(runtime, kCpu0, random_bytes(4096, 3))}});
   return path;
 }
@@ -95,8 +96,9 @@ TEST_CASE("[fork] transfers still running at fork time fail in the child with a 
       checks.expect(false, "block_until_ready succeeded on a transfer running in the parent");
     } catch (const Error& error) {
       checks.expect(error.code() == ErrorCode::kUnavailable, std::string("wrong code: ") + error.what());
-      checks.expect(contains(error.what(), "device_put of 9.0 MiB (9437184 bytes) from sim:0 to cpu:2 failed: "
-                                           "the transfer was in flight in the parent process when it forked"),
+      checks.expect(contains(error.what(),
+                             "device_put of 9.0 MiB (9437184 bytes) from sim:0 to cpu:2 failed: "
+                             "the transfer was in flight in the parent process when it forked"),
                     std::string("unclear error: ") + error.what());
     }
     // Work that had finished is there, and new work runs.

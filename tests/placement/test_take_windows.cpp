@@ -141,7 +141,8 @@ TEST_CASE("[placement] 100 take_windows steps in steady state call the backend a
       Array prefetched = next_batch(device);
       CHECK(batch.to_vector<std::int64_t>().size() == expected.size());
       batch = prefetched;
-      if (step % 25 == 0) CHECK(prefetched.to_vector<std::int64_t>() == expected_windows<std::int64_t>(tokens, offsets, 257));
+      if (step % 25 == 0)
+        CHECK(prefetched.to_vector<std::int64_t>() == expected_windows<std::int64_t>(tokens, offsets, 257));
     }
     const MemoryStats after = memory_stats(runtime, device);
     CHECK(after.backend_allocations == before.backend_allocations);
@@ -157,9 +158,9 @@ namespace {
 template <class T>
 std::vector<T> limit_values(std::size_t count) {
   using Limits = std::numeric_limits<T>;
-  const std::vector<T> edges = {Limits::min(), static_cast<T>(Limits::min() + 1), static_cast<T>(0), static_cast<T>(1),
-                                static_cast<T>(-1), static_cast<T>(Limits::max() - 1), Limits::max(),
-                                static_cast<T>(Limits::max() / 2 + 1)};
+  const std::vector<T> edges = {
+      Limits::min(),      static_cast<T>(Limits::min() + 1), static_cast<T>(0), static_cast<T>(1),
+      static_cast<T>(-1), static_cast<T>(Limits::max() - 1), Limits::max(),     static_cast<T>(Limits::max() / 2 + 1)};
   std::vector<T> values(count);
   for (std::size_t index = 0; index < count; ++index) values[index] = edges[(index * 5 + index / 8) % edges.size()];
   return values;

@@ -105,18 +105,19 @@ TEST_CASE("[placement] wrap_device refuses memory the backend does not recognise
   CHECK(contains(other_device.what(), "the address is memory of sim:0"));
   CHECK(released);  // a refused owner is dropped at once
 
-  const Error past_end = error_from(
-      [&] { Array::wrap_device(runtime, kSim0, DType::kF32, {2, 8}, offset_address(home, 4064), nullptr); });
+  const Error past_end = error_from([&] {
+    Array::wrap_device(runtime, kSim0, DType::kF32, {2, 8}, offset_address(home, 4064), nullptr);
+  });
   CHECK(past_end.code() == ErrorCode::kOutOfRange);
   CHECK(contains(past_end.what(), "runs past the end of its 4.00 KiB allocation (it starts 4064 bytes in)"));
 
-  const Error null_address =
-      error_from([&] { Array::wrap_device(runtime, kSim0, DType::kU8, {1}, nullptr, nullptr); });
+  const Error null_address = error_from([&] { Array::wrap_device(runtime, kSim0, DType::kU8, {1}, nullptr, nullptr); });
   CHECK(null_address.code() == ErrorCode::kInvalidArgument);
   CHECK(contains(null_address.what(), "Array::wrap_device: address is NULL for a non-empty array"));
 
-  const Error unknown_device = error_from(
-      [&] { Array::wrap_device(runtime, Device{"sim", 7}, DType::kU8, {1}, home.native_address(), nullptr); });
+  const Error unknown_device = error_from([&] {
+    Array::wrap_device(runtime, Device{"sim", 7}, DType::kU8, {1}, home.native_address(), nullptr);
+  });
   CHECK(unknown_device.code() == ErrorCode::kOutOfRange);
   CHECK(contains(unknown_device.what(), "sim:7"));
 }

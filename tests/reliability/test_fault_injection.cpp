@@ -144,7 +144,7 @@ TEST_CASE("[reliability] a copy failing at any point of a chunked round trip nam
     Array again = device_put(runtime, device_put(runtime, source, kSim1), kCpu1);
     CHECK(again.to_vector<std::uint8_t>() == bytes);
   }
-  CHECK(failed_up >= 3);    // one per chunk at least
+  CHECK(failed_up >= 3);  // one per chunk at least
   CHECK(failed_down >= 1);
 }
 

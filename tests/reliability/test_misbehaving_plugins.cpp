@@ -6,10 +6,10 @@
 #include <backplane/array.hpp>
 #include <backplane/conformance.hpp>
 
-#include <cstdlib>
-#include <functional>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 using namespace backplane;
@@ -50,8 +50,9 @@ TEST_CASE("[reliability] a probe that hangs past BACKPLANE_PROBE_TIMEOUT_MS fail
     const BackendInfo* hung = runtime.find_backend("hang_probe");
     REQUIRE(hung != nullptr);
     CHECK(hung->status == BackendStatus::kFailed);
-    CHECK(hung->reason == "probe did not answer within 300 ms (BACKPLANE_PROBE_TIMEOUT_MS); "
-                          "the plugin stays loaded but unused");
+    CHECK(hung->reason ==
+          "probe did not answer within 300 ms (BACKPLANE_PROBE_TIMEOUT_MS); "
+          "the plugin stays loaded but unused");
     CHECK(contains(error_from([&] { runtime.devices("hang_probe"); }).what(), "probe did not answer"));
     check_others_work(runtime);
   }
@@ -136,7 +137,8 @@ TEST_CASE("[reliability] sizes of 2^40 in a probe or table fail only that backen
     const char* reason_part;
   };
   const Case cases[] = {
-      {"backplane-malformed.so", "huge_reason", "malformed", "probe answered reason_size 1099511627776, more than 65536"},
+      {"backplane-malformed.so", "huge_reason", "malformed",
+       "probe answered reason_size 1099511627776, more than 65536"},
       {"backplane-malformed.so", "huge_message", "malformed",
        "malformed: huge message_size (cut: message_size 1099511627776, more than 65536)"},
       {"backplane-huge_version.so", "", "huge_version", "bad table: version_size 1099511627776 is more than 256 bytes"},
@@ -190,8 +192,9 @@ TEST_CASE("[reliability] a host-addressable allocation without an address is an 
     const Error error = error_from(use);
     CHECK(error.code() == ErrorCode::kPlugin);
     CHECK(contains(error.what(), "malformed:0: memory_allocate of "));
-    CHECK(contains(error.what(), " bytes succeeded but returned no address, which a host-addressable backend's "
-                                 "memory must have"));
+    CHECK(contains(error.what(),
+                   " bytes succeeded but returned no address, which a host-addressable backend's "
+                   "memory must have"));
   }
   CHECK(memory_stats(runtime, device).in_use == 0);
   check_others_work(runtime);
@@ -209,9 +212,10 @@ TEST_CASE("[reliability] the conformance kit reports sizes of 2^40 as failed che
     options.plugin_options = {{"mode", mode}};
     const conformance::Report report = conformance::run(kMisbehavingDir / "backplane-malformed.so", options);
     CHECK_FALSE(report.passed());
-    const bool named = std::any_of(report.checks.begin(), report.checks.end(), [&](const conformance::CheckResult& check) {
-      return check.outcome == conformance::Outcome::kFail && contains(check.detail, detail);
-    });
+    const bool named =
+        std::any_of(report.checks.begin(), report.checks.end(), [&](const conformance::CheckResult& check) {
+          return check.outcome == conformance::Outcome::kFail && contains(check.detail, detail);
+        });
     CHECK(named);
   }
 }

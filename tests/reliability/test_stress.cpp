@@ -59,7 +59,8 @@ std::string step(RuntimeUnderTest& under_test, const Shared& shared, std::mt1993
     case 0: {  // a view up to a device and back
       const auto size = static_cast<std::int64_t>(shared.bytes.size());
       const std::int64_t begin = std::uniform_int_distribution<std::int64_t>(0, size - 1)(engine);
-      const std::int64_t end = std::uniform_int_distribution<std::int64_t>(begin, std::min(size, begin + 300000))(engine);
+      const std::int64_t end =
+          std::uniform_int_distribution<std::int64_t>(begin, std::min(size, begin + 300000))(engine);
       Array moved = device_put(runtime, under_test.bytes_on_cpu.slice(begin, end), target);
       Array back = device_put(runtime, moved, kCpu0);
       const auto values = back.to_vector<std::uint8_t>();
@@ -81,8 +82,8 @@ std::string step(RuntimeUnderTest& under_test, const Shared& shared, std::mt1993
       std::vector<std::int64_t> offsets(std::uniform_int_distribution<std::size_t>(0, 12)(engine));
       const auto last = static_cast<std::int64_t>(shared.tokens.size()) - kLength;
       for (auto& offset : offsets) offset = std::uniform_int_distribution<std::int64_t>(0, last)(engine);
-      const auto values = take_windows(runtime, under_test.tokens, offsets, kLength, target, DType::kI32)
-                              .to_vector<std::int32_t>();
+      const auto values =
+          take_windows(runtime, under_test.tokens, offsets, kLength, target, DType::kI32).to_vector<std::int32_t>();
       for (std::size_t row = 0; row < offsets.size(); ++row) {
         for (std::size_t index = 0; index < kLength; ++index) {
           if (values[row * kLength + index] != shared.tokens[static_cast<std::size_t>(offsets[row]) + index]) {
@@ -165,9 +166,9 @@ TEST_CASE("[stress] threads mixing transfers, windows, scopes and header reads o
     Runtime& runtime = under_test->runtime;
     under_test->bytes_on_cpu = u8_array(runtime, kCpu0, shared.bytes);
     under_test->bytes_on_sim = device_put(runtime, under_test->bytes_on_cpu, kSim1);
-    under_test->tokens = Array::from_host(runtime, kCpu0, DType::kU16,
-                                          {static_cast<std::int64_t>(shared.tokens.size())}, shared.tokens.data(),
-                                          shared.tokens.size() * 2);
+    under_test->tokens =
+        Array::from_host(runtime, kCpu0, DType::kU16, {static_cast<std::int64_t>(shared.tokens.size())},
+                         shared.tokens.data(), shared.tokens.size() * 2);
     runtimes.push_back(std::move(under_test));
   }
 

@@ -79,17 +79,21 @@ TEST_CASE("[safetensors] InvalidHeaderDeserialization: not the reference's JSON"
 }
 
 TEST_CASE("[safetensors] InvalidOffset names the tensor: gap, overlap, start, reversed") {
-  std::string gap = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
+  std::string gap =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
   check_rule(st_file(gap, "abcde"), Rule::kInvalidOffset, "b");
-  std::string overlap = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})";
+  std::string overlap =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})";
   check_rule(st_file(overlap, "abc"), Rule::kInvalidOffset, "b");
   check_rule(one_tensor(R"({"dtype":"U8","shape":[2],"data_offsets":[1,3]})", "abc"), Rule::kInvalidOffset, "t");
   check_rule(one_tensor(R"({"dtype":"U8","shape":[2],"data_offsets":[2,0]})", "ab"), Rule::kInvalidOffset, "t");
   // Same offsets twice: the second one in (begin, end, name) order is named.
-  std::string twice = R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  std::string twice =
+      R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
   check_rule(st_file(twice, "a"), Rule::kInvalidOffset, "b");
   // Tensors are checked in offset order, not header order.
-  std::string unordered = R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  std::string unordered =
+      R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
   CHECK(parse(st_file(unordered, "xy")).tensors.front().name == "a");
 }
 
@@ -115,11 +119,13 @@ TEST_CASE("[safetensors] MisalignedSlice: sub-byte tensors must fill whole bytes
 }
 
 TEST_CASE("[safetensors] TensorInvalidInfo: offsets disagree with shape x dtype") {
-  check_rule(one_tensor(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})", "12345678"), Rule::kTensorInvalidInfo, "t");
+  check_rule(one_tensor(R"({"dtype":"F32","shape":[3],"data_offsets":[0,8]})", "12345678"), Rule::kTensorInvalidInfo,
+             "t");
   check_rule(one_tensor(R"({"dtype":"U8","shape":[2],"data_offsets":[0,18446744073709551615]})", "ab"),
              Rule::kTensorInvalidInfo, "t");
   // Checked per tensor, so an earlier tensor's bad size wins over a later gap.
-  std::string both = R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
+  std::string both =
+      R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
   check_rule(st_file(both, "abcde"), Rule::kTensorInvalidInfo, "a");
 }
 

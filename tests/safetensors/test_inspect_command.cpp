@@ -22,9 +22,11 @@ std::string write_file(const TempDir& dir, const std::string& name, const std::v
 
 TEST_CASE("[safetensors] inspect lists tensors, offsets and metadata; exit 0") {
   TempDir dir;
-  auto path = write_file(dir, "ok.safetensors",
-                         st_file(R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[],"data_offsets":[8,9]}})",
-                                 "123456789"));
+  auto path = write_file(
+      dir, "ok.safetensors",
+      st_file(
+          R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[],"data_offsets":[8,9]}})",
+          "123456789"));
   auto text = run_command(inspect(path));
   CHECK(text.exit_status == 0);
   CHECK(text.output.find("format = pt") != std::string::npos);
@@ -47,7 +49,8 @@ TEST_CASE("[safetensors] inspect lists tensors, offsets and metadata; exit 0") {
 
 TEST_CASE("[safetensors] inspect on an invalid file: exit 1, rule and tensor") {
   TempDir dir;
-  auto path = write_file(dir, "bad.safetensors", one_tensor(R"({"dtype":"U8","shape":[2],"data_offsets":[1,3]})", "abc"));
+  auto path =
+      write_file(dir, "bad.safetensors", one_tensor(R"({"dtype":"U8","shape":[2],"data_offsets":[1,3]})", "abc"));
   auto text = run_command(inspect(path) + " 2>&1");
   CHECK(text.exit_status == 1);
   CHECK(text.output.find("InvalidOffset") != std::string::npos);

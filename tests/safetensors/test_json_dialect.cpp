@@ -185,7 +185,14 @@ TEST_CASE("[safetensors] dialect: nesting depth limit is serde_json's 128") {
   run({
       {"127 levels", with_field(nested_arrays(125)), "ab", "valid"},
       {"128 levels", with_field(nested_arrays(126)), "ab", kBad},
-      {"deep objects", with_field([] { std::string s; for (int i = 0; i < 200; ++i) s += "{\"k\":"; s += "1"; for (int i = 0; i < 200; ++i) s += "}"; return s; }()), "ab", kBad},
+      {"deep objects", with_field([] {
+         std::string s;
+         for (int i = 0; i < 200; ++i) s += "{\"k\":";
+         s += "1";
+         for (int i = 0; i < 200; ++i) s += "}";
+         return s;
+       }()),
+       "ab", kBad},
       {"100000 levels", with_field(nested_arrays(100000)), "ab", kBad},
   });
 }
@@ -195,11 +202,11 @@ TEST_CASE("[safetensors] dialect: UTF-8 check matches Rust's str::from_utf8") {
   CHECK_FALSE(find_invalid_utf8("plain ascii").has_value());
   CHECK_FALSE(find_invalid_utf8("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF").has_value());
   CHECK(find_invalid_utf8("ab\x80") == 2u);
-  CHECK(find_invalid_utf8("\xC1\xBF") == 0u);              // overlong 2-byte
-  CHECK(find_invalid_utf8("\xE0\x9F\xBF") == 0u);          // overlong 3-byte
-  CHECK(find_invalid_utf8("\xF0\x8F\xBF\xBF") == 0u);      // overlong 4-byte
-  CHECK(find_invalid_utf8("\xED\xBF\xBF") == 0u);          // surrogate
-  CHECK(find_invalid_utf8("x\xF5\x80\x80\x80") == 1u);     // lead byte past U+10FFFF
-  CHECK(find_invalid_utf8("\xE2\x82") == 0u);              // truncated
-  CHECK(find_invalid_utf8("\xE2\x28\xA1") == 0u);          // bad continuation
+  CHECK(find_invalid_utf8("\xC1\xBF") == 0u);           // overlong 2-byte
+  CHECK(find_invalid_utf8("\xE0\x9F\xBF") == 0u);       // overlong 3-byte
+  CHECK(find_invalid_utf8("\xF0\x8F\xBF\xBF") == 0u);   // overlong 4-byte
+  CHECK(find_invalid_utf8("\xED\xBF\xBF") == 0u);       // surrogate
+  CHECK(find_invalid_utf8("x\xF5\x80\x80\x80") == 1u);  // lead byte past U+10FFFF
+  CHECK(find_invalid_utf8("\xE2\x82") == 0u);           // truncated
+  CHECK(find_invalid_utf8("\xE2\x28\xA1") == 0u);       // bad continuation
 }

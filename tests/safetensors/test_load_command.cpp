@@ -17,8 +17,9 @@ namespace {
 
 // The tool with a clean environment that finds the simulated accelerator.
 std::string load(const std::string& arguments) {
-  return std::string("env -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE -u BACKPLANE_LOG "
-                     "XDG_CONFIG_HOME=/nonexistent BACKPLANE_PLUGIN_PATH=") +
+  return std::string(
+             "env -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE -u BACKPLANE_LOG "
+             "XDG_CONFIG_HOME=/nonexistent BACKPLANE_PLUGIN_PATH=") +
          BP_TEST_FIXTURE_DIR + " " + BP_TEST_TOOL + " load " + arguments;
 }
 
@@ -64,9 +65,8 @@ TEST_CASE("[safetensors] backplane load onto cpu and sim reports tensors, bytes 
 TEST_CASE("[safetensors] backplane load exit statuses name the file, the rule and the device") {
   TempDir dir;
   const std::string path = tokens_file(dir);
-  const std::string bad = write_file(
-      dir, "bad.safetensors",
-      st_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,1]}})", "x"));
+  const std::string bad =
+      write_file(dir, "bad.safetensors", st_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,1]}})", "x"));
   auto invalid = run_command(load(bad + " --device cpu 2>&1"));
   CHECK(invalid.exit_status == 1);
   CHECK(has(invalid.output, bad));

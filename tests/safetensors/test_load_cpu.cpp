@@ -179,8 +179,9 @@ TEST_CASE("[safetensors] unaligned tensor data loads zero-copy and reads correct
   const std::string data = std::string("\x07", 1) + std::string("\x01\x02\x03\x04\x05\x06", 6);
   const auto path = write_bytes(
       dir, "odd.safetensors",
-      st_file(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U16","shape":[3],"data_offsets":[1,7]}})",
-              data));
+      st_file(
+          R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U16","shape":[3],"data_offsets":[1,7]}})",
+          data));
   st::Loaded loaded = st::load(runtime, path, kCpu0);
   const Array& b = loaded.tensors.at("b");
   CHECK(reinterpret_cast<std::uintptr_t>(b.host_data()) % 2 == 1);
@@ -195,8 +196,9 @@ TEST_CASE("[safetensors] load refuses invalid and missing files with the format 
   TempDir dir;
   const auto bad = write_bytes(
       dir, "gap.safetensors",
-      st_file(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}})",
-              "xyz"));
+      st_file(
+          R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}})",
+          "xyz"));
   for (const Device& device : {kCpu0, kSim0}) {
     try {
       st::load(runtime, bad, device);
@@ -225,8 +227,7 @@ TEST_CASE("[safetensors] load refuses a dimension no Array shape can hold") {
   TempDir dir;
   // Valid for the reference (the product is 0), but 2^63 is not an int64.
   const auto path = write_bytes(
-      dir, "huge.safetensors",
-      st_file(R"({"z":{"dtype":"U8","shape":[0,9223372036854775808],"data_offsets":[0,0]}})"));
+      dir, "huge.safetensors", st_file(R"({"z":{"dtype":"U8","shape":[0,9223372036854775808],"data_offsets":[0,0]}})"));
   auto error = error_from([&] { st::load(runtime, path, kCpu0); });
   CHECK(error.code() == ErrorCode::kUnsupported);
   CHECK(contains(error.what(), "'z'"));
@@ -237,8 +238,8 @@ TEST_CASE("[safetensors] empty files and zero-size tensors load on the cpu") {
   TempDir dir;
   const auto empty = write_bytes(dir, "empty.safetensors", st::serialize({}));
   CHECK(st::load(runtime, empty, kCpu0).tensors.empty());
-  const auto zero = write_bytes(
-      dir, "zero.safetensors", st_file(R"({"z":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})"));
+  const auto zero =
+      write_bytes(dir, "zero.safetensors", st_file(R"({"z":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})"));
   st::Loaded loaded = st::load(runtime, zero, kCpu0);
   CHECK(loaded.tensors.at("z").nbytes() == 0);
   CHECK(loaded.tensors.at("z").shape() == std::vector<std::int64_t>{0, 4});

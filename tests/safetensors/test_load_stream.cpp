@@ -22,9 +22,9 @@ struct StreamFile {
   std::filesystem::path path;
 
   explicit StreamFile(const TempDir& dir) {
-    const std::vector<std::pair<std::string, std::uint64_t>> sizes{
-        {"a_big", 5 * kMiB + 3}, {"b_empty", 0}, {"c_tiny", 3}, {"d_large", 12 * kMiB + 7}, {"e_small", 4096},
-        {"f_last", 1 * kMiB}};
+    const std::vector<std::pair<std::string, std::uint64_t>> sizes{{"a_big", 5 * kMiB + 3}, {"b_empty", 0},
+                                                                   {"c_tiny", 3},           {"d_large", 12 * kMiB + 7},
+                                                                   {"e_small", 4096},       {"f_last", 1 * kMiB}};
     std::vector<st::HostTensor> tensors;
     for (std::size_t index = 0; index < sizes.size(); ++index) {
       data.emplace_back(sizes[index].first, random_bytes(sizes[index].second, static_cast<std::uint32_t>(index + 1)));
@@ -123,8 +123,9 @@ TEST_CASE("[safetensors] streamed loads of tiny, empty and unaligned tensors") {
   const std::string data = std::string("\x07", 1) + std::string("\x01\x02\x03\x04\x05\x06", 6);
   const auto odd = write_bytes(
       dir, "odd.safetensors",
-      st_file(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U16","shape":[3],"data_offsets":[1,7]},"z":{"dtype":"F64","shape":[0],"data_offsets":[7,7]}})",
-              data));
+      st_file(
+          R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U16","shape":[3],"data_offsets":[1,7]},"z":{"dtype":"F64","shape":[0],"data_offsets":[7,7]}})",
+          data));
   st::Loaded loaded = st::load(runtime, odd, kSim0);
   CHECK(loaded.tensors.at("a").to_vector<std::uint8_t>() == std::vector<std::uint8_t>{7});
   CHECK(loaded.tensors.at("b").to_vector<std::uint16_t>() == std::vector<std::uint16_t>{0x0201, 0x0403, 0x0605});

@@ -17,11 +17,12 @@ TEST_CASE("[safetensors] save of cpu and sim arrays writes the HostTensor writer
   const auto big = random_bytes((std::size_t{9} << 20) + 5, 24);
   std::map<std::string, Array> arrays{
       {"cpu_f32", Array::from_host(runtime, kCpu0, DType::kF32, {4, 5}, f32.data(), f32.size())},
-      {"sim_u16", device_put(runtime, Array::from_host(runtime, kCpu0, DType::kU16, {3}, u16.data(), u16.size()),
-                             kSim0)},
+      {"sim_u16",
+       device_put(runtime, Array::from_host(runtime, kCpu0, DType::kU16, {3}, u16.data(), u16.size()), kSim0)},
       {"sim_f4", device_put(runtime, Array::from_host(runtime, kCpu0, DType::kF4, {4}, f4.data(), f4.size()), kSim1)},
-      {"sim_big", device_put(runtime, Array::from_host(runtime, kCpu0, DType::kU8, {static_cast<std::int64_t>(big.size())},
-                                                       big.data(), big.size()),
+      {"sim_big", device_put(runtime,
+                             Array::from_host(runtime, kCpu0, DType::kU8, {static_cast<std::int64_t>(big.size())},
+                                              big.data(), big.size()),
                              kSim0)},
       {"view", Array::from_host(runtime, kCpu1, DType::kF32, {4, 5}, f32.data(), f32.size()).slice(1, 3)},
   };

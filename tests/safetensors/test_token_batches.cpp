@@ -39,8 +39,8 @@ TEST_CASE("[safetensors] token_batches keeps tokens on the cpu and sends batches
 
 TEST_CASE("[safetensors] token_batches follows BACKPLANE_DEFAULT_DEVICE, cleans up, and names a missing file") {
   TempDir dir;
-  auto result = run_command(example(std::string("TMPDIR=") + dir.path().string() + " BACKPLANE_DEFAULT_DEVICE=cpu:0",
-                                    kTiny));
+  auto result =
+      run_command(example(std::string("TMPDIR=") + dir.path().string() + " BACKPLANE_DEFAULT_DEVICE=cpu:0", kTiny));
   INFO(result.output);
   CHECK(result.exit_status == 0);
   CHECK(has(result.output, "default device: cpu:0 (BACKPLANE_DEFAULT_DEVICE)"));

@@ -56,7 +56,8 @@ OwnedTensor make(std::string name, std::string dtype, std::vector<std::uint64_t>
 std::vector<std::byte> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return {reinterpret_cast<const std::byte*>(chars.data()), reinterpret_cast<const std::byte*>(chars.data()) + chars.size()};
+  return {reinterpret_cast<const std::byte*>(chars.data()),
+          reinterpret_cast<const std::byte*>(chars.data()) + chars.size()};
 }
 
 // Saves, reads the header back and checks every tensor's bytes in the file.
@@ -95,27 +96,29 @@ std::string header_text(const std::vector<std::byte>& file) {
 TEST_CASE("[safetensors] writer matches the reference's own serialization fixtures") {
   // safetensors tensor.rs: test_empty.
   CHECK(st::serialize({}) == st_file("{}      "));
-  CHECK(st::serialize({}, st::Metadata{{"framework", "pt"}}) ==
-        st_file(R"({"__metadata__":{"framework":"pt"}})" "     "));
+  CHECK(st::serialize({}, st::Metadata{{"framework", "pt"}}) == st_file(R"({"__metadata__":{"framework":"pt"}})"
+                                                                        "     "));
   // test_serialization_forced_alignement: "attn0", F32 [1,1,2,3], 0.0..5.0.
   std::vector<float> values{0, 1, 2, 3, 4, 5};
   std::vector<std::byte> data(sizeof(float) * values.size());
   std::memcpy(data.data(), values.data(), data.size());
   std::vector<st::HostTensor> tensors{{{"attn0", "F32", {1, 1, 2, 3}}, data}};
-  std::string expected_header = R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})" "       ";
+  std::string expected_header = R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})"
+                                "       ";
   CHECK(st::serialize(tensors) ==
         st_file(expected_header, std::string(reinterpret_cast<const char*>(data.data()), data.size())));
   // Observed from PyPI safetensors 0.8.0: metadata {} is written, a scalar has shape [].
   std::vector<std::byte> one{std::byte{'q'}};
   CHECK(header_text(st::serialize(std::vector<st::HostTensor>{{{"a", "U8", {}}, one}}, st::Metadata{})) ==
-        R"({"__metadata__":{},"a":{"dtype":"U8","shape":[],"data_offsets":[0,1]}})" "  ");
+        R"({"__metadata__":{},"a":{"dtype":"U8","shape":[],"data_offsets":[0,1]}})"
+        "  ");
 }
 
 TEST_CASE("[safetensors] writer orders by dtype (descending) then name, bytewise") {
   std::vector<OwnedTensor> tensors;
   unsigned seed = 0;
   for (const st::DTypeInfo& dtype : st::dtypes()) {
-    std::vector<std::uint64_t> shape = dtype.bits == 4 ? std::vector<std::uint64_t>{2, 3}
+    std::vector<std::uint64_t> shape = dtype.bits == 4   ? std::vector<std::uint64_t>{2, 3}
                                        : dtype.bits == 6 ? std::vector<std::uint64_t>{4}
                                                          : std::vector<std::uint64_t>{2, 3};
     tensors.push_back(make("n_" + std::string(dtype.name), std::string(dtype.name), shape, ++seed));
@@ -141,7 +144,8 @@ TEST_CASE("[safetensors] read back bit-exactly: every dtype, one per file") {
   unsigned seed = 100;
   for (const st::DTypeInfo& dtype : st::dtypes()) {
     CAPTURE(dtype.name);
-    std::vector<std::uint64_t> shape = dtype.bits < 8 ? std::vector<std::uint64_t>{4, 2} : std::vector<std::uint64_t>{3, 5};
+    std::vector<std::uint64_t> shape =
+        dtype.bits < 8 ? std::vector<std::uint64_t>{4, 2} : std::vector<std::uint64_t>{3, 5};
     round_trip({make("x", std::string(dtype.name), shape, ++seed)});
   }
 }
@@ -161,17 +165,21 @@ TEST_CASE("[safetensors] read back: metadata with any text") {
                         {"\xE2\x82\xAC uro", "\xF0\x9F\x98\x80"},
                         {"", ""}};
   round_trip({make("w", "F16", {4})}, metadata);
-  CHECK(header_text(st::serialize({}, st::Metadata{{"k", "\x01\n"}})).starts_with(R"({"__metadata__":{"k":"\u0001\n"}})"));
+  CHECK(header_text(st::serialize({}, st::Metadata{{"k", "\x01\n"}}))
+            .starts_with(R"({"__metadata__":{"k":"\u0001\n"}})"));
 }
 
 TEST_CASE("[safetensors] read back: many tensors, unicode and odd names") {
   std::vector<OwnedTensor> tensors;
   for (int i = 0; i < 1000; ++i) {
-    tensors.push_back(make("layer." + std::to_string(i) + ".weight", i % 3 == 0 ? "F32" : i % 3 == 1 ? "BF16" : "U8",
+    tensors.push_back(make("layer." + std::to_string(i) + ".weight",
+                           i % 3 == 0   ? "F32"
+                           : i % 3 == 1 ? "BF16"
+                                        : "U8",
                            {static_cast<std::uint64_t>(i % 7), 3}, static_cast<unsigned>(i)));
   }
-  for (const char* name : {"\xE6\x9D\x83\xE9\x87\x8D", "\xF0\x9F\x98\x80", "with \"quotes\"", "back\\slash", "new\nline",
-                           "", " ", "__metadata", "__metadata__ "}) {
+  for (const char* name : {"\xE6\x9D\x83\xE9\x87\x8D", "\xF0\x9F\x98\x80", "with \"quotes\"", "back\\slash",
+                           "new\nline", "", " ", "__metadata", "__metadata__ "}) {
     tensors.push_back(make(name, "I32", {2}, 7));
   }
   round_trip(tensors);

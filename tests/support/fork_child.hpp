@@ -78,7 +78,8 @@ inline ChildOutcome run_forked(const std::function<std::string()>& body,
   }
   char buffer[4096];
   ssize_t got = 0;
-  while ((got = read(channel[0], buffer, sizeof(buffer))) > 0) outcome.report.append(buffer, static_cast<std::size_t>(got));
+  while ((got = read(channel[0], buffer, sizeof(buffer))) > 0)
+    outcome.report.append(buffer, static_cast<std::size_t>(got));
   close(channel[0]);
   return outcome;
 }

@@ -20,8 +20,8 @@ namespace backplane::testing {
 inline std::filesystem::path write_bytes(const TempDir& dir, const std::string& name,
                                          const std::vector<std::byte>& bytes) {
   const auto path = dir / name;
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   return path;
 }
 

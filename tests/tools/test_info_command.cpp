@@ -23,8 +23,9 @@ const std::string kFixtureDir = BP_TEST_FIXTURE_DIR;
 // either, as when the tests run inside a Slurm job) plus `variables`.
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
-         "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID " + variables + " " + kTool +
-         " " + args;
+         "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS -u LOCAL_RANK -u "
+         "OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID " +
+         variables + " " + kTool + " " + args;
 }
 
 const json* find_backend(const json& info, const std::string& name, const std::string& status) {
@@ -156,8 +157,8 @@ TEST_CASE("[cli] info --json replaces bytes that are not UTF-8 and keeps the res
   const std::filesystem::path directory = pattern;
   std::ofstream(directory / "backplane-bad\xff\xfe.so") << "not a plugin";
   const std::string home = directory.string() + "/home-\xff";
-  auto result = run_command(tool("-u XDG_CONFIG_HOME HOME='" + home + "' BACKPLANE_PLUGIN_PATH=" + directory.string(),
-                                 "info --json 2>&1"));
+  auto result = run_command(
+      tool("-u XDG_CONFIG_HOME HOME='" + home + "' BACKPLANE_PLUGIN_PATH=" + directory.string(), "info --json 2>&1"));
   std::filesystem::remove_all(directory);
   CHECK(result.exit_status == 0);
   json info = json::parse(result.output);

@@ -46,9 +46,9 @@ const json* find_backend(const json& info, const std::string& name) {
 
 TEST_CASE("[cli] info lists plugins that crash, exit or hang as failed, and cpu as available") {
   // `timeout`: a tool that waited for the sleeping constructor would take 60 s.
-  auto result = run_command("timeout 50 " + tool("BACKPLANE_PROBE_TIMEOUT_MS=2000 BACKPLANE_PLUGIN_PATH=" +
-                                                     misbehaving_path(),
-                                                 "info --json"));
+  auto result =
+      run_command("timeout 50 " +
+                  tool("BACKPLANE_PROBE_TIMEOUT_MS=2000 BACKPLANE_PLUGIN_PATH=" + misbehaving_path(), "info --json"));
   REQUIRE(result.exit_status == 0);
   json info = json::parse(result.output);
 
@@ -82,13 +82,13 @@ TEST_CASE("[cli] info lists plugins that crash, exit or hang as failed, and cpu 
 }
 
 TEST_CASE("[cli] info as text names the signal, and good plugins keep their own statuses") {
-  auto result = run_command(tool("BACKPLANE_PLUGIN_PATH=" + (kMisbehavingDir / "backplane-crash_probe.so").string() +
-                                     ":" + BP_TEST_FIXTURE_DIR,
-                                 "info"));
+  auto result = run_command(tool(
+      "BACKPLANE_PLUGIN_PATH=" + (kMisbehavingDir / "backplane-crash_probe.so").string() + ":" + BP_TEST_FIXTURE_DIR,
+      "info"));
   REQUIRE(result.exit_status == 0);
   CHECK(result.output.find("crashed with SIGSEGV (Segmentation fault) during probe") != std::string::npos);
   CHECK(result.output.find("fixture: no such hardware") != std::string::npos);  // the unavailable fixture
-  CHECK(result.output.find("cpu:0") != std::string::npos);  // the cpu device is listed
+  CHECK(result.output.find("cpu:0") != std::string::npos);                      // the cpu device is listed
 }
 
 TEST_CASE("[cli] BACKPLANE_PROBE_ISOLATION=none probes in the tool's own process") {

@@ -160,17 +160,17 @@ Array device_put(const Array& array, const Device& device, const PutOptions& opt
 // Throws kOutOfRange naming the first offset whose window does not fit;
 // kUnsupported for a source that is not host-addressable or not 1-D, or a
 // conversion between non-integer dtypes.
-Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets,
-                   std::int64_t length, const Device& device, std::optional<DType> output = std::nullopt);
+Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
+                   const Device& device, std::optional<DType> output = std::nullopt);
 Array take_windows(const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
                    const Device& device, std::optional<DType> output = std::nullopt);
 
 // The caching allocator of one device. Device memory holds arrays; pinned host
 // memory holds staging buffers (only on backends that offer it).
 struct MemoryStats {
-  std::uint64_t in_use = 0;  // bytes of device blocks held by arrays or transfers
-  std::uint64_t cached = 0;  // bytes of device blocks kept for reuse
-  std::uint64_t peak = 0;    // highest in_use so far
+  std::uint64_t in_use = 0;               // bytes of device blocks held by arrays or transfers
+  std::uint64_t cached = 0;               // bytes of device blocks kept for reuse
+  std::uint64_t peak = 0;                 // highest in_use so far
   std::uint64_t backend_allocations = 0;  // memory_allocate calls for device memory
   std::uint64_t backend_frees = 0;        // memory_free calls for device memory
   std::uint64_t pinned_in_use = 0;

@@ -57,8 +57,8 @@ typedef int32_t bp_status;
 #define BP_STATUS_NOT_FOUND ((bp_status)8)    /* file, backend or tensor */
 #define BP_STATUS_CONFIG ((bp_status)9)       /* malformed configuration file */
 #define BP_STATUS_INVALID_FILE ((bp_status)10)
-#define BP_STATUS_PLUGIN ((bp_status)11) /* a plugin broke the ABI contract */
-#define BP_STATUS_IO ((bp_status)12)     /* the file system refused a read or write */
+#define BP_STATUS_PLUGIN ((bp_status)11)    /* a plugin broke the ABI contract */
+#define BP_STATUS_IO ((bp_status)12)        /* the file system refused a read or write */
 #define BP_STATUS_CANCELLED ((bp_status)13) /* the caller stopped it (a progress callback) */
 
 /* The message of the last failing call on this thread ("" if none). Valid
@@ -120,8 +120,8 @@ typedef struct bp_backend_info {
   const char* reason;      /* why this status; may be "" when available */
   const char* plugin_path;
   const char* abi_version; /* "1.1", or "" when the table could not be read */
-  int32_t priority;       /* config priority, else the probe's, else the table's */
-  uint64_t capabilities; /* BP_CAPABILITY_* bits of plugin.h */
+  int32_t priority;        /* config priority, else the probe's, else the table's */
+  uint64_t capabilities;   /* BP_CAPABILITY_* bits of plugin.h */
   /* API 0.4, written only when struct_size covers it: the DLPack device type
    * (DLDeviceType) the plugin declares for its memory, 0 when none. */
   int32_t dlpack_device_type;
@@ -177,8 +177,7 @@ uint64_t bp_device_info_memory_total(const bp_device_info* info);
 uint64_t bp_device_info_memory_free(const bp_device_info* info);
 size_t bp_device_info_attribute_count(const bp_device_info* info);
 /* Key and value of attribute `index`; OUT_OF_RANGE past the end. */
-bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key,
-                                   const char** value);
+bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key, const char** value);
 
 /* ---------------------------------------------------- default device -- */
 
@@ -456,8 +455,8 @@ void bp_safetensors_header_destroy(bp_safetensors_header* header);
 
 /* N (the JSON's length), 8 + N (where data starts) and the file's size. Any
  * output pointer may be NULL. */
-bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size,
-                                      uint64_t* data_offset, uint64_t* file_size);
+bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size, uint64_t* data_offset,
+                                      uint64_t* file_size);
 bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out);
 
 /* Text from a safetensors file (tensor names, metadata keys and values) may
@@ -472,7 +471,7 @@ bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header
  * a NUL byte is INVALID_ARGUMENT naming the tensor). */
 typedef struct bp_safetensors_tensor_info {
   size_t struct_size;
-  const char* name; /* name_size bytes, then a NUL */
+  const char* name;       /* name_size bytes, then a NUL */
   const char* dtype_name; /* "U16" */
   bp_dtype dtype;
   size_t rank;

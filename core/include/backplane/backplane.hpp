@@ -31,12 +31,12 @@ std::string_view version() noexcept;
 
 // Exactly one per plugin found; see docs/plugin-abi.md for each meaning.
 enum class BackendStatus {
-  kAvailable,    // loaded, probe said yes
-  kUnavailable,  // loaded, probe said no (reason from the plugin)
-  kIncompatible, // speaks an ABI major this core does not
-  kFailed,       // could not be loaded or broke the ABI contract
-  kDisabled,     // switched off by BACKPLANE_BACKENDS or the config file
-  kShadowed,     // a plugin of the same name was found earlier
+  kAvailable,     // loaded, probe said yes
+  kUnavailable,   // loaded, probe said no (reason from the plugin)
+  kIncompatible,  // speaks an ABI major this core does not
+  kFailed,        // could not be loaded or broke the ABI contract
+  kDisabled,      // switched off by BACKPLANE_BACKENDS or the config file
+  kShadowed,      // a plugin of the same name was found earlier
 };
 std::string_view to_string(BackendStatus status) noexcept;
 
@@ -200,7 +200,6 @@ class Runtime {
 
   // The current thread's scoped override, to re-enter on another thread.
   std::optional<Device> current_scoped_device() const;
-
 
  private:
   struct Impl;

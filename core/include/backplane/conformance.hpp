@@ -39,7 +39,7 @@ enum class Outcome {
 std::string_view to_string(Outcome outcome) noexcept;
 
 struct CheckResult {
-  std::string name;    // stable, "<area>: <what is checked>", e.g. "copies: device->device between devices"
+  std::string name;  // stable, "<area>: <what is checked>", e.g. "copies: device->device between devices"
   Outcome outcome = Outcome::kPass;
   std::string detail;  // why it failed or does not apply; on a pass, optional context
 };
@@ -64,13 +64,13 @@ struct Options {
 
 struct Report {
   std::filesystem::path plugin_file;
-  bool loaded = false;          // the table was read and validated
-  std::string backend_name;     // from the table; empty when not loaded
-  std::string plugin_version;   // the plugin's own version string
-  std::string abi_version;      // "1.1"
-  bool created = false;         // backend_create gave a backend instance
-  bool probed = false;          // probe answered (it did not return an error)
-  bool available = false;       // what probe answered
+  bool loaded = false;         // the table was read and validated
+  std::string backend_name;    // from the table; empty when not loaded
+  std::string plugin_version;  // the plugin's own version string
+  std::string abi_version;     // "1.1"
+  bool created = false;        // backend_create gave a backend instance
+  bool probed = false;         // probe answered (it did not return an error)
+  bool available = false;      // what probe answered
   std::string probe_reason;
   int device_count = 0;
   std::vector<CheckResult> checks;  // in the order they ran

@@ -46,9 +46,9 @@ enum class DType : std::int32_t {
 
 // All dtypes, in numeric order (for tests, tables and the C API).
 inline constexpr std::array<DType, 22> kAllDTypes = {
-    DType::kU8,      DType::kU16,     DType::kU32,     DType::kI32,         DType::kI64,         DType::kBool,
-    DType::kI8,      DType::kI16,     DType::kU64,     DType::kF16,         DType::kBF16,        DType::kF32,
-    DType::kF64,     DType::kC64,     DType::kF8_E5M2, DType::kF8_E4M3,     DType::kF8_E8M0,     DType::kF8_E4M3FNUZ,
+    DType::kU8,          DType::kU16, DType::kU32,     DType::kI32,     DType::kI64,     DType::kBool,
+    DType::kI8,          DType::kI16, DType::kU64,     DType::kF16,     DType::kBF16,    DType::kF32,
+    DType::kF64,         DType::kC64, DType::kF8_E5M2, DType::kF8_E4M3, DType::kF8_E8M0, DType::kF8_E4M3FNUZ,
     DType::kF8_E5M2FNUZ, DType::kF4,  DType::kF6_E2M3, DType::kF6_E3M2,
 };
 

@@ -69,13 +69,11 @@ extern "C" {
 #endif
 
 /* True when a struct filled by the other side is large enough to hold FIELD. */
-#define BP_STRUCT_HAS_FIELD(ptr, type, field) \
-  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+#define BP_STRUCT_HAS_FIELD(ptr, type, field) ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 /* True when the BP_PluginApi at `table` has the optional CALL to make: its
  * struct_size covers the field (rule 2) and the pointer is not NULL. */
-#define BP_TABLE_HAS_CALL(table, call) \
-  (BP_STRUCT_HAS_FIELD(table, BP_PluginApi, call) && (table)->call != NULL)
+#define BP_TABLE_HAS_CALL(table, call) (BP_STRUCT_HAS_FIELD(table, BP_PluginApi, call) && (table)->call != NULL)
 
 /* ---------------------------------------------------------------- errors -- */
 
@@ -194,7 +192,7 @@ typedef struct BP_MemoryAllocateArgs {
   BP_Backend* backend;
   int32_t ordinal;
   BP_MemoryKind kind;
-  uint64_t size; /* 0 is valid and yields a buffer usable with size-0 copies */
+  uint64_t size;     /* 0 is valid and yields a buffer usable with size-0 copies */
   BP_Buffer* buffer; /* out */
   /* out: the native address: a host pointer for HOST_ADDRESSABLE backends and
    * for PINNED_HOST memory, the device pointer where the device has one (CUDA),
@@ -221,7 +219,7 @@ typedef struct BP_MemoryWrapArgs {
   size_t struct_size;
   BP_Backend* backend;
   int32_t ordinal;
-  void* address;     /* NULL only with size 0 */
+  void* address; /* NULL only with size 0 */
   uint64_t size;
   BP_Buffer* buffer; /* out */
 } BP_MemoryWrapArgs;

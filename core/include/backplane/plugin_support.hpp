@@ -33,8 +33,7 @@ inline void destroy_static_error(BP_Error*) {}
 // Returned when allocating an error itself fails, so reporting OOM never throws.
 inline BP_Error* out_of_memory_error() {
   static constexpr char kText[] = "out of host memory";
-  static BP_Error error{sizeof(BP_Error), BP_ERROR_OUT_OF_MEMORY, kText, sizeof(kText) - 1,
-                        &destroy_static_error};
+  static BP_Error error{sizeof(BP_Error), BP_ERROR_OUT_OF_MEMORY, kText, sizeof(kText) - 1, &destroy_static_error};
   return &error;
 }
 
@@ -50,16 +49,14 @@ inline BP_Error* make_error(BP_ErrorCode code, std::string_view message) noexcep
     delete owned;
     return detail::out_of_memory_error();
   }
-  owned->error = BP_Error{sizeof(BP_Error), code, owned->text.data(), owned->text.size(),
-                          &detail::destroy_owned_error};
+  owned->error = BP_Error{sizeof(BP_Error), code, owned->text.data(), owned->text.size(), &detail::destroy_owned_error};
   return &owned->error;
 }
 
 // An exception a backend may throw internally to return a specific code.
 class Failure : public std::runtime_error {
  public:
-  Failure(BP_ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Failure(BP_ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   BP_ErrorCode code() const noexcept { return code_; }
 
  private:

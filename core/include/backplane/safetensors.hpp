@@ -127,8 +127,7 @@ struct Header {
 // Never reads tensor data. Throws FormatError for a broken rule,
 // Error(kInvalidArgument) when `file_prefix` is shorter than required or
 // longer than `file_size`.
-Header parse_header(std::span<const std::byte> file_prefix, std::uint64_t file_size,
-                    std::string_view file_name);
+Header parse_header(std::span<const std::byte> file_prefix, std::uint64_t file_size, std::string_view file_name);
 
 // Opens `path` and reads its 8-byte length and JSON header only (never the
 // tensor data), then validates as parse_header does. Throws Error(kNotFound)

@@ -44,16 +44,15 @@ LiveHandles<bp_array> live_arrays;
 
 void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
   if (given < expected) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", function, given, expected));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", function, given, expected));
   }
 }
 
 }  // namespace
 
-bp_array* new_array_handle(Array array) {
-  return live_arrays.add(std::make_shared<bp_array>(std::move(array)));
-}
+bp_array* new_array_handle(Array array) { return live_arrays.add(std::make_shared<bp_array>(std::move(array))); }
 
 std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function) {
   require_non_null(handle, function, "array");
@@ -67,8 +66,8 @@ std::shared_ptr<const Array> array_of(const bp_array* handle, const char* functi
 
 DType dtype_of(bp_dtype dtype, const char* function) {
   if (dtype_bits(static_cast<DType>(dtype)) == 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} is not a bp_dtype (1..{})", function, dtype,
-                                                         static_cast<int>(kAllDTypes.size())));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} is not a bp_dtype (1..{})", function, dtype, static_cast<int>(kAllDTypes.size())));
   }
   return static_cast<DType>(dtype);
 }
@@ -97,9 +96,9 @@ bp_status bp_dtype_from_name(const char* name, bp_dtype* out) {
     require_non_null(out, "bp_dtype_from_name", "out");
     auto dtype = backplane::dtype_from_name(name);
     if (!dtype) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bp_dtype_from_name: '{}' is not a dtype (names are case-sensitive: U16, BF16, F32, ...)",
-                              name));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("bp_dtype_from_name: '{}' is not a dtype (names are case-sensitive: U16, BF16, F32, ...)", name));
     }
     *out = static_cast<bp_dtype>(*dtype);
   });
@@ -149,8 +148,8 @@ bp_status bp_array_shape(const bp_array* array, int64_t* shape, size_t capacity)
     auto cxx = array_of(array, "bp_array_shape");
     const auto& extents = cxx->shape();
     if (capacity < extents.size()) {
-      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_array_shape: the array has rank {}, capacity is {}",
-                                                      extents.size(), capacity));
+      throw Error(ErrorCode::kOutOfRange,
+                  fmt::format("bp_array_shape: the array has rank {}, capacity is {}", extents.size(), capacity));
     }
     if (!extents.empty()) require_non_null(shape, "bp_array_shape", "shape");
     std::copy(extents.begin(), extents.end(), shape);
@@ -194,8 +193,9 @@ bp_status bp_array_copy_to_host(const bp_array* array, void* destination, uint64
   return guarded([&] {
     auto cxx = array_of(array, "bp_array_copy_to_host");
     if (capacity < cxx->nbytes()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bp_array_copy_to_host: the array has {} bytes, capacity is {}", cxx->nbytes(), capacity));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("bp_array_copy_to_host: the array has {} bytes, capacity is {}", cxx->nbytes(), capacity));
     }
     if (cxx->nbytes() > 0) require_non_null(destination, "bp_array_copy_to_host", "destination");
     cxx->copy_to_host(destination, capacity);

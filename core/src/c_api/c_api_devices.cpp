@@ -168,8 +168,9 @@ bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, con
     require_non_null(value, "bp_device_info_attribute", "value");
     const auto& attributes = live->info.attributes;
     if (index >= attributes.size()) {
-      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_device_info_attribute: index {} is out of range: {} attributes",
-                                                      index, attributes.size()));
+      throw Error(
+          ErrorCode::kOutOfRange,
+          fmt::format("bp_device_info_attribute: index {} is out of range: {} attributes", index, attributes.size()));
     }
     *key = attributes[index].first.c_str();
     *value = attributes[index].second.c_str();

@@ -41,20 +41,21 @@ void delete_exported(DLManagedTensor* tensor) noexcept {
 std::optional<DLDataType> dlpack_dtype(DType dtype) {
   const auto bits = static_cast<std::uint8_t>(dtype_bits(dtype));
   switch (dtype) {
-    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64:
-      return DLDataType{kDLUInt, bits, 1};
-    case DType::kI8: case DType::kI16: case DType::kI32: case DType::kI64:
-      return DLDataType{kDLInt, bits, 1};
-    case DType::kF16: case DType::kF32: case DType::kF64:
-      return DLDataType{kDLFloat, bits, 1};
-    case DType::kBF16:
-      return DLDataType{kDLBfloat, 16, 1};
-    case DType::kC64:
-      return DLDataType{kDLComplex, 64, 1};
-    case DType::kBool:
-      return DLDataType{kDLBoolCode, 8, 1};
-    default:
-      return std::nullopt;  // F8, F6, F4: DLPack 0.6 has no codes for them
+    case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64: return DLDataType{kDLUInt, bits, 1};
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64: return DLDataType{kDLInt, bits, 1};
+    case DType::kF16:
+    case DType::kF32:
+    case DType::kF64: return DLDataType{kDLFloat, bits, 1};
+    case DType::kBF16: return DLDataType{kDLBfloat, 16, 1};
+    case DType::kC64: return DLDataType{kDLComplex, 64, 1};
+    case DType::kBool: return DLDataType{kDLBoolCode, 8, 1};
+    default: return std::nullopt;  // F8, F6, F4: DLPack 0.6 has no codes for them
   }
 }
 
@@ -83,14 +84,10 @@ std::optional<DType> backplane_dtype(const DLDataType& type) {
         case 64: return DType::kF64;
         default: return std::nullopt;
       }
-    case kDLBfloat:
-      return type.bits == 16 ? std::optional(DType::kBF16) : std::nullopt;
-    case kDLComplex:
-      return type.bits == 64 ? std::optional(DType::kC64) : std::nullopt;
-    case kDLBoolCode:
-      return type.bits == 8 ? std::optional(DType::kBool) : std::nullopt;
-    default:
-      return std::nullopt;
+    case kDLBfloat: return type.bits == 16 ? std::optional(DType::kBF16) : std::nullopt;
+    case kDLComplex: return type.bits == 64 ? std::optional(DType::kC64) : std::nullopt;
+    case kDLBoolCode: return type.bits == 8 ? std::optional(DType::kBool) : std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -108,9 +105,9 @@ std::int32_t raw_device_type(const DLDevice& device) {
 
 std::string dlpack_device_type_name(std::int32_t type) {
   static constexpr std::string_view kNames[] = {
-      "",          "kDLCPU",     "kDLCUDA",       "kDLCUDAHost",   "kDLOpenCL", "",
-      "",          "kDLVulkan",  "kDLMetal",      "kDLVPI",        "kDLROCM",   "kDLROCMHost",
-      "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU",     "kDLHexagon", "kDLMAIA"};
+      "",          "kDLCPU",         "kDLCUDA",   "kDLCUDAHost", "kDLOpenCL",  "",
+      "",          "kDLVulkan",      "kDLMetal",  "kDLVPI",      "kDLROCM",    "kDLROCMHost",
+      "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU",   "kDLHexagon", "kDLMAIA"};
   if (type > 0 && static_cast<std::size_t>(type) < std::size(kNames) && !kNames[type].empty()) {
     return fmt::format("{} ({})", type, kNames[type]);
   }
@@ -203,12 +200,11 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
   std::vector<std::string> declared;     // every backend's declaration, for the message
   for (const DiscoveredBackend* entry : registry.preference_order()) {
     if (entry->info.dlpack_device_type == 0) continue;
-    declared.push_back(
-        fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
+    declared.push_back(fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
     if (entry->info.dlpack_device_type != type) continue;
     if (entry->live == nullptr) {
-      unavailable.push_back(fmt::format("{} ({}: {})", entry->info.name, to_string(entry->info.status),
-                                        entry->info.reason));
+      unavailable.push_back(
+          fmt::format("{} ({}: {})", entry->info.name, to_string(entry->info.status), entry->info.reason));
       continue;
     }
     const int count = entry->live->device_count();
@@ -310,8 +306,8 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp
     const DLTensor& tensor = managed->dl_tensor;
     const auto place = import_place(cxx, tensor.device);
     if (tensor.dtype.lanes != 1) {
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("bp_array_from_dlpack: vector types are not supported ({})", describe_type(tensor.dtype)));
+      throw Error(ErrorCode::kUnsupported, fmt::format("bp_array_from_dlpack: vector types are not supported ({})",
+                                                       describe_type(tensor.dtype)));
     }
     const auto dtype = backplane_dtype(tensor.dtype);
     if (!dtype) {

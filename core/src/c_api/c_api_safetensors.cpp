@@ -59,8 +59,9 @@ std::shared_ptr<const bp_tensor_map> map_of(const bp_tensor_map* map, const char
 
 void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
   if (given < expected) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", function, given, expected));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", function, given, expected));
   }
 }
 
@@ -81,7 +82,7 @@ void refuse_nul(std::string_view text, std::string_view what, std::string_view n
 }
 
 const std::pair<std::string, std::string>& metadata_at(const MetadataEntries& metadata, size_t index,
-                                                      const char* function) {
+                                                       const char* function) {
   const std::size_t size = metadata ? metadata->size() : 0;
   if (index >= size) {
     throw Error(ErrorCode::kOutOfRange, fmt::format("{}: index {} is out of range: {} metadata entries{}", function,
@@ -207,8 +208,8 @@ void bp_safetensors_header_destroy(bp_safetensors_header* header) {
   live_headers.remove(header);  // NULL or destroyed twice: nothing
 }
 
-bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size,
-                                      uint64_t* data_offset, uint64_t* file_size) {
+bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size, uint64_t* data_offset,
+                                      uint64_t* file_size) {
   return guarded([&] {
     const auto live = header_of(header, "bp_safetensors_header_sizes");
     const auto& cxx = live->header;
@@ -294,16 +295,17 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
       constexpr std::size_t api_0_1_size = offsetof(bp_safetensors_load_options, cancellable_progress);
       if (options->struct_size < api_0_1_size) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("bp_safetensors_load: options->struct_size {} is smaller than {}",
-                                options->struct_size, api_0_1_size));
+                    fmt::format("bp_safetensors_load: options->struct_size {} is smaller than {}", options->struct_size,
+                                api_0_1_size));
       }
       constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_load_options, name_sizes);
       const bool has_cancellable = options->struct_size >= api_0_2_size;
-      const size_t* name_sizes = options->struct_size >= sizeof(bp_safetensors_load_options) ? options->name_sizes
-                                                                                              : nullptr;
+      const size_t* name_sizes =
+          options->struct_size >= sizeof(bp_safetensors_load_options) ? options->name_sizes : nullptr;
       if (options->name_count > 0) require_non_null(options->names, "bp_safetensors_load", "options->names");
       for (size_t i = 0; i < options->name_count; ++i) {
-        load_options.names.push_back(text_at(options->names, name_sizes, i, "bp_safetensors_load", "options->names[i]"));
+        load_options.names.push_back(
+            text_at(options->names, name_sizes, i, "bp_safetensors_load", "options->names[i]"));
       }
       bp_cancellable_progress_callback cancellable = has_cancellable ? options->cancellable_progress : nullptr;
       if (options->progress != nullptr || cancellable != nullptr) {
@@ -312,9 +314,9 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
           if (progress != nullptr) progress(done, total, user_data);
           // The loader drains its copies when this throws, then rethrows.
           if (cancellable != nullptr && cancellable(done, total, user_data) != 0) {
-            throw Error(ErrorCode::kCancelled,
-                        fmt::format("{}: load cancelled by the progress callback after {} of {} bytes", file, done,
-                                    total));
+            throw Error(
+                ErrorCode::kCancelled,
+                fmt::format("{}: load cancelled by the progress callback after {} of {} bytes", file, done, total));
           }
         };
       }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -13,7 +14,6 @@
 #include <fstream>
 #include <limits>
 #include <system_error>
-#include <toml++/toml.h>
 
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
@@ -85,8 +85,8 @@ std::vector<std::string> string_array(const Reader& reader, const toml::node& no
     const toml::node& element = *array->get(index);
     const auto* text = element.as_string();
     if (text == nullptr) {
-      reader.fail(element, fmt::format("'{}' must be an array of strings, got {} at index {}", key,
-                                       type_name(element), index));
+      reader.fail(element,
+                  fmt::format("'{}' must be an array of strings, got {} at index {}", key, type_name(element), index));
     }
     strings.push_back(text->get());
   }
@@ -146,14 +146,17 @@ BackendConfig read_backend(const Reader& reader, const toml::node& node, const s
     const std::string qualified = fmt::format("backend.{}.{}", name, key.str());
     if (key.str() == "enabled") {
       const auto* flag = value.as_boolean();
-      if (flag == nullptr) reader.fail(value, fmt::format("'{}' must be a boolean, got {}", qualified, type_name(value)));
+      if (flag == nullptr)
+        reader.fail(value, fmt::format("'{}' must be a boolean, got {}", qualified, type_name(value)));
       backend.enabled = flag->get();
     } else if (key.str() == "priority") {
       const auto* number = value.as_integer();
-      if (number == nullptr) reader.fail(value, fmt::format("'{}' must be an integer, got {}", qualified, type_name(value)));
+      if (number == nullptr)
+        reader.fail(value, fmt::format("'{}' must be an integer, got {}", qualified, type_name(value)));
       if (number->get() < std::numeric_limits<int>::min() || number->get() > std::numeric_limits<int>::max()) {
-        reader.fail(value, fmt::format("'{}' must be an integer from {} to {}, got {}", qualified,
-                                       std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), number->get()));
+        reader.fail(value,
+                    fmt::format("'{}' must be an integer from {} to {}, got {}", qualified,
+                                std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), number->get()));
       }
       backend.priority = static_cast<int>(number->get());
     } else {
@@ -241,8 +244,8 @@ std::string read_file(const fs::path& path, const std::string& origin) {
   }
   text.resize(static_cast<std::size_t>(stream.gcount()));
   if (text.size() > kMaxConfigFileBytes) {
-    throw Error(ErrorCode::kConfig, fmt::format("config file {} is larger than the limit of {} bytes", origin,
-                                                kMaxConfigFileBytes));
+    throw Error(ErrorCode::kConfig,
+                fmt::format("config file {} is larger than the limit of {} bytes", origin, kMaxConfigFileBytes));
   }
   return text;
 }
@@ -280,9 +283,9 @@ Config parse_config(std::string_view text, const fs::path& source) {
     document = toml::parse(guarded.text(), source.string());
   } catch (const toml::parse_error& error) {
     const toml::source_position begin = error.source().begin;
-    throw Error(ErrorCode::kConfig, fmt::format("{}:{}:{}: TOML syntax error: {}", source.string(), begin.line,
-                                                guarded.original_column(begin.line, begin.column),
-                                                error.description()));
+    throw Error(ErrorCode::kConfig,
+                fmt::format("{}:{}:{}: TOML syntax error: {}", source.string(), begin.line,
+                            guarded.original_column(begin.line, begin.column), error.description()));
   }
 
   const Reader reader(source, guarded);
@@ -298,7 +301,8 @@ Config parse_config(std::string_view text, const fs::path& source) {
       config.default_device = read_default_device(reader, value);
     } else if (name == "probe_isolation") {
       const auto* text = value.as_string();
-      if (text == nullptr) reader.fail(value, fmt::format("'probe_isolation' must be a string, got {}", type_name(value)));
+      if (text == nullptr)
+        reader.fail(value, fmt::format("'probe_isolation' must be a string, got {}", type_name(value)));
       config.probe_isolation = parse_probe_isolation(text->get());
       if (!config.probe_isolation) {
         reader.fail(value, fmt::format("'probe_isolation' is '{}'; expected \"process\" or \"none\"", text->get()));

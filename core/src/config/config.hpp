@@ -42,7 +42,8 @@ struct BackendConfig {
 struct Config {
   std::optional<std::filesystem::path> path;    // the file used; empty when none was found
   std::vector<std::filesystem::path> searched;  // candidates considered, in search order
-  std::vector<std::filesystem::path> plugin_paths;  // `plugin_paths`, relative ones made relative to the file's directory
+  std::vector<std::filesystem::path>
+      plugin_paths;  // `plugin_paths`, relative ones made relative to the file's directory
   std::optional<std::vector<std::string>> backends;  // `backends`: restricts the set and fixes the order
   std::optional<std::string> default_device;         // `default_device`, already checked by parse_selector
   std::optional<ProbeIsolation> probe_isolation;     // `probe_isolation`

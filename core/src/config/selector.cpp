@@ -14,9 +14,7 @@ namespace {
 
 constexpr std::size_t kMaxQuotedLength = 64;
 
-bool is_backend_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-}
+bool is_backend_char(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
 
 bool is_ascii_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -67,8 +65,8 @@ void check_backend(std::string_view text, std::string_view backend, std::string_
 
 int parse_ordinal(std::string_view text, std::string_view ordinal) {
   if (ordinal.empty()) fail(text, "missing ordinal after ':'");
-  const bool all_digits_after_sign =
-      ordinal.size() > 1 && std::all_of(ordinal.begin() + 1, ordinal.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool all_digits_after_sign = ordinal.size() > 1 && std::all_of(ordinal.begin() + 1, ordinal.end(),
+                                                                       [](char c) { return c >= '0' && c <= '9'; });
   if (ordinal.front() == '-' && all_digits_after_sign) {
     fail(text, fmt::format("ordinal {} is negative; ordinals count from 0", quote(ordinal)));
   }
@@ -98,9 +96,7 @@ bool is_valid_backend_name(std::string_view name) noexcept {
   return !name.empty() && std::all_of(name.begin(), name.end(), is_backend_char);
 }
 
-std::string DeviceSelector::to_string() const {
-  return ordinal ? fmt::format("{}:{}", backend, *ordinal) : backend;
-}
+std::string DeviceSelector::to_string() const { return ordinal ? fmt::format("{}:{}", backend, *ordinal) : backend; }
 
 DeviceSelector parse_selector(std::string_view text) {
   if (text.empty()) fail(text, "it is empty");

@@ -99,16 +99,12 @@ class NestingCounter {
         }
         key_dots_.push_back(0);
         return depth() <= kMaxTomlNesting;
-      case '{':
-        key_dots_.push_back(0);
-        return depth() <= kMaxTomlNesting;
+      case '{': key_dots_.push_back(0); return depth() <= kMaxTomlNesting;
       case ']':
       case '}':
         if (!in_header_ && key_dots_.size() > 1) key_dots_.pop_back();
         return true;
-      case ',':
-        key_dots_.back() = 0;
-        return true;
+      case ',': key_dots_.back() = 0; return true;
       case '.':
         if (in_header_) {
           ++header_segments_;
@@ -116,8 +112,7 @@ class NestingCounter {
           ++key_dots_.back();
         }
         return depth() <= kMaxTomlNesting;
-      default:
-        return true;
+      default: return true;
     }
   }
 
@@ -261,8 +256,7 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
           }
         }
         break;
-      case Region::kComment:
-        break;
+      case Region::kComment: break;
       case Region::kBasic:
       case Region::kMultiBasic:
         if (ascii == '\\') {

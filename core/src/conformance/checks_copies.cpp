@@ -34,8 +34,14 @@ struct Range {
 // Odd sizes at odd offsets, plus the edges: the first byte, the last bytes,
 // the whole buffer.
 std::vector<Range> odd_ranges(std::uint64_t buffer_size) {
-  return {{0, 1},        {1, 3},       {7, 4093},      {4099, 65537},
-          {131071, 509}, {buffer_size - 13, 13}, {buffer_size - 1, 1}, {3, buffer_size - 3}};
+  return {{0, 1},
+          {1, 3},
+          {7, 4093},
+          {4099, 65537},
+          {131071, 509},
+          {buffer_size - 13, 13},
+          {buffer_size - 1, 1},
+          {3, buffer_size - 3}};
 }
 
 // A buffer on `ordinal` filled with random data, and its host-side model.

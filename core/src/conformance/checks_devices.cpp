@@ -31,8 +31,8 @@ BP_DeviceInfoArgs query_info(Context& context, int ordinal) {
 
 void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordinal) {
   if (info.attributes == nullptr && info.attribute_count != 0) {
-    throw CheckFailure(fmt::format("{}: attributes is NULL with attribute_count {}", context.label(ordinal),
-                                   info.attribute_count));
+    throw CheckFailure(
+        fmt::format("{}: attributes is NULL with attribute_count {}", context.label(ordinal), info.attribute_count));
   }
   // Bounded as the core bounds them, before anything is read or copied.
   if (info.attribute_count > kMaxDeviceAttributes) {
@@ -44,8 +44,8 @@ void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordin
     const BP_KeyValue& pair = info.attributes[index];
     const std::string where = fmt::format("{}: attribute {}", context.label(ordinal), index);
     if (pair.struct_size < sizeof(BP_KeyValue)) {
-      throw CheckFailure(fmt::format("{}: struct_size {} is smaller than BP_KeyValue ({})", where,
-                                     pair.struct_size, sizeof(BP_KeyValue)));
+      throw CheckFailure(fmt::format("{}: struct_size {} is smaller than BP_KeyValue ({})", where, pair.struct_size,
+                                     sizeof(BP_KeyValue)));
     }
     if (pair.key_size > kMaxPluginTextSize || pair.value_size > kMaxPluginTextSize) {
       throw CheckFailure(fmt::format("{}: key_size {} or value_size {} is more than {}; the core refuses the device",
@@ -66,7 +66,7 @@ void check_attributes(Context& context, const BP_DeviceInfoArgs& info, int ordin
 void check_devices(Context& context) {
   const int count = context.report.device_count;
   if (context.backend == nullptr || !context.report.available || count == 0) {
-    const std::string reason = !context.report.probed    ? std::string("the probe failed")
+    const std::string reason = !context.report.probed      ? std::string("the probe failed")
                                : !context.report.available ? "backend unavailable: " + context.report.probe_reason
                                                            : std::string("the backend reports no devices");
     context.not_applicable("devices: device_info of every device is sane", reason);
@@ -93,8 +93,8 @@ void check_devices(Context& context) {
       }
       if (info.memory_total == 0) throw CheckFailure(label + ": memory_total is 0");
       if (info.memory_free > info.memory_total) {
-        throw CheckFailure(fmt::format("{}: memory_free {} exceeds memory_total {}", label, info.memory_free,
-                                       info.memory_total));
+        throw CheckFailure(
+            fmt::format("{}: memory_free {} exceeds memory_total {}", label, info.memory_free, info.memory_total));
       }
       first[static_cast<std::size_t>(ordinal)] = info;
       context.devices.push_back({view_of(info.name, info.name_size), info.memory_total, info.memory_free});
@@ -125,8 +125,8 @@ void check_devices(Context& context) {
       const std::string& name = context.devices[static_cast<std::size_t>(ordinal)].name;
       // The first answer's pointer must still hold the same text.
       if (view_of(before.name, before.name_size) != name || view_of(again.name, again.name_size) != name) {
-        throw CheckFailure(fmt::format("{}: the name changed or its storage was reused between calls",
-                                       context.label(ordinal)));
+        throw CheckFailure(
+            fmt::format("{}: the name changed or its storage was reused between calls", context.label(ordinal)));
       }
     }
     return std::string();
@@ -168,9 +168,9 @@ void check_memory(Context& context) {
       context.write(buffers.back(), 0, contents.back().data(), size);
     }
     for (std::size_t index = 0; index < buffers.size(); ++index) {
-      require_equal_bytes(context.read(buffers[index], 0, buffers[index].size()), contents[index],
-                          fmt::format("small buffer {} ({} bytes) read back after all were written", index,
-                                      buffers[index].size()));
+      require_equal_bytes(
+          context.read(buffers[index], 0, buffers[index].size()), contents[index],
+          fmt::format("small buffer {} ({} bytes) read back after all were written", index, buffers[index].size()));
     }
     // Free in a shuffled order.
     std::vector<std::size_t> order(buffers.size());

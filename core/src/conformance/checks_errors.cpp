@@ -20,8 +20,7 @@ constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 // two-code list (conformance-cuda failed although the ternary chose the
 // three-code one).
 constexpr BP_ErrorCode kArgumentCodes[] = {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_OUT_OF_RANGE};
-constexpr BP_ErrorCode kUnavailableCodes[] = {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_OUT_OF_RANGE,
-                                              BP_ERROR_UNAVAILABLE};
+constexpr BP_ErrorCode kUnavailableCodes[] = {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_OUT_OF_RANGE, BP_ERROR_UNAVAILABLE};
 
 struct NamedCall {
   const char* name;
@@ -230,8 +229,7 @@ void check_argument_errors(Context& context) {
       auto allocate = detail::memory_allocate_args(context.backend, ordinal, BP_MEMORY_DEVICE, 16);
       BP_Error* error = context.api.memory_allocate(&allocate);
       if (error == nullptr && allocate.buffer != nullptr) Buffer(&context, allocate.buffer, nullptr, 16, 0).reset();
-      context.require_error(error, fmt::format("memory_allocate on ordinal {} ({} device(s))", ordinal, count),
-                            codes);
+      context.require_error(error, fmt::format("memory_allocate on ordinal {} ({} device(s))", ordinal, count), codes);
     }
     return fmt::format("ordinals -1, {}, {}", count, count + 1000);
   });
@@ -246,10 +244,9 @@ void check_device_errors(Context& context) {
       auto allocate = detail::memory_allocate_args(context.backend, 0, BP_MEMORY_DEVICE, size);
       BP_Error* error = context.api.memory_allocate(&allocate);
       if (error == nullptr && allocate.buffer != nullptr) Buffer(&context, allocate.buffer, nullptr, size, 0).reset();
-      context.require_error(error,
-                            fmt::format("memory_allocate of {} bytes on {} (memory_total {})", size, context.label(0),
-                                        total),
-                            {BP_ERROR_OUT_OF_MEMORY, BP_ERROR_OUT_OF_RANGE, BP_ERROR_INVALID_ARGUMENT});
+      context.require_error(
+          error, fmt::format("memory_allocate of {} bytes on {} (memory_total {})", size, context.label(0), total),
+          {BP_ERROR_OUT_OF_MEMORY, BP_ERROR_OUT_OF_RANGE, BP_ERROR_INVALID_ARGUMENT});
     }
     std::vector<std::uint8_t> model;
     Buffer after = victim(context, model);
@@ -333,8 +330,7 @@ void check_device_errors(Context& context) {
     auto submitted = calls.copy_to_device_async(buffer.get(), 0, host.data(), host.size());
     context.require_ok(submitted.status(), "copy_to_device_async");
     context.finish(*submitted, "copy_to_device_async");  // destroys it
-    context.require_error(calls.event_wait(*submitted), "event_wait of a destroyed event",
-                          {BP_ERROR_INVALID_ARGUMENT});
+    context.require_error(calls.event_wait(*submitted), "event_wait of a destroyed event", {BP_ERROR_INVALID_ARGUMENT});
     context.require_error(calls.event_query(*submitted).status(), "event_query of a destroyed event",
                           {BP_ERROR_INVALID_ARGUMENT});
     return std::string();

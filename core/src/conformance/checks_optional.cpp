@@ -169,8 +169,7 @@ void check_optional(Context& context) {
     const auto copied = context.random_bytes(4097);
     context.write(buffer, 0, copied.data(), copied.size());
     const auto* address = static_cast<const std::uint8_t*>(buffer.address());
-    require_equal_bytes(std::vector<std::uint8_t>(address, address + 4097), copied,
-                        "the address after copy_to_device");
+    require_equal_bytes(std::vector<std::uint8_t>(address, address + 4097), copied, "the address after copy_to_device");
     return std::string();
   });
   context.check("optional: pinned host memory stages copies both ways", [&] {
@@ -221,8 +220,7 @@ void check_optional(Context& context) {
       context.finish(args.event, "convert_integers I64->U8");
       throw CheckFailure("convert_integers I64->U8 returned success; narrowing must be refused");
     }
-    context.require_error(error, "convert_integers I64->U8",
-                          {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_UNSUPPORTED});
+    context.require_error(error, "convert_integers I64->U8", {BP_ERROR_INVALID_ARGUMENT, BP_ERROR_UNSUPPORTED});
     return std::string();
   });
   check_memory_wrap(context);

@@ -26,8 +26,8 @@ std::string_view to_string(Outcome outcome) noexcept {
 }
 
 std::size_t Report::count(Outcome outcome) const noexcept {
-  return static_cast<std::size_t>(std::count_if(
-      checks.begin(), checks.end(), [&](const CheckResult& check) { return check.outcome == outcome; }));
+  return static_cast<std::size_t>(
+      std::count_if(checks.begin(), checks.end(), [&](const CheckResult& check) { return check.outcome == outcome; }));
 }
 
 std::string error_code_name(BP_ErrorCode code) {
@@ -108,8 +108,8 @@ void Context::not_applicable(const std::string& name, const std::string& reason)
 void Context::inspect(const BP_Error& error) {
   std::vector<std::string> problems;
   if (error.struct_size < sizeof(BP_Error)) {
-    problems.push_back(fmt::format("struct_size {} is smaller than BP_Error ({})", error.struct_size,
-                                   sizeof(BP_Error)));
+    problems.push_back(
+        fmt::format("struct_size {} is smaller than BP_Error ({})", error.struct_size, sizeof(BP_Error)));
   }
   std::string_view message;
   if (error.message_size > kMaxPluginTextSize) {
@@ -180,8 +180,8 @@ Buffer Context::allocate(int ordinal, std::uint64_t size, BP_MemoryKind kind) {
              fmt::format("memory_allocate of {} bytes of {} memory on {}", size, what, label(ordinal)));
   const detail::BufferAllocation args = *allocated;
   if (args.buffer == nullptr) {
-    throw CheckFailure(fmt::format("memory_allocate of {} bytes on {} returned success but no buffer",
-                                   size, label(ordinal)));
+    throw CheckFailure(
+        fmt::format("memory_allocate of {} bytes on {} returned success but no buffer", size, label(ordinal)));
   }
   return Buffer(this, args.buffer, args.address, size, ordinal);
 }
@@ -204,8 +204,7 @@ void Context::copy(const Buffer& source, std::uint64_t source_offset, const Buff
                    std::uint64_t destination_offset, std::uint64_t size) {
   require_ok(client().copy_device_to_device(source.get(), source_offset, destination.get(), destination_offset, size),
              fmt::format("copy_device_to_device of {} bytes from {} offset {} to {} offset {}", size,
-                         label(source.ordinal()), source_offset, label(destination.ordinal()),
-                         destination_offset));
+                         label(source.ordinal()), source_offset, label(destination.ordinal()), destination_offset));
 }
 
 void Context::finish(BP_Event* event, std::string_view what) {
@@ -244,8 +243,8 @@ void require_equal_bytes(const std::vector<std::uint8_t>& actual, const std::vec
     const auto wrong = static_cast<std::size_t>(std::count_if(
         actual.begin(), actual.end(),
         [&, position = std::size_t{0}](std::uint8_t value) mutable { return value != expected[position++]; }));
-    throw CheckFailure(fmt::format("{}: byte {} of {} is 0x{:02x}, expected 0x{:02x} ({} byte(s) differ)", what,
-                                   index, actual.size(), *mismatch.first, *mismatch.second, wrong));
+    throw CheckFailure(fmt::format("{}: byte {} of {} is 0x{:02x}, expected 0x{:02x} ({} byte(s) differ)", what, index,
+                                   actual.size(), *mismatch.first, *mismatch.second, wrong));
   }
 }
 

@@ -10,8 +10,8 @@
 
 #include "abi/plugin_client.hpp"
 
-#include <backplane/conformance.hpp>
 #include <backplane/plugin.h>
+#include <backplane/conformance.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -19,8 +19,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +92,7 @@ class Context final : private detail::ErrorInspector {
   const BP_PluginApi& api;
   const Options& options;
   Report& report;
-  BP_Backend* backend = nullptr;  // set once backend_create succeeded
+  BP_Backend* backend = nullptr;     // set once backend_create succeeded
   std::vector<DeviceFacts> devices;  // filled by the devices check; empty when it failed
   bool devices_failed = false;       // device_info failed: `devices` is not the real count
   // What device_count answered, when within bounds: the ordinals that exist
@@ -160,7 +160,7 @@ class Context final : private detail::ErrorInspector {
 };
 
 // Throws CheckFailure naming the first differing byte when the two differ.
-void require_equal_bytes(const std::vector<std::uint8_t>& actual,
-                         const std::vector<std::uint8_t>& expected, std::string_view what);
+void require_equal_bytes(const std::vector<std::uint8_t>& actual, const std::vector<std::uint8_t>& expected,
+                         std::string_view what);
 
 }  // namespace backplane::conformance

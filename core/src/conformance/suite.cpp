@@ -51,8 +51,8 @@ BP_PluginEntryFn find_entry(const std::filesystem::path& file) {
 
 // The capability bits each ABI 1.x minor defines (1.2 added none).
 BP_Capabilities known_capabilities(std::uint32_t minor) {
-  constexpr BP_Capabilities kKnown_1_0 = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
-                                         BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
+  constexpr BP_Capabilities kKnown_1_0 =
+      BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
   constexpr BP_Capabilities kKnown_1_1 = kKnown_1_0 | BP_CAPABILITY_WRAP_MEMORY;
   constexpr BP_Capabilities kKnown_1_2 = kKnown_1_1;
   switch (minor) {
@@ -63,9 +63,7 @@ BP_Capabilities known_capabilities(std::uint32_t minor) {
 }
 
 // DLPack's device types (DLDeviceType, DLPack 1.0): 5 and 6 were never used.
-bool is_known_dlpack_device_type(std::int32_t type) {
-  return (type >= 1 && type <= 4) || (type >= 7 && type <= 17);
-}
+bool is_known_dlpack_device_type(std::int32_t type) { return (type >= 1 && type <= 4) || (type >= 7 && type <= 17); }
 
 std::string table_summary(const BP_PluginApi& table) {
   return fmt::format("struct_size {}, ABI {}.{}", table.struct_size, table.abi_major, table.abi_minor);
@@ -90,24 +88,27 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
   });
   context.check("negotiation: dlpack_device_type is 0 or a DLPack device type", [&] {
     if (!BP_STRUCT_HAS_FIELD(&api, BP_PluginApi, dlpack_device_type)) {
-      throw NotApplicable(fmt::format("the table ({}) ends before dlpack_device_type (ABI 1.2); it reads as 0, "
-                                      "so only host memory is shared through DLPack",
-                                      table_summary(api)));
+      throw NotApplicable(
+          fmt::format("the table ({}) ends before dlpack_device_type (ABI 1.2); it reads as 0, "
+                      "so only host memory is shared through DLPack",
+                      table_summary(api)));
     }
     const std::int32_t type = api.dlpack_device_type;
     if (type == 0) {
       return std::string("0: not declared; DLPack shares this backend's memory only if it is host memory");
     }
     if (!is_known_dlpack_device_type(type)) {
-      throw CheckFailure(fmt::format("dlpack_device_type is {}, which is not a DLPack device type (DLDeviceType: "
-                                     "1 kDLCPU, 2 kDLCUDA, 4 kDLOpenCL, 10 kDLROCM, ... 17)",
-                                     type));
+      throw CheckFailure(
+          fmt::format("dlpack_device_type is {}, which is not a DLPack device type (DLDeviceType: "
+                      "1 kDLCPU, 2 kDLCUDA, 4 kDLOpenCL, 10 kDLROCM, ... 17)",
+                      type));
     }
     const bool host_type = type == 1 || type == 3 || type == 11;  // kDLCPU, kDLCUDAHost, kDLROCMHost
     if (host_type && !context.has_capability(BP_CAPABILITY_HOST_ADDRESSABLE)) {
-      throw CheckFailure(fmt::format("dlpack_device_type {} is host memory, but the table does not claim "
-                                     "BP_CAPABILITY_HOST_ADDRESSABLE",
-                                     type));
+      throw CheckFailure(
+          fmt::format("dlpack_device_type {} is host memory, but the table does not claim "
+                      "BP_CAPABILITY_HOST_ADDRESSABLE",
+                      type));
     }
     if (!host_type && !context.has_capability(BP_CAPABILITY_WRAP_MEMORY)) {
       return fmt::format("{}; without BP_CAPABILITY_WRAP_MEMORY its arrays export but imports are refused", type);
@@ -117,14 +118,16 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
   context.check("negotiation: backend name matches the file name", [&] {
     const std::string expected = name_from_file(file);
     if (expected.empty()) {
-      throw NotApplicable(fmt::format("the file is not named backplane-<name>.so; in a plugin directory it "
-                                      "must be backplane-{}.so",
-                                      context.report.backend_name));
+      throw NotApplicable(
+          fmt::format("the file is not named backplane-<name>.so; in a plugin directory it "
+                      "must be backplane-{}.so",
+                      context.report.backend_name));
     }
     if (expected != context.report.backend_name) {
-      throw CheckFailure(fmt::format("the file is backplane-{}.so but declares backend '{}': a plugin "
-                                     "directory would refuse it",
-                                     expected, context.report.backend_name));
+      throw CheckFailure(
+          fmt::format("the file is backplane-{}.so but declares backend '{}': a plugin "
+                      "directory would refuse it",
+                      expected, context.report.backend_name));
     }
     return std::string();
   });
@@ -150,9 +153,10 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
     const BP_PluginEntryArgs offer{sizeof(BP_PluginEntryArgs), kFutureMajors.data(), kFutureMajors.size(), 0};
     const BP_PluginApi* table = entry(&offer);
     if (table == nullptr) {
-      throw CheckFailure(fmt::format("offered only ABI {}.x, the entry returned NULL; it must return its "
-                                     "own table so the core can report both versions",
-                                     BP_ABI_MAJOR + 100));
+      throw CheckFailure(
+          fmt::format("offered only ABI {}.x, the entry returned NULL; it must return its "
+                      "own table so the core can report both versions",
+                      BP_ABI_MAJOR + 100));
     }
     return fmt::format("answered ABI {}.{}", table->abi_major, table->abi_minor);
   });
@@ -182,11 +186,10 @@ void check_backend_lifecycle(Context& context) {
       if (*created != nullptr) api.backend_destroy(*created);
       throw CheckFailure(fmt::format("backend_create accepted the option {}=1", kUnknownOption));
     }
-    const PluginError failure = context.require_error(created.status(), "backend_create with an unknown option",
-                                                      {BP_ERROR_INVALID_ARGUMENT});
+    const PluginError failure =
+        context.require_error(created.status(), "backend_create with an unknown option", {BP_ERROR_INVALID_ARGUMENT});
     if (failure.message.find(kUnknownOption) == std::string::npos) {
-      throw CheckFailure(fmt::format("the message does not name the key {}: \"{}\"", kUnknownOption,
-                                     failure.message));
+      throw CheckFailure(fmt::format("the message does not name the key {}: \"{}\"", kUnknownOption, failure.message));
     }
     return std::string();
   });
@@ -251,20 +254,22 @@ void check_probe(Context& context) {
     auto args = detail::probe_args(context.backend, api.priority);  // what the core fills in
     context.require_ok(api.probe(&args), "probe");
     if (api.abi_minor < 2 && args.priority != api.priority) {
-      throw CheckFailure(fmt::format("an ABI {}.{} table's probe changed priority ({} -> {}), a field of ABI 1.2 "
-                                     "it cannot know: it writes past the struct it was built against",
-                                     api.abi_major, api.abi_minor, api.priority, args.priority));
+      throw CheckFailure(
+          fmt::format("an ABI {}.{} table's probe changed priority ({} -> {}), a field of ABI 1.2 "
+                      "it cannot know: it writes past the struct it was built against",
+                      api.abi_major, api.abi_minor, api.priority, args.priority));
     }
     if (args.priority < -kPlausiblePriority || args.priority > kPlausiblePriority) {
-      throw CheckFailure(fmt::format("probe reported priority {} (the table says {}); priorities are expected "
-                                     "within -{}..{} (cpu 10, GPUs 100)",
-                                     args.priority, api.priority, kPlausiblePriority, kPlausiblePriority));
+      throw CheckFailure(
+          fmt::format("probe reported priority {} (the table says {}); priorities are expected "
+                      "within -{}..{} (cpu 10, GPUs 100)",
+                      args.priority, api.priority, kPlausiblePriority, kPlausiblePriority));
     }
     auto again = detail::probe_args(context.backend, api.priority);
     context.require_ok(api.probe(&again), "the second probe");
     if (again.priority != args.priority) {
-      throw CheckFailure(fmt::format("the first probe reported priority {}, the second {}", args.priority,
-                                     again.priority));
+      throw CheckFailure(
+          fmt::format("the first probe reported priority {}, the second {}", args.priority, again.priority));
     }
     return args.priority == api.priority ? fmt::format("{}, the table's", args.priority)
                                          : fmt::format("{} (the table says {})", args.priority, api.priority);
@@ -277,9 +282,10 @@ void check_probe(Context& context) {
     args.struct_size = offsetof(BP_ProbeArgs, reason_size) + sizeof(args.reason_size);
     context.require_ok(api.probe(&args), fmt::format("probe with struct_size {}", args.struct_size));
     if (args.priority != kCanary) {
-      throw CheckFailure(fmt::format("probe wrote priority ({}) although struct_size {} ends before it; write "
-                                     "it only when BP_STRUCT_HAS_FIELD says the caller's struct has it",
-                                     args.priority, args.struct_size));
+      throw CheckFailure(
+          fmt::format("probe wrote priority ({}) although struct_size {} ends before it; write "
+                      "it only when BP_STRUCT_HAS_FIELD says the caller's struct has it",
+                      args.priority, args.struct_size));
     }
     return std::string();
   });
@@ -294,8 +300,7 @@ void check_probe(Context& context) {
     // After a failed probe there is no answer to agree with.
     if (!answered) return fmt::format("{} device(s); not compared, the probe failed", args.count);
     if (!report.available && args.count != 0) {
-      throw CheckFailure(fmt::format("probe said unavailable but device_count answered {}; it must be 0",
-                                     args.count));
+      throw CheckFailure(fmt::format("probe said unavailable but device_count answered {}; it must be 0", args.count));
     }
     report.device_count = report.available ? args.count : 0;
     return fmt::format("{} device(s)", args.count);
@@ -339,8 +344,8 @@ bool survives_isolated_probe(const std::filesystem::path& plugin_file, const Opt
     } else if (!verdict.answered) {
       result = {check, Outcome::kFail, verdict.reason};
     } else {
-      result.detail = fmt::format("{}{}{}", to_string(verdict.status), verdict.reason.empty() ? "" : ": ",
-                                  verdict.reason);
+      result.detail =
+          fmt::format("{}{}{}", to_string(verdict.status), verdict.reason.empty() ? "" : ": ", verdict.reason);
     }
   }
   report.checks.push_back(result);
@@ -361,8 +366,8 @@ Report run(const std::filesystem::path& plugin_file, const Options& options) {
   OpenedPlugin opened = open_plugin(plugin_file, "");
   if (opened.status != BackendStatus::kAvailable || !opened.library) {
     report.abi_version = opened.abi_version;
-    report.checks.push_back({load_check, Outcome::kFail,
-                             fmt::format("{}: {}", to_string(opened.status), opened.reason)});
+    report.checks.push_back(
+        {load_check, Outcome::kFail, fmt::format("{}: {}", to_string(opened.status), opened.reason)});
     if (options.on_check) options.on_check(report.checks.back());
     return report;
   }

@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
     if (opened.status != backplane::BackendStatus::kAvailable) {
       report(opened.status, opened.reason, opened.abi_version, "");
     }
-    const auto outcome = backplane::detail::create_and_probe(opened.library, options,
-                                                     [](const char* stage) { write_record(kResultFd, "stage", stage); });
+    const auto outcome = backplane::detail::create_and_probe(
+        opened.library, options, [](const char* stage) { write_record(kResultFd, "stage", stage); });
     const auto verdict = backplane::detail::verdict_of(outcome);
     report(verdict.status, verdict.reason, opened.abi_version, opened.library->name());
   } catch (const std::exception& error) {

@@ -79,8 +79,8 @@ bool reap(pid_t pid, int& wait_status, std::optional<Clock::time_point> deadline
 std::string identity_key(const std::filesystem::path& file, const PluginOptions& options) {
   struct stat info {};
   if (::stat(file.c_str(), &info) != 0) return {};
-  std::string key = fmt::format("{}:{}:{}:{}.{}", info.st_dev, info.st_ino, info.st_size, info.st_mtim.tv_sec,
-                                info.st_mtim.tv_nsec);
+  std::string key =
+      fmt::format("{}:{}:{}:{}.{}", info.st_dev, info.st_ino, info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec);
   for (const auto& [name, value] : options) key += fmt::format("\n{}={}", name, value);
   return key;
 }
@@ -111,8 +111,7 @@ std::filesystem::path helper_path() {
 // Exec'ing a small helper gives the plugin a fresh single-threaded process,
 // and the vfork-style start copies no page tables, however large the caller.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
-                            std::string_view expected_name, const PluginOptions& options,
-                            std::uint32_t timeout_ms) {
+                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms) {
   ChildVerdict verdict;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {

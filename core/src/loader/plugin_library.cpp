@@ -12,9 +12,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <vector>
-#include <exception>
 
 namespace backplane::detail {
 namespace {
@@ -39,9 +39,7 @@ std::string PluginLibrary::version() const {
   return std::string(plugin_text(api_->version, api_->version_size));
 }
 
-std::optional<std::string> unsafe_permissions(const std::filesystem::path& file) {
-  return untrusted_path(file);
-}
+std::optional<std::string> unsafe_permissions(const std::filesystem::path& file) { return untrusted_path(file); }
 
 OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view expected_name) {
   OpenedPlugin opened;
@@ -60,30 +58,27 @@ OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view exp
     return opened;
   }
   if (!S_ISREG(status.st_mode)) {
-    opened.reason = fmt::format("refused: {} is {}, not a regular file (a plugin is a shared library)",
-                                file.string(), file_type_name(status.st_mode));
+    opened.reason = fmt::format("refused: {} is {}, not a regular file (a plugin is a shared library)", file.string(),
+                                file_type_name(status.st_mode));
     return opened;
   }
 
   boost::dll::shared_library library;
   try {
     // Absolute path: Boost.DLL resolves a bare name against the working directory.
-    library.load(std::filesystem::absolute(file),
-                 boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    library.load(std::filesystem::absolute(file), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& error) {
     // The throwing overload keeps dlerror's text; the error_code one does not.
     opened.reason = fmt::format("cannot load: {}", error.what());
     return opened;
   }
   if (!library.has(BP_PLUGIN_ENTRY_SYMBOL)) {
-    opened.reason = fmt::format("no entry symbol '{}': not a backplane plugin",
-                                BP_PLUGIN_ENTRY_SYMBOL);
+    opened.reason = fmt::format("no entry symbol '{}': not a backplane plugin", BP_PLUGIN_ENTRY_SYMBOL);
     return opened;
   }
 
   static constexpr std::array<uint32_t, 1> kCoreMajors = {BP_ABI_MAJOR};
-  const BP_PluginEntryArgs offer{sizeof(BP_PluginEntryArgs), kCoreMajors.data(), kCoreMajors.size(),
-                                 BP_ABI_MINOR};
+  const BP_PluginEntryArgs offer{sizeof(BP_PluginEntryArgs), kCoreMajors.data(), kCoreMajors.size(), BP_ABI_MINOR};
   auto& entry = library.get<const BP_PluginApi*(const BP_PluginEntryArgs*)>(BP_PLUGIN_ENTRY_SYMBOL);
   const BP_PluginApi* table = entry(&offer);
 

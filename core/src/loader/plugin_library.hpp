@@ -5,8 +5,8 @@
 // loader's exceptions are caught here, at the boundary, and keep dlerror's text.
 #pragma once
 
-#include <backplane/backplane.hpp>
 #include <backplane/plugin.h>
+#include <backplane/backplane.hpp>
 
 #include <boost/dll/shared_library.hpp>
 

@@ -36,8 +36,7 @@ std::filesystem::path identity_of(const std::filesystem::path& path) {
 
 std::filesystem::path plugin_dir_next_to_core() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&plugin_dir_next_to_core), &info) == 0 ||
-      info.dli_fname == nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&plugin_dir_next_to_core), &info) == 0 || info.dli_fname == nullptr) {
     return {};
   }
   std::error_code error;
@@ -46,8 +45,7 @@ std::filesystem::path plugin_dir_next_to_core() {
   return library.parent_path() / "backplane" / "plugins";
 }
 
-std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs,
-                                               const Environment& environment) {
+std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs, const Environment& environment) {
   std::vector<SearchPathEntry> candidates;
   for (const auto& path : inputs.from_code) candidates.push_back({path, SearchOrigin::kCode});
   if (inputs.use_environment) {

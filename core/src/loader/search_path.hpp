@@ -19,8 +19,7 @@ struct SearchPathInputs {
 
 // Code, BACKPLANE_PLUGIN_PATH, config, install dir, dir next to the core
 // library. An entry naming the same place as an earlier one is dropped.
-std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs,
-                                               const Environment& environment);
+std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs, const Environment& environment);
 
 // `<directory of the loaded core library>/backplane/plugins`.
 std::filesystem::path plugin_dir_next_to_core();

@@ -37,8 +37,7 @@ std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) 
   require(reinterpret_cast<const void*>(table.copy_device_to_device), "copy_device_to_device");
   require(reinterpret_cast<const void*>(table.copy_to_device_async), "copy_to_device_async");
   require(reinterpret_cast<const void*>(table.copy_to_host_async), "copy_to_host_async");
-  require(reinterpret_cast<const void*>(table.copy_device_to_device_async),
-          "copy_device_to_device_async");
+  require(reinterpret_cast<const void*>(table.copy_device_to_device_async), "copy_device_to_device_async");
   require(reinterpret_cast<const void*>(table.event_wait), "event_wait");
   require(reinterpret_cast<const void*>(table.event_query), "event_query");
   require(reinterpret_cast<const void*>(table.event_destroy), "event_destroy");
@@ -60,26 +59,23 @@ std::string abi_version_string(const BP_PluginApi& table) {
   return fmt::format("{}.{}", table.abi_major, table.abi_minor);
 }
 
-std::optional<TableProblem> validate_table(const BP_PluginApi* table,
-                                           std::string_view expected_name) {
+std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::string_view expected_name) {
   if (table == nullptr) {
     return TableProblem{BackendStatus::kFailed, "the entry function returned no table (NULL)"};
   }
   if (table->struct_size < kVersionFieldsEnd) {
-    return TableProblem{BackendStatus::kFailed,
-                        fmt::format("bad table: struct_size {} is too small to hold the ABI version",
-                                    table->struct_size)};
-  }
-  if (table->abi_major != BP_ABI_MAJOR) {
-    return TableProblem{BackendStatus::kIncompatible,
-                        fmt::format("plugin speaks ABI {}, this core speaks {}.x",
-                                    abi_version_string(*table), BP_ABI_MAJOR)};
-  }
-  if (table->struct_size < kTableSize_1_0) {
     return TableProblem{
         BackendStatus::kFailed,
-        fmt::format("bad table: struct_size {} is smaller than ABI {}.0's table ({} bytes)",
-                    table->struct_size, BP_ABI_MAJOR, kTableSize_1_0)};
+        fmt::format("bad table: struct_size {} is too small to hold the ABI version", table->struct_size)};
+  }
+  if (table->abi_major != BP_ABI_MAJOR) {
+    return TableProblem{BackendStatus::kIncompatible, fmt::format("plugin speaks ABI {}, this core speaks {}.x",
+                                                                  abi_version_string(*table), BP_ABI_MAJOR)};
+  }
+  if (table->struct_size < kTableSize_1_0) {
+    return TableProblem{BackendStatus::kFailed,
+                        fmt::format("bad table: struct_size {} is smaller than ABI {}.0's table ({} bytes)",
+                                    table->struct_size, BP_ABI_MAJOR, kTableSize_1_0)};
   }
   if (table->name == nullptr || table->name_size == 0) {
     return TableProblem{BackendStatus::kFailed, "bad table: the backend name is empty"};
@@ -101,9 +97,9 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table,
                         fmt::format("bad table: backend name '{}' is not of the form [a-z0-9_]+", name)};
   }
   if (!expected_name.empty() && name != expected_name) {
-    return TableProblem{BackendStatus::kFailed,
-                        fmt::format("file backplane-{}.so declares backend '{}'; the names must match",
-                                    expected_name, name)};
+    return TableProblem{
+        BackendStatus::kFailed,
+        fmt::format("file backplane-{}.so declares backend '{}'; the names must match", expected_name, name)};
   }
   if (table->version == nullptr && table->version_size != 0) {
     return TableProblem{BackendStatus::kFailed, "bad table: version is NULL with a non-zero size"};

@@ -4,8 +4,8 @@
 // plugin function, so it is safe to run on any table and easy to fuzz.
 #pragma once
 
-#include <backplane/backplane.hpp>
 #include <backplane/plugin.h>
+#include <backplane/backplane.hpp>
 
 #include <optional>
 #include <string>
@@ -20,8 +20,7 @@ struct TableProblem {
 
 // `expected_name` is the <name> of backplane-<name>.so, or empty when the file
 // was named directly and may be called anything.
-std::optional<TableProblem> validate_table(const BP_PluginApi* table,
-                                           std::string_view expected_name);
+std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::string_view expected_name);
 
 std::string abi_version_string(const BP_PluginApi& table);
 

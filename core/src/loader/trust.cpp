@@ -69,9 +69,10 @@ std::optional<std::string> check_one(const std::filesystem::path& path, const st
   const std::string name = role.empty() ? path.string() : fmt::format("{} {}", role, path.string());
   const uid_t owner = info.st_uid;
   if (owner != 0 && owner != ::geteuid()) {
-    return fmt::format("refused: {} is owned by {}, neither root nor the user running this ({}), who could "
-                       "change it; run chown {} {}",
-                       name, owner_name(owner), running_user(), running_user(), path.string());
+    return fmt::format(
+        "refused: {} is owned by {}, neither root nor the user running this ({}), who could "
+        "change it; run chown {} {}",
+        name, owner_name(owner), running_user(), running_user(), path.string());
   }
   const bool sticky_root_directory = S_ISDIR(info.st_mode) && (info.st_mode & S_ISVTX) != 0 && owner == 0;
   if ((info.st_mode & S_IWOTH) != 0 && !sticky_root_directory) {
@@ -79,8 +80,8 @@ std::optional<std::string> check_one(const std::filesystem::path& path, const st
                        role.empty() ? "replace it" : "add or swap what it holds", path.string());
   }
   if ((info.st_mode & S_IWGRP) != 0 && !sticky_root_directory && !private_group_of_owner(info.st_gid, owner)) {
-    return fmt::format("refused: {} is writable by its group (gid {}), whose members could {}; run chmod g-w {}",
-                       name, info.st_gid, role.empty() ? "replace it" : "add or swap what it holds", path.string());
+    return fmt::format("refused: {} is writable by its group (gid {}), whose members could {}; run chmod g-w {}", name,
+                       info.st_gid, role.empty() ? "replace it" : "add or swap what it holds", path.string());
   }
   return std::nullopt;
 }

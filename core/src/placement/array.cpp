@@ -116,8 +116,8 @@ Array Array::slice(std::int64_t begin, std::int64_t end) const {
   const std::uint64_t end_bits = static_cast<std::uint64_t>(end) * row_elements * bits;
   if (begin_bits % 8 != 0 || (end != rows && end_bits % 8 != 0)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Array::slice({}, {}): rows of {} {} elements do not start or end on a whole byte",
-                            begin, end, row_elements, dtype_name(array.dtype)));
+                fmt::format("Array::slice({}, {}): rows of {} {} elements do not start or end on a whole byte", begin,
+                            end, row_elements, dtype_name(array.dtype)));
   }
   auto view = std::make_shared<ArrayState>(array);
   view->shape[0] = end - begin;
@@ -178,10 +178,10 @@ Array Array::from_host(Runtime& runtime, const Device& device, DType dtype, std:
                        const void* data, std::uint64_t size) {
   const detail::Extent extent = detail::extent_of(dtype, shape, "Array::from_host");
   if (size != extent.bytes || (data == nullptr && size != 0)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Array::from_host: {} bytes{} given for shape [{}] of {}, which needs {} bytes", size,
-                            data == nullptr ? " at NULL" : "", fmt::join(shape, ", "), dtype_name(dtype),
-                            extent.bytes));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("Array::from_host: {} bytes{} given for shape [{}] of {}, which needs {} bytes", size,
+                    data == nullptr ? " at NULL" : "", fmt::join(shape, ", "), dtype_name(dtype), extent.bytes));
   }
   auto storage = storage_on(runtime, device);
   detail::LiveDevice& live = *storage->device;

@@ -26,12 +26,12 @@ struct ArrayStorage {
   // The runtime's placement, for device_put without a Runtime; expired once
   // the runtime is gone.
   std::weak_ptr<Placement> placement;
-  std::shared_ptr<Block> block;        // null for wrapped memory
-  BP_Buffer* buffer = nullptr;         // the plugin's handle; null for wrapped host memory
-  const std::byte* host = nullptr;     // set when the bytes are host-addressable
-  void* native = nullptr;              // the plugin's address (or the wrapped pointer)
-  std::shared_ptr<const void> owner;   // keeps wrapped memory (and its handle) alive
-  std::shared_ptr<Completion> arrival; // null: valid from the start
+  std::shared_ptr<Block> block;         // null for wrapped memory
+  BP_Buffer* buffer = nullptr;          // the plugin's handle; null for wrapped host memory
+  const std::byte* host = nullptr;      // set when the bytes are host-addressable
+  void* native = nullptr;               // the plugin's address (or the wrapped pointer)
+  std::shared_ptr<const void> owner;    // keeps wrapped memory (and its handle) alive
+  std::shared_ptr<Completion> arrival;  // null: valid from the start
 };
 
 struct ArrayState {

@@ -62,11 +62,10 @@ class Completion {
   // before done_ was published, and never written after.
   void throw_if_failed() const;
 
-
   const std::string description_;
   const std::uint64_t generation_;  // fork_generation() when made
 
-  std::mutex event_mutex_;  // serialises waits on the plugin event
+  std::mutex event_mutex_;                      // serialises waits on the plugin event
   std::shared_ptr<detail::LiveDevice> device_;  // keeps the event's backend alive
   PluginEvent event_;
   std::vector<std::shared_ptr<const void>> keep_alive_;

@@ -114,8 +114,7 @@ PluginEvent issue_copy(const Put& put, bool async, const detail::StagingBuffer* 
       }
       put.from().copy_to_host(put.source->buffer, put.source_offset, put.destination->address(), put.size);
       return {};
-    case Route::kThroughHost:
-      break;
+    case Route::kThroughHost: break;
   }
   throw Error(ErrorCode::kInternal, "device_put: a route through host memory is not one plugin call");
 }
@@ -196,8 +195,8 @@ Array put_on(detail::Placement& placement, const Array& array, std::shared_ptr<L
   std::string description = fmt::format("device_put of {} from {} to {}", describe_bytes(state.nbytes),
                                         state.storage->device->selector(), to->selector());
 
-  std::shared_ptr<Completion> arrival = put.plan.here ? issue_here(put, description)
-                                                      : placement.run(std::move(description), [put] { run_put(put); });
+  std::shared_ptr<Completion> arrival =
+      put.plan.here ? issue_here(put, description) : placement.run(std::move(description), [put] { run_put(put); });
   return detail::make_result(placement, std::move(to), put.destination, std::move(arrival), state.dtype, state.shape,
                              detail::Extent{state.elements, state.nbytes});
 }

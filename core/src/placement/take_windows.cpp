@@ -101,9 +101,9 @@ bool device_can_widen(DType from, DType to) {
 void check_windows(const ArrayState& tokens, std::span<const std::int64_t> offsets, std::int64_t length) {
   const std::int64_t size = tokens.shape[0];
   if (length < 0 || length > size) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("take_windows: window length {} does not fit in the tokens array of {} elements", length,
-                            size));
+    throw Error(
+        ErrorCode::kOutOfRange,
+        fmt::format("take_windows: window length {} does not fit in the tokens array of {} elements", length, size));
   }
   const std::int64_t last_start = size - length;
   for (std::size_t index = 0; index < offsets.size(); ++index) {
@@ -164,9 +164,9 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
   detail::StagingBuffer staging(target->pinned(), staged_bytes);
   gather(tokens_data, from, offsets, length, staging.data(), staged);
 
-  std::string description = fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length,
-                                        dtype_name(to), describe_bytes(extent.bytes), source.device->selector(),
-                                        target->selector());
+  std::string description =
+      fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
+                  describe_bytes(extent.bytes), source.device->selector(), target->selector());
   std::shared_ptr<Completion> arrival;
   if (widen_on_device) {
     std::shared_ptr<Block> narrow = target->memory().allocate(staged_bytes);
@@ -214,8 +214,8 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
 
 }  // namespace
 
-Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets,
-                   std::int64_t length, const Device& device, std::optional<DType> output) {
+Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
+                   const Device& device, std::optional<DType> output) {
   return take_on(*detail::placement_of(runtime), tokens, offsets, length, device, output);
 }
 

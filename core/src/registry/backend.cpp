@@ -88,8 +88,8 @@ int Backend::device_count() {
 }
 
 DeviceInfo Backend::device_info(int ordinal) {
-  const BP_DeviceInfoArgs args = throw_if_failed(
-      client_.device_info(ordinal), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
+  const BP_DeviceInfoArgs args =
+      throw_if_failed(client_.device_info(ordinal), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
   if ((args.name == nullptr && args.name_size != 0) || (args.attributes == nullptr && args.attribute_count != 0)) {
     throw Error(ErrorCode::kPlugin,
                 fmt::format("{}:{}: device_info returned NULL with a non-zero size", name(), ordinal));
@@ -140,9 +140,9 @@ PluginEvent require_event(Backend& backend, BP_Event* event, int ordinal, const 
 Backend::Allocation Backend::allocate(int ordinal, BP_MemoryKind kind, std::uint64_t size) {
   note_device_use(ordinal);
   const char* what = kind == BP_MEMORY_PINNED_HOST ? "pinned host memory_allocate" : "memory_allocate";
-  const detail::BufferAllocation args = throw_if_failed(
-      client_.memory_allocate(ordinal, kind, size),
-      [&] { return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size); });
+  const detail::BufferAllocation args = throw_if_failed(client_.memory_allocate(ordinal, kind, size), [&] {
+    return fmt::format("{}:{}: {} of {} bytes", name(), ordinal, what, size);
+  });
   if (args.buffer == nullptr) {
     throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: {} succeeded but returned no buffer", name(), ordinal, what));
   }
@@ -188,7 +188,8 @@ BP_Buffer* Backend::wrap(int ordinal, void* address, std::uint64_t size) {
     return fmt::format("{}:{}: memory_wrap of {} bytes at {}", name(), ordinal, size, address);
   });
   if (buffer == nullptr) {
-    throw Error(ErrorCode::kPlugin, fmt::format("{}:{}: memory_wrap succeeded but returned no buffer", name(), ordinal));
+    throw Error(ErrorCode::kPlugin,
+                fmt::format("{}:{}: memory_wrap succeeded but returned no buffer", name(), ordinal));
   }
   return buffer;
 }
@@ -224,7 +225,7 @@ void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_
 }
 
 PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
-                                        std::uint64_t size) {
+                                          std::uint64_t size) {
   note_device_use(ordinal);
   auto args = detail::copy_to_device_args(handle_, destination, offset, source, size);
   throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
@@ -232,7 +233,7 @@ PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, s
 }
 
 PluginEvent Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
-                                      std::uint64_t size) {
+                                        std::uint64_t size) {
   note_device_use(ordinal);
   auto args = detail::copy_to_host_args(handle_, source, offset, destination, size);
   throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
@@ -240,20 +241,19 @@ PluginEvent Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uin
 }
 
 PluginEvent Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
-                                               BP_Buffer* destination, std::uint64_t destination_offset,
-                                               std::uint64_t size) {
+                                                 BP_Buffer* destination, std::uint64_t destination_offset,
+                                                 std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = detail::copy_device_to_device_args(handle_, source, source_offset, destination, destination_offset,
-                                                  size);
+  auto args = detail::copy_device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
   throw_if_error(api().copy_device_to_device_async(&args),
                  copy_context(name(), ordinal, "copy_device_to_device_async", size));
   return require_event(*this, args.event, ordinal, "copy_device_to_device_async");
 }
 
 PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
-                                    BP_IntegerType source_type, BP_Buffer* destination,
-                                    std::uint64_t destination_offset, BP_IntegerType destination_type,
-                                    std::uint64_t count) {
+                                      BP_IntegerType source_type, BP_Buffer* destination,
+                                      std::uint64_t destination_offset, BP_IntegerType destination_type,
+                                      std::uint64_t count) {
   if (!has(BP_CAPABILITY_CONVERT_INTEGERS) || api().convert_integers == nullptr) {
     throw Error(ErrorCode::kUnsupported, fmt::format("{}:{}: the backend does not convert integers", name(), ordinal));
   }

@@ -9,8 +9,8 @@
 #include "abi/plugin_client.hpp"
 #include "loader/plugin_library.hpp"
 
-#include <backplane/backplane.hpp>
 #include <backplane/plugin.h>
+#include <backplane/backplane.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -37,18 +37,21 @@ inline std::optional<PluginFailure> consume_error(BP_Error* error) { return deta
 // eagerly formatted context cost ~80 ns per call, 25x the call itself).
 template <class Context>
 void throw_if_error(BP_Error* error, Context&& context) {
-  if (error != nullptr) [[unlikely]] throw_plugin_error(error, context());
+  if (error != nullptr) [[unlikely]]
+    throw_plugin_error(error, context());
 }
 
 // Throws Error(code, "<context>: <plugin message>") for a failed call.
 [[noreturn]] void throw_plugin_error(const PluginFailure& failure, std::string_view context);
 template <class Context>
 void throw_if_failed(const PluginStatus& status, Context&& context) {
-  if (!status.ok()) [[unlikely]] throw_plugin_error(status.error(), context());
+  if (!status.ok()) [[unlikely]]
+    throw_plugin_error(status.error(), context());
 }
 template <class T, class Context>
 T throw_if_failed(PluginResult<T>&& result, Context&& context) {
-  if (!result.ok()) [[unlikely]] throw_plugin_error(result.error(), context());
+  if (!result.ok()) [[unlikely]]
+    throw_plugin_error(result.error(), context());
   return std::move(result).value();
 }
 
@@ -63,8 +66,7 @@ class PluginEvent {
  public:
   PluginEvent() = default;
   PluginEvent(Backend& backend, BP_Event* event) noexcept : backend_(&backend), event_(event) {}
-  PluginEvent(PluginEvent&& other) noexcept
-      : backend_(other.backend_), event_(std::exchange(other.event_, nullptr)) {}
+  PluginEvent(PluginEvent&& other) noexcept : backend_(other.backend_), event_(std::exchange(other.event_, nullptr)) {}
   PluginEvent& operator=(PluginEvent&& other) noexcept;
   ~PluginEvent() { reset(); }
 
@@ -156,16 +158,15 @@ class Backend {
                              std::uint64_t destination_offset, std::uint64_t size);
   // Asynchronous copies: the operation is done when its event is.
   PluginEvent copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
-                                 std::uint64_t size);
+                                   std::uint64_t size);
   PluginEvent copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
-                               std::uint64_t size);
+                                 std::uint64_t size);
   PluginEvent copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
-                                          BP_Buffer* destination, std::uint64_t destination_offset,
-                                        std::uint64_t size);
+                                          BP_Buffer* destination, std::uint64_t destination_offset, std::uint64_t size);
   // Requires BP_CAPABILITY_CONVERT_INTEGERS (throws kUnsupported otherwise).
   PluginEvent convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
-                             BP_Buffer* destination, std::uint64_t destination_offset,
-                             BP_IntegerType destination_type, std::uint64_t count);
+                               BP_Buffer* destination, std::uint64_t destination_offset,
+                               BP_IntegerType destination_type, std::uint64_t count);
 
  private:
   friend class PluginEvent;
@@ -176,7 +177,8 @@ class Backend {
   Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle);
   // Throws fork_error unless usable_here(); marks the plugin used.
   void note_device_use(int ordinal) {
-    if (!usable_here()) [[unlikely]] throw fork_error(ordinal);
+    if (!usable_here()) [[unlikely]]
+      throw fork_error(ordinal);
     std::call_once(used_once_, [this] { mark_used(); });
   }
   Error fork_error(int ordinal) const;

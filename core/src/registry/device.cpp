@@ -15,9 +15,8 @@ std::string device_list(const std::string& backend, int count) {
 
 void check_ordinal(const Device& device, int count) {
   if (device.ordinal >= 0 && device.ordinal < count) return;
-  throw Error(ErrorCode::kOutOfRange, fmt::format("device '{}' is out of range: backend '{}' has {}",
-                                                  device.selector(), device.backend,
-                                                  device_list(device.backend, count)));
+  throw Error(ErrorCode::kOutOfRange, fmt::format("device '{}' is out of range: backend '{}' has {}", device.selector(),
+                                                  device.backend, device_list(device.backend, count)));
 }
 
 LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend, DeviceKind kind)
@@ -26,16 +25,15 @@ LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend, DeviceKi
       backend_(std::move(backend)),
       host_addressable_(backend_->has(BP_CAPABILITY_HOST_ADDRESSABLE)),
       asynchronous_(backend_->has(BP_CAPABILITY_ASYNC)),
-      converts_integers_(backend_->has(BP_CAPABILITY_CONVERT_INTEGERS) &&
-                         backend_->api().convert_integers != nullptr),
+      converts_integers_(backend_->has(BP_CAPABILITY_CONVERT_INTEGERS) && backend_->api().convert_integers != nullptr),
       memory_(std::make_shared<CachingAllocator>(backend_, device_.ordinal, BP_MEMORY_DEVICE, selector_)) {
   // Pinned staging only helps where device memory is not host memory already:
   // not on host-addressable backends, and not on a CPU device behind a
   // runtime with its own memory (an OpenCL CPU device), whose driver copies
   // from pageable memory with one memcpy where staging would add a second.
   if (backend_->has(BP_CAPABILITY_PINNED_HOST) && !host_addressable_ && kind != DeviceKind::kCpu) {
-    pinned_ = std::make_shared<CachingAllocator>(backend_, device_.ordinal, BP_MEMORY_PINNED_HOST,
-                                                 selector_ + " pinned");
+    pinned_ =
+        std::make_shared<CachingAllocator>(backend_, device_.ordinal, BP_MEMORY_PINNED_HOST, selector_ + " pinned");
   }
 }
 

@@ -20,8 +20,7 @@ constexpr std::string_view kSuffix = ".so";
 // "<name>" for a file called backplane-<name>.so, else empty.
 std::string name_from_file(const std::filesystem::path& file) {
   std::string base = file.filename().string();
-  if (base.size() <= kPrefix.size() + kSuffix.size() || !base.starts_with(kPrefix) ||
-      !base.ends_with(kSuffix)) {
+  if (base.size() <= kPrefix.size() + kSuffix.size() || !base.starts_with(kPrefix) || !base.ends_with(kSuffix)) {
     return {};
   }
   return base.substr(kPrefix.size(), base.size() - kPrefix.size() - kSuffix.size());
@@ -69,8 +68,7 @@ std::vector<Candidate> list_candidates(const std::vector<SearchPathEntry>& searc
 
 std::optional<std::string> disabled_reason(std::string_view name, const DiscoveryPolicy& policy) {
   if (auto found = policy.disabled.find(name); found != policy.disabled.end()) return found->second;
-  if (policy.allowed &&
-      std::find(policy.allowed->begin(), policy.allowed->end(), name) == policy.allowed->end()) {
+  if (policy.allowed && std::find(policy.allowed->begin(), policy.allowed->end(), name) == policy.allowed->end()) {
     return fmt::format("not listed in {}", policy.allowed_source);
   }
   return std::nullopt;
@@ -95,8 +93,10 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
   if (isolation::known_good(candidate.file, *options)) return std::nullopt;
   const std::filesystem::path helper = isolation::helper_path();
   if (helper.empty()) {
-    log(LogLevel::kWarn, "{}: probe isolation asked for, but no backplane-probe helper is installed next to the "
-        "core library; probing in this process", candidate.file.string());
+    log(LogLevel::kWarn,
+        "{}: probe isolation asked for, but no backplane-probe helper is installed next to the "
+        "core library; probing in this process",
+        candidate.file.string());
     return std::nullopt;
   }
   auto verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
@@ -179,9 +179,9 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
     std::tie(outcome, hung_call) = create_and_probe_within(library, options, timeout_ms);
     if (!outcome) {
       info.status = BackendStatus::kFailed;
-      info.reason = fmt::format(
-          "{} did not answer within {} ms (BACKPLANE_PROBE_TIMEOUT_MS); the plugin stays loaded but unused",
-          hung_call, timeout_ms);
+      info.reason =
+          fmt::format("{} did not answer within {} ms (BACKPLANE_PROBE_TIMEOUT_MS); the plugin stays loaded but unused",
+                      hung_call, timeout_ms);
       log(LogLevel::kWarn, "{}: {}", candidate.file.string(), info.reason);
       return result;
     }
@@ -216,9 +216,8 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
       seen.emplace(candidate.name, candidate.file);
       if (auto reason = disabled_reason(candidate.name, policy)) {
         log(LogLevel::kDebug, "{}: skipped, disabled ({})", candidate.file.string(), *reason);
-        found.push_back({BackendInfo{candidate.name, BackendStatus::kDisabled,
-                                     fmt::format("disabled: {}", *reason), candidate.file, candidate.origin,
-                                     "", "", 0, 0, 0},
+        found.push_back({BackendInfo{candidate.name, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason),
+                                     candidate.file, candidate.origin, "", "", 0, 0, 0},
                          nullptr});
         continue;
       }

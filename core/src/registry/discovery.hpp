@@ -36,7 +36,6 @@ struct DiscoveredBackend {
   std::shared_ptr<Backend> live;
 };
 
-std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,
-                                        const DiscoveryPolicy& policy);
+std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path, const DiscoveryPolicy& policy);
 
 }  // namespace backplane::detail

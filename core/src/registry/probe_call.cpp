@@ -23,7 +23,7 @@ constexpr std::uint32_t kMaxProbeTimeoutMs = 3600 * 1000;
 struct ProbeCall {
   std::mutex mutex;
   std::condition_variable finished;
-  bool done = false;                      // guarded by mutex
+  bool done = false;                     // guarded by mutex
   std::string stage = "backend_create";  // guarded by mutex
   ProbeOutcome outcome;                  // guarded by mutex, set with done
   std::exception_ptr error;              // guarded by mutex: what the helper threw
@@ -36,8 +36,8 @@ std::uint32_t probe_timeout_ms(const std::optional<std::string>& text) {
   std::uint32_t value = 0;
   auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
   if (error != std::errc() || end != text->data() + text->size() || value > kMaxProbeTimeoutMs) {
-    log(LogLevel::kWarn, "BACKPLANE_PROBE_TIMEOUT_MS='{}' is not a number of milliseconds in 0..{}; using {}",
-        *text, kMaxProbeTimeoutMs, kDefaultProbeTimeoutMs);
+    log(LogLevel::kWarn, "BACKPLANE_PROBE_TIMEOUT_MS='{}' is not a number of milliseconds in 0..{}; using {}", *text,
+        kMaxProbeTimeoutMs, kDefaultProbeTimeoutMs);
     return kDefaultProbeTimeoutMs;
   }
   return value;
@@ -78,8 +78,8 @@ std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
     });
   } catch (const std::system_error& exception) {
     // No thread to spare: call the plugin here, without a deadline.
-    log(LogLevel::kWarn, "{}: cannot start the probe thread ({}); probing without a time limit",
-        library->name(), exception.what());
+    log(LogLevel::kWarn, "{}: cannot start the probe thread ({}); probing without a time limit", library->name(),
+        exception.what());
     return {create_and_probe(library, options, [](const char*) {}), ""};
   }
   std::unique_lock lock(call->mutex);

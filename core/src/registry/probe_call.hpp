@@ -26,9 +26,7 @@ struct ProbeOutcome {
   // The probe's answer; NULL when a call failed.
   const Backend::ProbeAnswer* answer() const { return probed && probed->ok() ? &probed->value() : nullptr; }
   // The backend, which a call that failed leaves null.
-  std::unique_ptr<Backend> take_backend() {
-    return created && created->ok() ? std::move(created->value()) : nullptr;
-  }
+  std::unique_ptr<Backend> take_backend() { return created && created->ok() ? std::move(created->value()) : nullptr; }
 };
 
 // On the calling thread, without a deadline. `on_stage` is called with

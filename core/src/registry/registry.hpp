@@ -13,9 +13,9 @@
 #include <backplane/backplane.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
-#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -60,7 +60,6 @@ struct Registry {
 
   std::mutex process_default_mutex;
   std::optional<Device> process_default;
-
 
  private:
   static std::uint64_t next_id() {

@@ -91,8 +91,7 @@ Config read_config(const Runtime::Options& options, const Environment& environme
 
 // Code, then BACKPLANE_PROBE_ISOLATION, then the config file; else none. An
 // invalid variable is a warning and leaves the choice to the config file.
-ProbeIsolation probe_isolation(const Runtime::Options& options, const Environment& environment,
-                               const Config& config) {
+ProbeIsolation probe_isolation(const Runtime::Options& options, const Environment& environment, const Config& config) {
   if (options.probe_isolation) return *options.probe_isolation;
   if (auto text = environment.get("BACKPLANE_PROBE_ISOLATION"); text && !text->empty()) {
     if (auto isolation = parse_probe_isolation(*text)) return *isolation;
@@ -196,16 +195,15 @@ std::shared_ptr<detail::LiveDevice> detail::Registry::device(const Device& devic
   if (const auto found = devices_.find(key); found != devices_.end()) return found->second;
   Backend& backend = live_backend(device.backend);  // throws naming the backends
   check_ordinal(device, backend.device_count());
-  auto made = std::make_shared<LiveDevice>(device, find(device.backend)->live,
-                                           backend.device_info(device.ordinal).kind);
+  auto made =
+      std::make_shared<LiveDevice>(device, find(device.backend)->live, backend.device_info(device.ordinal).kind);
   devices_.emplace(key, made);
   return made;
 }
 
 Runtime::Runtime() : Runtime(Options{}) {}
 
-Runtime::Runtime(Options options)
-    : impl_(std::make_unique<Impl>(std::move(options), Environment::process())) {
+Runtime::Runtime(Options options) : impl_(std::make_unique<Impl>(std::move(options), Environment::process())) {
   if (impl_->registry.options.ignore_environment) {
     impl_->registry.environment = Environment::fixed({});
   } else if (impl_->registry.options.environment) {

@@ -41,9 +41,10 @@ std::vector<ScopedOverride>::iterator inner_scope(std::vector<ScopedOverride>::i
 }
 
 std::string out_of_order(const ScopedOverride& exited, const ScopedOverride& inner) {
-  return fmt::format("default-device scope {} (token {}) exited while scope {} (token {}), entered later, is still "
-                     "open; exit scopes innermost first",
-                     exited.device.selector(), exited.token, inner.device.selector(), inner.token);
+  return fmt::format(
+      "default-device scope {} (token {}) exited while scope {} (token {}), entered later, is still "
+      "open; exit scopes innermost first",
+      exited.device.selector(), exited.token, inner.device.selector(), inner.token);
 }
 
 }  // namespace
@@ -95,7 +96,8 @@ DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::string_view 
     : DefaultDeviceScope(runtime, runtime.resolve(selector)) {}
 
 DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, Device device)
-    : runtime_id_(detail::RuntimeAccess::registry(runtime).id), token_(detail::enter_scope(runtime_id_, std::move(device))) {}
+    : runtime_id_(detail::RuntimeAccess::registry(runtime).id),
+      token_(detail::enter_scope(runtime_id_, std::move(device))) {}
 
 DefaultDeviceScope::DefaultDeviceScope(const Runtime& runtime, std::optional<Device> captured)
     : runtime_id_(detail::RuntimeAccess::registry(runtime).id) {

@@ -135,8 +135,9 @@ DefaultDevice Runtime::default_device() const {
   if (impl_->registry.backend_order) {
     for (const auto& name : *impl_->registry.backend_order) {
       if (impl_->registry.find(name) == nullptr) {
-        throw Error(ErrorCode::kNotFound, fmt::format("{} names backend '{}', which was not found; backends: {}",
-                                                      impl_->registry.backend_order_source, name, impl_->registry.describe_backends()));
+        throw Error(ErrorCode::kNotFound,
+                    fmt::format("{} names backend '{}', which was not found; backends: {}",
+                                impl_->registry.backend_order_source, name, impl_->registry.describe_backends()));
       }
     }
     const std::string& first = impl_->registry.backend_order->front();
@@ -144,7 +145,8 @@ DefaultDevice Runtime::default_device() const {
       resolve(first);  // usable, with at least one device
       return automatic_choice(rank, first, impl_->registry.live_backend(first).device_count(), {});
     } catch (const Error& error) {
-      throw Error(error.code(), fmt::format("{} puts '{}' first: {}", impl_->registry.backend_order_source, first, error.what()));
+      throw Error(error.code(),
+                  fmt::format("{} puts '{}' first: {}", impl_->registry.backend_order_source, first, error.what()));
     }
   }
   std::vector<std::string> passed_over;

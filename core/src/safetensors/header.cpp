@@ -4,8 +4,8 @@
 #include <backplane/safetensors.hpp>
 
 #include "safetensors/json_dialect.hpp"
-#include "safetensors/releasable_buffer.hpp"
 #include "safetensors/regular_file.hpp"
+#include "safetensors/releasable_buffer.hpp"
 #include "safetensors/text.hpp"
 
 #include <fcntl.h>
@@ -14,9 +14,9 @@
 
 #include <algorithm>
 #include <array>
-#include <functional>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <tuple>
 
@@ -27,11 +27,10 @@ namespace {
 // The reference's Dtype enum, in declaration order: its derived Ord is what
 // the writer sorts by, and it ascends with alignment.
 constexpr std::array<DTypeInfo, 22> kDTypes{{
-    {"BOOL", 8},         {"F4", 4},           {"F6_E2M3", 6},  {"F6_E3M2", 6},  {"U8", 8},
-    {"I8", 8},           {"F8_E5M2", 8},      {"F8_E4M3", 8},  {"F8_E8M0", 8},  {"F8_E4M3FNUZ", 8},
-    {"F8_E5M2FNUZ", 8},  {"I16", 16},         {"U16", 16},     {"F16", 16},     {"BF16", 16},
-    {"I32", 32},         {"U32", 32},         {"F32", 32},     {"C64", 64},     {"F64", 64},
-    {"I64", 64},         {"U64", 64},
+    {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},     {"U8", 8},          {"I8", 8},
+    {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
+    {"U16", 16},    {"F16", 16},    {"BF16", 16},   {"I32", 32},        {"U32", 32},        {"F32", 32},
+    {"C64", 64},    {"F64", 64},    {"I64", 64},    {"U64", 64},
 }};
 
 std::string format_message(Rule rule, const std::string& file, const std::optional<std::string>& tensor,
@@ -43,7 +42,8 @@ std::string format_message(Rule rule, const std::string& file, const std::option
 
 std::uint64_t read_le64(std::span<const std::byte> bytes) {
   std::uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | std::to_integer<std::uint64_t>(bytes[static_cast<std::size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | std::to_integer<std::uint64_t>(bytes[static_cast<std::size_t>(i)]);
   return value;
 }
 
@@ -87,9 +87,10 @@ std::uint64_t validate(const std::vector<TensorEntry>& tensors, const std::strin
     }
     if (tensor.end - tensor.begin != bits / 8) {
       throw FormatError(Rule::kTensorInvalidInfo, file, tensor.name,
-                        "data_offsets [" + std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) + "] span " +
-                            std::to_string(tensor.end - tensor.begin) + " bytes but " + std::to_string(elements) +
-                            " elements of " + tensor.dtype + " take " + std::to_string(bits / 8));
+                        "data_offsets [" + std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) +
+                            "] span " + std::to_string(tensor.end - tensor.begin) + " bytes but " +
+                            std::to_string(elements) + " elements of " + tensor.dtype + " take " +
+                            std::to_string(bits / 8));
     }
   }
   return start;

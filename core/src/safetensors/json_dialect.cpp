@@ -239,8 +239,7 @@ class Parser {
           append_utf8(out, unit);
           break;
         }
-        default:
-          fail("invalid escape");
+        default: fail("invalid escape");
       }
     }
   }
@@ -299,9 +298,8 @@ class Parser {
       }
       exponent = exponent * 10 + digit;
     }
-    std::int64_t final_exponent = positive_exponent
-                                      ? static_cast<std::int64_t>(starting_exponent) + exponent
-                                      : static_cast<std::int64_t>(starting_exponent) - exponent;
+    std::int64_t final_exponent = positive_exponent ? static_cast<std::int64_t>(starting_exponent) + exponent
+                                                    : static_cast<std::int64_t>(starting_exponent) - exponent;
     // Rust's saturating_add / saturating_sub.
     final_exponent = std::clamp<std::int64_t>(final_exponent, std::numeric_limits<std::int32_t>::min(),
                                               std::numeric_limits<std::int32_t>::max());
@@ -503,8 +501,8 @@ class Parser {
       } while (next_member(']'));
     }
     if (exact_count != 0 && values.size() != exact_count) {
-      fail("invalid length " + std::to_string(values.size()) + ": " + field + " needs " +
-           std::to_string(exact_count) + " elements");
+      fail("invalid length " + std::to_string(values.size()) + ": " + field + " needs " + std::to_string(exact_count) +
+           " elements");
     }
     return values;
   }
@@ -591,8 +589,10 @@ class Parser {
       }
       switch (c) {
         case '"': in_string = true; break;
-        case '{': case '[': ++depth; break;
-        case '}': case ']': --depth; break;
+        case '{':
+        case '[': ++depth; break;
+        case '}':
+        case ']': --depth; break;
         case ':': count += depth == 1 ? 1 : 0; break;
         default: break;
       }

@@ -51,7 +51,6 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
 // `consumed`, when set, is called now and then with an offset below which
 // the parser will never read `text` again (nor quote it in an error), so
 // that the caller can release those bytes while a huge header is parsed.
-DialectResult parse_header_json(std::string_view text,
-                                const std::function<void(std::size_t offset)>& consumed = {});
+DialectResult parse_header_json(std::string_view text, const std::function<void(std::size_t offset)>& consumed = {});
 
 }  // namespace backplane::safetensors::detail

@@ -30,11 +30,11 @@ std::vector<const TensorEntry*> select(const Header& header, const std::vector<s
     for (std::size_t index = 0; index < std::min(kListed, header.tensors.size()); ++index) {
       existing.push_back(detail::quote(header.tensors[index].name));
     }
-    std::string listing = header.tensors.empty() ? "the file has no tensors"
-                                                 : fmt::format("it has {} tensor{}: {}{}", header.tensors.size(),
-                                                               header.tensors.size() == 1 ? "" : "s",
-                                                               fmt::join(existing, ", "),
-                                                               header.tensors.size() > kListed ? ", ..." : "");
+    std::string listing =
+        header.tensors.empty()
+            ? "the file has no tensors"
+            : fmt::format("it has {} tensor{}: {}{}", header.tensors.size(), header.tensors.size() == 1 ? "" : "s",
+                          fmt::join(existing, ", "), header.tensors.size() > kListed ? ", ..." : "");
     throw Error(ErrorCode::kNotFound, fmt::format("{}: no tensor named {}; {}", file, detail::quote(name), listing));
   }
   for (const TensorEntry& tensor : header.tensors) {
@@ -89,8 +89,8 @@ Loaded load(Runtime& runtime, const std::filesystem::path& path, std::optional<D
       // goes through memcpy, and NumPy / DLPack consumers accept unaligned
       // byte offsets. Files from the reference writer are always aligned.
       const std::byte* data = file->data() + header.data_offset + tensor.begin;
-      loaded.tensors.emplace(tensor.name, Array::wrap_host(runtime, target, dtype_of(tensor),
-                                                           std::move(shapes[index]), data, file));
+      loaded.tensors.emplace(tensor.name,
+                             Array::wrap_host(runtime, target, dtype_of(tensor), std::move(shapes[index]), data, file));
     }
     if (options.progress) options.progress(total, total);
   } else {

@@ -82,8 +82,8 @@ MappedFile::~MappedFile() {
 void MappedFile::read(std::uint64_t offset, std::byte* destination, std::uint64_t size) const {
   std::uint64_t done = 0;
   while (done < size) {
-    const ssize_t got = ::pread(fd_, destination + done, static_cast<std::size_t>(size - done),
-                                static_cast<off_t>(offset + done));
+    const ssize_t got =
+        ::pread(fd_, destination + done, static_cast<std::size_t>(size - done), static_cast<off_t>(offset + done));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       throw Error(ErrorCode::kIo, name_ + ": read of " + std::to_string(size - done) + " bytes at offset " +

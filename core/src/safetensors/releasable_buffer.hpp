@@ -16,8 +16,7 @@ namespace backplane::safetensors::detail {
 class ReleasableBuffer {
  public:
   explicit ReleasableBuffer(std::size_t size) : size_(size) {
-    void* address = ::mmap(nullptr, size_ == 0 ? 1 : size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                           -1, 0);
+    void* address = ::mmap(nullptr, size_ == 0 ? 1 : size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (address == MAP_FAILED) throw std::bad_alloc();
     data_ = static_cast<std::byte*>(address);
   }

@@ -36,8 +36,7 @@ struct Piece {
 class Stream {
  public:
   Stream(const MappedFile& file, LiveDevice& device, const std::vector<const TensorEntry*>& tensors,
-         const std::vector<std::shared_ptr<Block>>& destinations, std::uint64_t total,
-         const ProgressCallback& progress)
+         const std::vector<std::shared_ptr<Block>>& destinations, std::uint64_t total, const ProgressCallback& progress)
       : file_(file),
         device_(device),
         tensors_(tensors),

@@ -29,7 +29,8 @@ void require_utf8(std::string_view text, const std::string& what) {
 std::uint64_t byte_size(const TensorSpec& spec, const DTypeInfo& dtype) {
   std::uint64_t elements = 1;
   for (std::uint64_t dimension : spec.shape) {
-    if (__builtin_mul_overflow(elements, dimension, &elements)) refuse(spec.name, "its element count overflows 64 bits");
+    if (__builtin_mul_overflow(elements, dimension, &elements))
+      refuse(spec.name, "its element count overflows 64 bits");
   }
   std::uint64_t bits = 0;
   if (__builtin_mul_overflow(elements, dtype.bits, &bits)) refuse(spec.name, "its bit count overflows 64 bits");
@@ -162,7 +163,8 @@ std::vector<std::byte> serialize(std::span<const HostTensor> tensors, const std:
   bytes.reserve(static_cast<std::size_t>(plan.header.file_size));
   const auto* prefix = reinterpret_cast<const std::byte*>(plan.prefix.data());
   bytes.insert(bytes.end(), prefix, prefix + plan.prefix.size());
-  for (std::size_t index : plan.order) bytes.insert(bytes.end(), tensors[index].data.begin(), tensors[index].data.end());
+  for (std::size_t index : plan.order)
+    bytes.insert(bytes.end(), tensors[index].data.begin(), tensors[index].data.end());
   return bytes;
 }
 

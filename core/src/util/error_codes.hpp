@@ -6,8 +6,8 @@
 #define BACKPLANE_CORE_UTIL_ERROR_CODES_HPP
 
 #include <backplane/backplane.h>
-#include <backplane/error.hpp>
 #include <backplane/plugin.h>
+#include <backplane/error.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #include "util/fork.hpp"
 
-#include <atomic>
 #include <pthread.h>
+#include <atomic>
 #include <thread>
 
 namespace backplane::detail {
@@ -73,8 +73,10 @@ ForkSafeMutex::ForkSafeMutex() {
 ForkSafeMutex::~ForkSafeMutex() {
   ForkRegistry& registry = ForkRegistry::instance();
   const std::lock_guard lock(registry.mutex);
-  if (previous_ != nullptr) previous_->next_ = next_;
-  else registry.head = next_;
+  if (previous_ != nullptr)
+    previous_->next_ = next_;
+  else
+    registry.head = next_;
   if (next_ != nullptr) next_->previous_ = previous_;
 }
 

@@ -21,9 +21,12 @@ std::uint64_t parse_size(const char* text) {
   char* end = nullptr;
   std::uint64_t value = std::strtoull(text, &end, 10);
   switch (end != nullptr ? *end : '\0') {
-    case 'K': case 'k': return value << 10;
-    case 'M': case 'm': return value << 20;
-    case 'G': case 'g': return value << 30;
+    case 'K':
+    case 'k': return value << 10;
+    case 'M':
+    case 'm': return value << 20;
+    case 'G':
+    case 'g': return value << 30;
     default: return value;
   }
 }
@@ -70,11 +73,13 @@ constexpr ErrorText kErrors[] = {
     {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
     {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
-    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", "peer access is already enabled"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
@@ -115,8 +120,7 @@ CUresult enter(const char* function) {
   ++context_calls;
   if (!initialised()) return CUDA_ERROR_NOT_INITIALIZED;
   const Config& settings = config();
-  if (settings.fail_call > 0 &&
-      (settings.fail_function.empty() || settings.fail_function == function) &&
+  if (settings.fail_call > 0 && (settings.fail_function.empty() || settings.fail_function == function) &&
       ++counted_calls == settings.fail_call) {
     return static_cast<CUresult>(settings.fail_result);
   }

@@ -29,17 +29,17 @@ namespace emulator {
 
 // The environment, read once per process.
 struct Config {
-  int version = 13000;          // BP_FAKE_CUDA_VERSION
-  int init_result = 0;          // BP_FAKE_CUDA_INIT
-  int devices = 0;              // BP_FAKE_CUDA_DEVICES
+  int version = 13000;                // BP_FAKE_CUDA_VERSION
+  int init_result = 0;                // BP_FAKE_CUDA_INIT
+  int devices = 0;                    // BP_FAKE_CUDA_DEVICES
   std::vector<std::uint64_t> memory;  // BP_FAKE_CUDA_MEMORY, per ordinal (last repeats)
-  bool peer = true;             // BP_FAKE_CUDA_PEER=0: no device reaches another's memory
-  long fail_call = 0;           // BP_FAKE_CUDA_FAIL_CALL: the Nth counted call fails
-  std::string fail_function;    // BP_FAKE_CUDA_FAIL_FUNCTION: count only this entry point
-  int fail_result = 999;        // BP_FAKE_CUDA_FAIL_RESULT
-  long sticky_after = 0;        // BP_FAKE_CUDA_STICKY_AFTER: operation N+1 poisons its context
-  int sticky_result = 700;      // BP_FAKE_CUDA_STICKY_RESULT
-  long delay_us = 0;            // BP_FAKE_CUDA_OP_DELAY_US: per stream operation
+  bool peer = true;                   // BP_FAKE_CUDA_PEER=0: no device reaches another's memory
+  long fail_call = 0;                 // BP_FAKE_CUDA_FAIL_CALL: the Nth counted call fails
+  std::string fail_function;          // BP_FAKE_CUDA_FAIL_FUNCTION: count only this entry point
+  int fail_result = 999;              // BP_FAKE_CUDA_FAIL_RESULT
+  long sticky_after = 0;              // BP_FAKE_CUDA_STICKY_AFTER: operation N+1 poisons its context
+  int sticky_result = 700;            // BP_FAKE_CUDA_STICKY_RESULT
+  long delay_us = 0;                  // BP_FAKE_CUDA_OP_DELAY_US: per stream operation
 };
 const Config& config();
 std::uint64_t capacity(int ordinal);
@@ -47,9 +47,9 @@ std::uint64_t capacity(int ordinal);
 // One device's primary context. Never freed: handles stay valid until exit.
 struct Context {
   int device = 0;
-  int references = 0;      // guarded by state_mutex()
-  int sticky = 0;          // a CUresult once a stream operation failed; guarded by state_mutex()
-  std::vector<bool> peers; // peer access enabled to each device; guarded by state_mutex()
+  int references = 0;               // guarded by state_mutex()
+  int sticky = 0;                   // a CUresult once a stream operation failed; guarded by state_mutex()
+  std::vector<bool> peers;          // peer access enabled to each device; guarded by state_mutex()
   struct Stream* legacy = nullptr;  // the legacy default stream, made on first use
 };
 
@@ -60,9 +60,9 @@ bool initialised();
 // call and answers NOT_INITIALIZED or an injected failure.
 CUresult enter(const char* function);
 
-Context* primary_context(int device);   // NULL for an unknown ordinal
+Context* primary_context(int device);  // NULL for an unknown ordinal
 bool is_live_context(CUcontext context);
-Context* current_context();              // NULL when none is current on this thread
+Context* current_context();  // NULL when none is current on this thread
 CUresult sticky_of(const Context* context);
 // Records the context's first failure; every later call on it returns it.
 void poison(Context* context, CUresult result);

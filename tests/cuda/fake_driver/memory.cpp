@@ -126,8 +126,9 @@ CUresult cuMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   std::shared_lock lock(memory_mutex());
   const std::uint64_t total = capacity(context->device);
   const auto& table = ranges();
-  const std::uint64_t used =
-      static_cast<std::size_t>(context->device) < table.size() ? table[static_cast<std::size_t>(context->device)].used : 0;
+  const std::uint64_t used = static_cast<std::size_t>(context->device) < table.size()
+                                 ? table[static_cast<std::size_t>(context->device)].used
+                                 : 0;
   *free_bytes = total - std::min(used, total);
   *total_bytes = total;
   return CUDA_SUCCESS;
@@ -221,16 +222,11 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
       *static_cast<CUdeviceptr*>(data) = pointer;  // unified addressing
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = allocation->device;
-      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = allocation->device; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
       *static_cast<CUdeviceptr*>(data) = static_cast<CUdeviceptr>(base);
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<std::size_t*>(data) = allocation->size;
-      return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<std::size_t*>(data) = allocation->size; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
   }
 }

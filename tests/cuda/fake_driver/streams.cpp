@@ -313,8 +313,7 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr to, CUcontext to_context, CUdeviceptr fro
   const Placement origin = locate(from, size);
   unlock_memory_shared();
   // Both ends must be device memory of the contexts named.
-  if (!target.valid || !origin.valid || target.kind != MemoryKind::kDevice ||
-      origin.kind != MemoryKind::kDevice ||
+  if (!target.valid || !origin.valid || target.kind != MemoryKind::kDevice || origin.kind != MemoryKind::kDevice ||
       target.device != reinterpret_cast<Context*>(to_context)->device ||
       origin.device != reinterpret_cast<Context*>(from_context)->device) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -333,14 +332,14 @@ CUresult cuMemsetD32Async(CUdeviceptr to, unsigned int value, std::size_t count,
   unlock_memory_shared();
   if (!target.valid || target.kind == MemoryKind::kPageable || to % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
   enqueue(stream, work(stream->context, [to, value, count] {
-    lock_memory_shared();
-    const bool valid = locate(to, count * 4).valid;
-    if (valid) {
-      auto* words = reinterpret_cast<std::uint32_t*>(to);
-      for (std::size_t index = 0; index < count; ++index) words[index] = value;
-    }
-    unlock_memory_shared();
-    return valid ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
-  }));
+            lock_memory_shared();
+            const bool valid = locate(to, count * 4).valid;
+            if (valid) {
+              auto* words = reinterpret_cast<std::uint32_t*>(to);
+              for (std::size_t index = 0; index < count; ++index) words[index] = value;
+            }
+            unlock_memory_shared();
+            return valid ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+          }));
   return CUDA_SUCCESS;
 }

@@ -28,8 +28,7 @@ constexpr char kVersion[] = BACKPLANE_FIXTURE_VERSION;
 // says what went wrong instead of a plausible success.
 BP_Error* read_past_the_table(BP_MemoryWrapArgs* /*args*/) noexcept {
   static BP_Error error{sizeof(BP_Error), BP_ERROR_INTERNAL,
-                        "the core called memory_wrap of a 1.0 table (past its struct_size)", 66,
-                        [](BP_Error*) {}};
+                        "the core called memory_wrap of a 1.0 table (past its struct_size)", 66, [](BP_Error*) {}};
   return &error;
 }
 
@@ -78,7 +77,6 @@ constexpr BP_PluginApi kApi = {
 
 }  // namespace
 
-extern "C" BP_PLUGIN_EXPORT const BP_PluginApi* backplane_plugin_entry(
-    const BP_PluginEntryArgs* /*args*/) noexcept {
+extern "C" BP_PLUGIN_EXPORT const BP_PluginApi* backplane_plugin_entry(const BP_PluginEntryArgs* /*args*/) noexcept {
   return &kApi;
 }
