@@ -186,6 +186,20 @@ TEST_CASE("[placement] progress reports grow to the total") {
   CHECK(moved.to_vector<std::uint8_t>() == bytes);
 }
 
+TEST_CASE("[placement] an empty device_put with progress reports (0, 0) and stages nothing") {
+  Runtime runtime(placement_options());
+  Array source = u8_array(runtime, kCpu0, {});
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> reports;
+  PutOptions options;
+  options.progress = [&](std::uint64_t done, std::uint64_t all) { reports.emplace_back(done, all); };
+  Array moved = device_put(runtime, source, kSim0, options);
+  moved.block_until_ready();
+  CHECK(reports == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 0}});
+  const MemoryStats stats = memory_stats(runtime, kSim0);
+  CHECK(stats.pinned_backend_allocations == 0);
+  CHECK(stats.pinned_cached == 0);
+}
+
 TEST_CASE("[placement] device_put to an unknown device is an error naming the backends") {
   Runtime runtime(placement_options());
   Array source = u8_array(runtime, kCpu0, random_bytes(8));

@@ -29,10 +29,14 @@ std::optional<PluginError> take_error(BP_Error* error, ErrorInspector* inspector
     taken.message += fmt::format(" (cut: message_size {}, more than {})", error->message_size, kMaxPluginTextSize);
   }
   if (taken.message.empty()) taken.message = "(the plugin gave no message)";
+  discard_error(error);
+  return taken;
+}
+
+void discard_error(BP_Error* error) noexcept {
   // With a struct_size short of destroy, the pointer read there is not the
   // plugin's: calling it could crash, leaking cannot.
-  if (error->struct_size >= sizeof(BP_Error) && error->destroy != nullptr) error->destroy(error);
-  return taken;
+  if (error != nullptr && error->struct_size >= sizeof(BP_Error) && error->destroy != nullptr) error->destroy(error);
 }
 
 PluginResult<BP_Backend*> PluginClient::create(const BP_PluginApi& api, const BP_KeyValue* options,

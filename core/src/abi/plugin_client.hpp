@@ -194,6 +194,9 @@ class ErrorInspector {
 // says so); an empty one reads "(the plugin gave no message)".
 std::optional<PluginError> take_error(BP_Error* error, ErrorInspector* inspector = nullptr);
 
+// Destroys `error` unread (NULL is fine), by the same rule as take_error.
+void discard_error(BP_Error* error) noexcept;
+
 // The outcome of a call that returns nothing but its error.
 class [[nodiscard]] PluginStatus {
  public:

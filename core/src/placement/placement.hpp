@@ -21,11 +21,12 @@ class Placement : public std::enable_shared_from_this<Placement> {
   // pipeline already overlaps host copies with device copies.
   static constexpr unsigned kTransferThreads = 4;
 
-  explicit Placement(Registry& registry) : registry_(registry), executor_(kTransferThreads) {}
+  explicit Placement(std::shared_ptr<Registry> registry)
+      : registry_(std::move(registry)), executor_(kTransferThreads) {}
 
   // The object of `device`; throws what Runtime::resolve would for an
   // unknown or unavailable backend or an out-of-range ordinal.
-  std::shared_ptr<LiveDevice> device(const Device& device) { return registry_.device(device); }
+  std::shared_ptr<LiveDevice> device(const Device& device) { return registry_->device(device); }
 
   // Runs `work` on the transfer threads. The completion finishes when `work`
   // returns, or with the Error it throws (other exceptions become kInternal).
@@ -34,7 +35,7 @@ class Placement : public std::enable_shared_from_this<Placement> {
   std::shared_ptr<Completion> run(std::string description, std::function<void()> work);
 
  private:
-  Registry& registry_;
+  const std::shared_ptr<Registry> registry_;
   TransferExecutor executor_;
 };
 

@@ -276,7 +276,7 @@ bool Backend::query_event(BP_Event* event) noexcept {
   auto args = detail::event_args(handle_, event);
   BP_Error* error = api().event_query(&args);
   if (error != nullptr) {
-    if (error->destroy != nullptr) error->destroy(error);
+    detail::discard_error(error);
     return true;  // event_wait will report what went wrong
   }
   return args.done != 0;

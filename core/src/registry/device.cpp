@@ -13,13 +13,14 @@ std::string device_list(const std::string& backend, int count) {
 
 }  // namespace
 
-void check_ordinal(const Device& device, int count) {
+void check_ordinal(const Device& device, int count, std::string_view named) {
   if (device.ordinal >= 0 && device.ordinal < count) return;
-  throw Error(ErrorCode::kOutOfRange, fmt::format("device '{}' is out of range: backend '{}' has {}", device.selector(),
+  throw Error(ErrorCode::kOutOfRange, fmt::format("device '{}' is out of range: backend '{}' has {}",
+                                                  named.empty() ? device.selector() : std::string(named),
                                                   device.backend, device_list(device.backend, count)));
 }
 
-LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend, DeviceKind kind)
+LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend)
     : device_(std::move(device)),
       selector_(device_.selector()),
       backend_(std::move(backend)),
@@ -31,7 +32,8 @@ LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend, DeviceKi
   // not on host-addressable backends, and not on a CPU device behind a
   // runtime with its own memory (an OpenCL CPU device), whose driver copies
   // from pageable memory with one memcpy where staging would add a second.
-  if (backend_->has(BP_CAPABILITY_PINNED_HOST) && !host_addressable_ && kind != DeviceKind::kCpu) {
+  if (backend_->has(BP_CAPABILITY_PINNED_HOST) && !host_addressable_ &&
+      backend_->device_info(device_.ordinal).kind != DeviceKind::kCpu) {
     pinned_ =
         std::make_shared<CachingAllocator>(backend_, device_.ordinal, BP_MEMORY_PINNED_HOST, selector_ + " pinned");
   }

@@ -22,8 +22,8 @@ namespace backplane::detail {
 
 class LiveDevice {
  public:
-  // `kind` decides whether pinned staging is offered (see device.cpp).
-  LiveDevice(Device device, std::shared_ptr<Backend> backend, DeviceKind kind);
+  // `device`'s ordinal must have been checked (check_ordinal).
+  LiveDevice(Device device, std::shared_ptr<Backend> backend);
   LiveDevice(const LiveDevice&) = delete;
   LiveDevice& operator=(const LiveDevice&) = delete;
 
@@ -90,8 +90,9 @@ class LiveDevice {
   std::shared_ptr<CachingAllocator> pinned_;
 };
 
-// The one range check of an ordinal: throws kOutOfRange naming `device`,
-// how many devices its backend has and their selectors.
-void check_ordinal(const Device& device, int count);
+// The one range check of an ordinal: throws kOutOfRange naming the device
+// (as `named`, the selector the user wrote, when given), how many devices
+// its backend has and their selectors.
+void check_ordinal(const Device& device, int count, std::string_view named = {});
 
 }  // namespace backplane::detail

@@ -195,8 +195,7 @@ std::shared_ptr<detail::LiveDevice> detail::Registry::device(const Device& devic
   if (const auto found = devices_.find(key); found != devices_.end()) return found->second;
   Backend& backend = live_backend(device.backend);  // throws naming the backends
   check_ordinal(device, backend.device_count());
-  auto made =
-      std::make_shared<LiveDevice>(device, find(device.backend)->live, backend.device_info(device.ordinal).kind);
+  auto made = std::make_shared<LiveDevice>(device, find(device.backend)->live);
   devices_.emplace(key, made);
   return made;
 }
@@ -204,23 +203,23 @@ std::shared_ptr<detail::LiveDevice> detail::Registry::device(const Device& devic
 Runtime::Runtime() : Runtime(Options{}) {}
 
 Runtime::Runtime(Options options) : impl_(std::make_unique<Impl>(std::move(options), Environment::process())) {
-  if (impl_->registry.options.ignore_environment) {
-    impl_->registry.environment = Environment::fixed({});
-  } else if (impl_->registry.options.environment) {
-    impl_->registry.environment = Environment::fixed(*impl_->registry.options.environment);
+  if (impl_->registry->options.ignore_environment) {
+    impl_->registry->environment = Environment::fixed({});
+  } else if (impl_->registry->options.environment) {
+    impl_->registry->environment = Environment::fixed(*impl_->registry->options.environment);
   }
 }
 
 Runtime::~Runtime() = default;
 
 std::vector<SearchPathEntry> Runtime::search_path() const {
-  impl_->registry.ensure_discovered();
-  return impl_->registry.search_path;
+  impl_->registry->ensure_discovered();
+  return impl_->registry->search_path;
 }
 
 const std::vector<BackendInfo>& Runtime::backends() const {
-  impl_->registry.ensure_discovered();
-  return impl_->registry.infos;
+  impl_->registry->ensure_discovered();
+  return impl_->registry->infos;
 }
 
 const BackendInfo* Runtime::find_backend(std::string_view name) const {
@@ -231,8 +230,8 @@ const BackendInfo* Runtime::find_backend(std::string_view name) const {
 }
 
 ConfigSummary Runtime::config() const {
-  impl_->registry.ensure_discovered();
-  return {impl_->registry.config.path, impl_->registry.config.searched, impl_->registry.config.warnings};
+  impl_->registry->ensure_discovered();
+  return {impl_->registry->config.path, impl_->registry->config.searched, impl_->registry->config.warnings};
 }
 
 bool Runtime::is_available(std::string_view name) const {
@@ -241,7 +240,7 @@ bool Runtime::is_available(std::string_view name) const {
 }
 
 std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
-  Backend& backend = impl_->registry.live_backend(backend_name);
+  Backend& backend = impl_->registry->live_backend(backend_name);
   std::vector<DeviceInfo> devices;
   int count = backend.device_count();
   for (int ordinal = 0; ordinal < count; ++ordinal) devices.push_back(backend.device_info(ordinal));
@@ -249,9 +248,9 @@ std::vector<DeviceInfo> Runtime::devices(std::string_view backend_name) const {
 }
 
 std::vector<DeviceInfo> Runtime::devices() const {
-  impl_->registry.ensure_discovered();
+  impl_->registry->ensure_discovered();
   std::vector<DeviceInfo> all;
-  for (const DiscoveredBackend* entry : impl_->registry.preference_order()) {
+  for (const DiscoveredBackend* entry : impl_->registry->preference_order()) {
     if (!entry->live) continue;
     auto devices = this->devices(entry->info.name);
     std::move(devices.begin(), devices.end(), std::back_inserter(all));

@@ -87,7 +87,7 @@ bool remove_scope(std::uint64_t token) noexcept {
 
 std::optional<Device> Runtime::current_scoped_device() const {
   for (auto entry = scoped_overrides.rbegin(); entry != scoped_overrides.rend(); ++entry) {
-    if (entry->runtime_id == impl_->registry.id) return entry->device;
+    if (entry->runtime_id == impl_->registry->id) return entry->device;
   }
   return std::nullopt;
 }

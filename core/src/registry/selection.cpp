@@ -90,26 +90,29 @@ std::vector<const DiscoveredBackend*> detail::Registry::preference_order() const
 
 Device Runtime::resolve(std::string_view selector) const {
   DeviceSelector parsed = parse_selector(selector);
-  // Makes the device's object: its ordinal is checked there, once.
-  return impl_->registry.device(Device{parsed.backend, parsed.ordinal.value_or(0)})->device();
+  Backend& backend = impl_->registry->live_backend(parsed.backend);  // throws naming the backends
+  Device device{parsed.backend, parsed.ordinal.value_or(0)};
+  check_ordinal(device, backend.device_count(), selector);
+  return device;
 }
 
 void Runtime::set_default_device(std::optional<std::string_view> selector) {
   std::optional<Device> device;
   if (selector) device = resolve(*selector);
-  std::lock_guard lock(impl_->registry.process_default_mutex);
-  impl_->registry.process_default = std::move(device);
+  std::lock_guard lock(impl_->registry->process_default_mutex);
+  impl_->registry->process_default = std::move(device);
 }
 
 DefaultDevice Runtime::default_device() const {
-  impl_->registry.ensure_discovered();
+  impl_->registry->ensure_discovered();
   auto named = [](Device device, DeviceSource source) {
     return DefaultDevice{std::move(device), source, {}, std::string(to_string(source))};
   };
   if (auto scoped = current_scoped_device()) return named(*scoped, DeviceSource::kScopedOverride);
   {
-    std::lock_guard lock(impl_->registry.process_default_mutex);
-    if (impl_->registry.process_default) return named(*impl_->registry.process_default, DeviceSource::kProcessSetting);
+    std::lock_guard lock(impl_->registry->process_default_mutex);
+    if (impl_->registry->process_default)
+      return named(*impl_->registry->process_default, DeviceSource::kProcessSetting);
   }
   auto resolve_named = [&](const std::string& selector, std::string_view where) {
     try {
@@ -118,12 +121,12 @@ DefaultDevice Runtime::default_device() const {
       throw Error(error.code(), fmt::format("default device from {}: {}", where, error.what()));
     }
   };
-  if (auto selector = impl_->registry.environment.get("BACKPLANE_DEFAULT_DEVICE"); selector && !selector->empty()) {
+  if (auto selector = impl_->registry->environment.get("BACKPLANE_DEFAULT_DEVICE"); selector && !selector->empty()) {
     return named(resolve_named(*selector, "BACKPLANE_DEFAULT_DEVICE=" + *selector), DeviceSource::kEnvironment);
   }
-  if (impl_->registry.config.default_device) {
-    return named(resolve_named(*impl_->registry.config.default_device,
-                               fmt::format("default_device in {}", impl_->registry.config.path->string())),
+  if (impl_->registry->config.default_device) {
+    return named(resolve_named(*impl_->registry->config.default_device,
+                               fmt::format("default_device in {}", impl_->registry->config.path->string())),
                  DeviceSource::kConfigFile);
   }
 
@@ -131,26 +134,26 @@ DefaultDevice Runtime::default_device() const {
   // fall back down the priority order and record why. The backend order picks
   // the backend only: in a data-parallel job the local rank still picks its
   // device.
-  const std::optional<LocalRank> rank = local_rank(impl_->registry.environment);
-  if (impl_->registry.backend_order) {
-    for (const auto& name : *impl_->registry.backend_order) {
-      if (impl_->registry.find(name) == nullptr) {
+  const std::optional<LocalRank> rank = local_rank(impl_->registry->environment);
+  if (impl_->registry->backend_order) {
+    for (const auto& name : *impl_->registry->backend_order) {
+      if (impl_->registry->find(name) == nullptr) {
         throw Error(ErrorCode::kNotFound,
                     fmt::format("{} names backend '{}', which was not found; backends: {}",
-                                impl_->registry.backend_order_source, name, impl_->registry.describe_backends()));
+                                impl_->registry->backend_order_source, name, impl_->registry->describe_backends()));
       }
     }
-    const std::string& first = impl_->registry.backend_order->front();
+    const std::string& first = impl_->registry->backend_order->front();
     try {
       resolve(first);  // usable, with at least one device
-      return automatic_choice(rank, first, impl_->registry.live_backend(first).device_count(), {});
+      return automatic_choice(rank, first, impl_->registry->live_backend(first).device_count(), {});
     } catch (const Error& error) {
       throw Error(error.code(),
-                  fmt::format("{} puts '{}' first: {}", impl_->registry.backend_order_source, first, error.what()));
+                  fmt::format("{} puts '{}' first: {}", impl_->registry->backend_order_source, first, error.what()));
     }
   }
   std::vector<std::string> passed_over;
-  for (const DiscoveredBackend* entry : impl_->registry.preference_order()) {
+  for (const DiscoveredBackend* entry : impl_->registry->preference_order()) {
     const BackendInfo& info = entry->info;
     if (info.status == BackendStatus::kDisabled) continue;
     if (!entry->live) {
@@ -166,7 +169,7 @@ DefaultDevice Runtime::default_device() const {
     return automatic_choice(rank, info.name, entry->live->device_count(), std::move(note));
   }
   throw Error(ErrorCode::kUnavailable,
-              fmt::format("no available backend has a device; backends: {}", impl_->registry.describe_backends()));
+              fmt::format("no available backend has a device; backends: {}", impl_->registry->describe_backends()));
 }
 
 }  // namespace backplane
