@@ -70,12 +70,6 @@ PluginResult<BP_ProbeArgs> PluginClient::probe(std::int32_t priority) const {
   return answer(std::move(error), args);
 }
 
-PluginResult<std::int32_t> PluginClient::device_count() const {
-  auto args = device_count_args(backend_);
-  auto error = take_error(api_->device_count(&args), inspector_);
-  return answer(std::move(error), args.count);
-}
-
 PluginResult<BP_DeviceInfoArgs> PluginClient::device_info(std::int32_t ordinal) const {
   auto args = device_info_args(backend_, ordinal);
   auto error = take_error(api_->device_info(&args), inspector_);

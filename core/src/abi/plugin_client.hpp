@@ -320,4 +320,14 @@ class PluginClient {
   ErrorInspector* inspector_;
 };
 
+// Inline, as the measure of a call's fixed cost (bench_abi_call): on success
+// it is the table call and nothing else.
+inline PluginResult<std::int32_t> PluginClient::device_count() const {
+  auto args = device_count_args(backend_);
+  if (BP_Error* error = api_->device_count(&args)) [[unlikely]] {
+    return std::move(*take_error(error, inspector_));
+  }
+  return args.count;
+}
+
 }  // namespace backplane::detail

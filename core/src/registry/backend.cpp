@@ -78,13 +78,10 @@ PluginResult<Backend::ProbeAnswer> Backend::probe() {
   return ProbeAnswer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
 }
 
-int Backend::device_count() {
-  const int count = throw_if_failed(client_.device_count(), [&] { return fmt::format("{}: device_count", name()); });
-  if (count < 0 || count > kMaxPluginDevices) {
-    throw Error(ErrorCode::kPlugin,
-                fmt::format("{}: device_count answered {}, outside 0..{}", name(), count, kMaxPluginDevices));
-  }
-  return count;
+void Backend::throw_device_count_error(const PluginResult<std::int32_t>& count) const {
+  if (!count.ok()) throw_plugin_error(count.error(), fmt::format("{}: device_count", name()));
+  throw Error(ErrorCode::kPlugin,
+              fmt::format("{}: device_count answered {}, outside 0..{}", name(), *count, kMaxPluginDevices));
 }
 
 DeviceInfo Backend::device_info(int ordinal) {

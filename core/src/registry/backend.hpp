@@ -8,6 +8,7 @@
 
 #include "abi/plugin_client.hpp"
 #include "loader/plugin_library.hpp"
+#include "loader/plugin_limits.hpp"
 
 #include <backplane/plugin.h>
 #include <backplane/backplane.hpp>
@@ -107,7 +108,13 @@ class Backend {
   // The plugin's answer; a reason past kMaxPluginTextSize is a kPlugin error.
   PluginResult<ProbeAnswer> probe();
 
-  int device_count();
+  // Inline: bench_abi_call measures the fixed cost of an ABI call with it.
+  int device_count() {
+    PluginResult<std::int32_t> count = client_.device_count();
+    if (!count.ok() || *count < 0 || *count > kMaxPluginDevices) [[unlikely]]
+      throw_device_count_error(count);
+    return *count;
+  }
   DeviceInfo device_info(int ordinal);
 
   std::string_view name() const { return library_->name(); }
@@ -182,6 +189,7 @@ class Backend {
     std::call_once(used_once_, [this] { mark_used(); });
   }
   Error fork_error(int ordinal) const;
+  [[noreturn]] void throw_device_count_error(const PluginResult<std::int32_t>& count) const;
 
   std::shared_ptr<PluginLibrary> library_;
   BP_Backend* handle_;
