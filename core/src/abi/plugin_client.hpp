@@ -28,6 +28,15 @@ namespace backplane::detail {
 // every out-field zero. A caller testing how a plugin refuses bad input
 // changes fields afterwards.
 
+// A call's struct addressed to `backend`: struct_size set, the rest zero.
+template <class Args>
+Args args_for(BP_Backend* backend) {
+  Args args{};
+  args.struct_size = sizeof(args);
+  args.backend = backend;
+  return args;
+}
+
 inline BP_BackendCreateArgs backend_create_args(const BP_KeyValue* options, std::size_t option_count) {
   BP_BackendCreateArgs args{};
   args.struct_size = sizeof(args);
@@ -39,33 +48,25 @@ inline BP_BackendCreateArgs backend_create_args(const BP_KeyValue* options, std:
 // `priority` is in/out since ABI 1.2: a plugin built against 1.0 or 1.1 does
 // not know the field and leaves what the caller put there.
 inline BP_ProbeArgs probe_args(BP_Backend* backend, std::int32_t priority = 0) {
-  BP_ProbeArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_ProbeArgs>(backend);
   args.priority = priority;
   return args;
 }
 
 inline BP_DeviceCountArgs device_count_args(BP_Backend* backend) {
-  BP_DeviceCountArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_DeviceCountArgs>(backend);
   return args;
 }
 
 inline BP_DeviceInfoArgs device_info_args(BP_Backend* backend, std::int32_t ordinal) {
-  BP_DeviceInfoArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_DeviceInfoArgs>(backend);
   args.ordinal = ordinal;
   return args;
 }
 
 inline BP_MemoryAllocateArgs memory_allocate_args(BP_Backend* backend, std::int32_t ordinal, BP_MemoryKind kind,
                                                   std::uint64_t size) {
-  BP_MemoryAllocateArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_MemoryAllocateArgs>(backend);
   args.ordinal = ordinal;
   args.kind = kind;
   args.size = size;
@@ -74,9 +75,7 @@ inline BP_MemoryAllocateArgs memory_allocate_args(BP_Backend* backend, std::int3
 
 inline BP_MemoryWrapArgs memory_wrap_args(BP_Backend* backend, std::int32_t ordinal, void* address,
                                           std::uint64_t size) {
-  BP_MemoryWrapArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_MemoryWrapArgs>(backend);
   args.ordinal = ordinal;
   args.address = address;
   args.size = size;
@@ -84,9 +83,7 @@ inline BP_MemoryWrapArgs memory_wrap_args(BP_Backend* backend, std::int32_t ordi
 }
 
 inline BP_MemoryFreeArgs memory_free_args(BP_Backend* backend, BP_Buffer* buffer) {
-  BP_MemoryFreeArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_MemoryFreeArgs>(backend);
   args.buffer = buffer;
   return args;
 }
@@ -95,9 +92,7 @@ inline BP_MemoryFreeArgs memory_free_args(BP_Backend* backend, BP_Buffer* buffer
 inline BP_CopyToDeviceArgs copy_to_device_args(BP_Backend* backend, BP_Buffer* destination,
                                                std::uint64_t destination_offset, const void* source,
                                                std::uint64_t size) {
-  BP_CopyToDeviceArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_CopyToDeviceArgs>(backend);
   args.destination = destination;
   args.destination_offset = destination_offset;
   args.source = source;
@@ -107,9 +102,7 @@ inline BP_CopyToDeviceArgs copy_to_device_args(BP_Backend* backend, BP_Buffer* d
 
 inline BP_CopyToHostArgs copy_to_host_args(BP_Backend* backend, BP_Buffer* source, std::uint64_t source_offset,
                                            void* destination, std::uint64_t size) {
-  BP_CopyToHostArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_CopyToHostArgs>(backend);
   args.source = source;
   args.source_offset = source_offset;
   args.destination = destination;
@@ -120,9 +113,7 @@ inline BP_CopyToHostArgs copy_to_host_args(BP_Backend* backend, BP_Buffer* sourc
 inline BP_CopyDeviceToDeviceArgs copy_device_to_device_args(BP_Backend* backend, BP_Buffer* source,
                                                             std::uint64_t source_offset, BP_Buffer* destination,
                                                             std::uint64_t destination_offset, std::uint64_t size) {
-  BP_CopyDeviceToDeviceArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_CopyDeviceToDeviceArgs>(backend);
   args.source = source;
   args.source_offset = source_offset;
   args.destination = destination;
@@ -135,9 +126,7 @@ inline BP_ConvertIntegersArgs convert_integers_args(BP_Backend* backend, BP_Buff
                                                     BP_IntegerType source_type, BP_Buffer* destination,
                                                     std::uint64_t destination_offset, BP_IntegerType destination_type,
                                                     std::uint64_t count) {
-  BP_ConvertIntegersArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_ConvertIntegersArgs>(backend);
   args.source = source;
   args.source_offset = source_offset;
   args.source_type = source_type;
@@ -150,9 +139,7 @@ inline BP_ConvertIntegersArgs convert_integers_args(BP_Backend* backend, BP_Buff
 
 // For event_wait and event_query.
 inline BP_EventArgs event_args(BP_Backend* backend, BP_Event* event) {
-  BP_EventArgs args{};
-  args.struct_size = sizeof(args);
-  args.backend = backend;
+  auto args = args_for<BP_EventArgs>(backend);
   args.event = event;
   return args;
 }
