@@ -121,10 +121,6 @@ PluginEvent issue_copy(const Put& put, bool async, const detail::StagingBuffer* 
 
 // The routes through staging, as a pipeline of chunks; blocking.
 void upload_staged(const Put& put) {
-  if (put.size == 0) {  // no staging to allocate for nothing
-    if (put.progress) put.progress(0, 0);
-    return;
-  }
   LiveDevice& to = *put.to;
   LiveDevice& from = put.from();
   auto label = [&to](std::uint64_t, std::uint64_t offset, std::uint64_t size) {

@@ -21,8 +21,9 @@ StagingBuffer::StagingBuffer(CachingAllocator* pinned, std::uint64_t size) {
 StagedUpload::StagedUpload(LiveDevice& to, std::uint64_t total, ProgressCallback progress, Label label,
                            const LiveDevice* fallback)
     : to_(to), total_(total), progress_(std::move(progress)), label_(std::move(label)) {
-  slot_size_ = std::min(kStagingChunk, std::max<std::uint64_t>(total, 1));
-  depth_ = std::min(kRingDepth, (std::max<std::uint64_t>(total, 1) + slot_size_ - 1) / slot_size_);
+  if (total == 0) return;  // nothing to stage: no slots, and finish() reports (0, 0)
+  slot_size_ = std::min(kStagingChunk, total);
+  depth_ = std::min(kRingDepth, (total + slot_size_ - 1) / slot_size_);
   // Pinned slots come from the device's cache, so a device keeps reusing the
   // same few staging buffers across transfers.
   CachingAllocator* pinned = to.pinned() != nullptr || fallback == nullptr ? to.pinned() : fallback->pinned();

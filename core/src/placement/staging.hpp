@@ -57,9 +57,9 @@ class StagedUpload {
   // What a copy that failed was, for its error: "sim:0: copy of chunk ...".
   using Label = std::function<std::string(std::uint64_t tag, std::uint64_t offset, std::uint64_t size)>;
 
-  // Slots of min(kStagingChunk, total) bytes, pinned from `to`'s staging
-  // cache, else from `fallback`'s (the source device's, for a copy through
-  // host memory), else plain heap memory.
+  // Slots of min(kStagingChunk, total) bytes (none for total 0), pinned
+  // from `to`'s staging cache, else from `fallback`'s (the source device's,
+  // for a copy through host memory), else plain heap memory.
   StagedUpload(LiveDevice& to, std::uint64_t total, ProgressCallback progress, Label label,
                const LiveDevice* fallback = nullptr);
   ~StagedUpload();
