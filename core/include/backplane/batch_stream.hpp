@@ -1,0 +1,147 @@
+// BatchStream: the training loop's data path. Each step hands out B windows
+// of T+1 tokens, drawn from one or more 1-D token arrays, gathered on worker
+// threads and moved to the target device(s) ahead of time, so that next()
+// only waits for a batch that is (usually) already there.
+// docs/batch-stream.md is the guide; it specifies the sampling algorithm
+// exactly, so another implementation can reproduce the windows.
+//
+// Sampling: the windows of global step s are a pure function of (seed, s,
+// the sources' lengths, the weights, T, the global batch G = B * world_size):
+// step s is computed directly, never by replaying steps 0..s-1. Without
+// weights each epoch visits every window start of every source once, in a
+// keyed pseudo-random order; with weights each window's source is drawn with
+// that probability. The G windows of one global step are distinct. Rank r
+// takes global samples [r * B, (r + 1) * B).
+//
+// Resume: state() is small and rank-independent. A stream created from a
+// saved state continues with bit-identical batches from the saved step, with
+// any rank and any world_size that keeps G (elastic resume); the seed, T, G,
+// the weights and the sources (sizes, dtypes, fingerprints of their bytes)
+// must match, or the constructor throws naming what differs.
+//
+// Error model: every failure is a backplane::Error. The constructor throws
+// kInvalidArgument / kOutOfRange for bad options (naming the option) and
+// kInvalidFile for a state that is not one. A failure while preparing a step
+// (a plugin refusing a copy, out of memory) is thrown by the next() that
+// hands that step out; the stream then stays failed and its state() still
+// names that step, so a new stream can retry it.
+//
+// Thread-safety: one consumer. next() is not to be called from two threads at
+// once; stats() and state() may be called from any thread.
+#ifndef BACKPLANE_BATCH_STREAM_HPP
+#define BACKPLANE_BATCH_STREAM_HPP
+
+#include <backplane/array.hpp>
+#include <backplane/backplane.hpp>
+#include <backplane/dtype.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane {
+
+struct BatchStreamOptions {
+  std::int64_t batch_size = 0;  // B: windows per step on this rank (>= 1)
+  std::int64_t context = 0;     // T: each window is T + 1 tokens (>= 1)
+  // The targets; empty: the runtime's default device on the creating thread.
+  // Several: the B windows split evenly across them, in order.
+  std::vector<Device> devices;
+  // The element type handed out; nullopt: the sources' dtype (which must then
+  // be the same for every source). Integers only when it differs.
+  std::optional<DType> dtype;
+  std::uint64_t seed = 0;
+  std::int64_t rank = 0;        // in [0, world_size)
+  std::int64_t world_size = 1;  // ranks sharing each global step
+  std::int64_t prefetch = 2;    // steps prepared ahead of the one handed out, in [1, kMaxPrefetch]
+  // One weight per source (>= 0, not all zero), the share of windows drawn
+  // from it; empty: in proportion to each source's window starts.
+  std::vector<double> weights;
+  // Gather threads; 0: chosen from the machine (at least 4: cold pages are
+  // read concurrently, one fault per thread at a time).
+  unsigned threads = 0;
+  // Give back the pages of windows once they are gathered, so the process's
+  // resident memory does not grow to the size of token files larger than
+  // RAM (the page cache still holds what the kernel keeps).
+  bool release_pages = false;
+};
+
+inline constexpr std::int64_t kMaxPrefetch = 64;
+
+// Where a stream stands, enough to continue it exactly. to_json() gives a
+// small JSON object (docs/batch-stream.md lists its fields); any rank's state
+// resumes any rank.
+struct BatchStreamState {
+  struct Source {
+    std::uint64_t tokens = 0;  // elements
+    DType dtype = DType::kU8;
+    std::uint64_t fingerprint = 0;  // FNV-1a 64 of its first and last 4 KiB
+  };
+  static constexpr std::int64_t kVersion = 1;
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;  // the next global step to hand out
+  std::int64_t global_batch = 0;
+  std::int64_t context = 0;
+  std::vector<double> weights;  // empty: unweighted
+  std::vector<Source> sources;
+
+  std::string to_json() const;
+  // Throws kInvalidFile naming the field for malformed JSON, a missing or
+  // mistyped field, or another format version.
+  static BatchStreamState from_json(std::string_view json);
+};
+
+// What the stream did so far. Seconds are wall time on a steady clock.
+struct BatchStreamStats {
+  std::int64_t steps = 0;           // batches handed out
+  std::uint64_t windows = 0;        // windows handed out
+  std::uint64_t bytes = 0;          // bytes of those batches, as handed out
+  double wait_seconds = 0;          // inside next(), waiting for data
+  double gather_seconds = 0;        // gathering windows (summed over steps, not threads)
+  double transfer_seconds = 0;      // from a batch's copy issue to its arrival
+  double elapsed_seconds = 0;       // from the first next() call to the last return
+  double windows_per_second = 0;    // windows / elapsed_seconds
+  double data_stall_fraction = 0;   // wait_seconds / elapsed_seconds
+  std::uint64_t resident_bytes = 0; // of the sources' file mappings, in this process
+};
+
+// One window of a step: the source it comes from and its first token.
+struct Window {
+  std::int32_t source = 0;
+  std::int64_t start = 0;
+};
+
+class BatchStream {
+ public:
+  // `sources`: 1-D arrays of integer tokens on host-addressable devices. A
+  // window never straddles two. With `resume`, the stream starts at its step.
+  BatchStream(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options,
+              const BatchStreamState* resume = nullptr);
+  ~BatchStream();
+  BatchStream(const BatchStream&) = delete;
+  BatchStream& operator=(const BatchStream&) = delete;
+
+  // The next step's batch: one [B / devices, T + 1] array per device, ready
+  // to read. Blocks only while that step is still being prepared.
+  std::vector<Array> next();
+
+  // The global step next() hands out next.
+  std::int64_t step() const;
+  BatchStreamState state() const;
+  BatchStreamStats stats() const;
+  // This rank's windows at global step `step` (any step, without preparing
+  // it), in batch order.
+  std::vector<Window> windows(std::int64_t step) const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace backplane
+
+#endif  // BACKPLANE_BATCH_STREAM_HPP

@@ -1,0 +1,60 @@
+// Token files: the training set as zero-copy, read-only 1-D arrays on a cpu
+// device, whatever format it was written in. docs/batch-stream.md is the guide.
+//
+// Formats, recognised by their content first and their name second:
+//   - an llm.c / modded-nanogpt shard: a header of 256 little-endian int32
+//     (magic 20240520 with version 1 for U16 tokens, or magic 20240801 with
+//     version 7 for U32 tokens; then the token count), the tokens after it;
+//   - a NumPy `.npy` file (format 1.0, 2.0 or 3.0) of one little-endian
+//     integer array, in C order (its shape is flattened);
+//   - a safetensors file (name ending in `.safetensors`): its one tensor, or
+//     the tensor `name`, flattened;
+//   - anything else is raw tokens of `dtype`, which must then be given.
+// Every offset and size is 64-bit: shards larger than 4 GiB are read as such.
+//
+// Error model: every function throws backplane::Error. kNotFound: no such file
+// (or no file matches a pattern, or no tensor of that name); kInvalidFile: a
+// header that lies (wrong version, a token count or shape that does not match
+// the file's size, a dtype that is not an integer) with a message naming the
+// file and the field; kInvalidArgument: a raw file without `dtype`, a `dtype`
+// that contradicts the header, a file that is not a regular file.
+//
+// Thread-safety: reentrant; the returned arrays are immutable values.
+#ifndef BACKPLANE_TOKENS_HPP
+#define BACKPLANE_TOKENS_HPP
+
+#include <backplane/array.hpp>
+#include <backplane/backplane.hpp>
+#include <backplane/dtype.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace backplane {
+
+struct TokenFileOptions {
+  // The element type of a raw file; for the other formats, a check: the
+  // header's dtype must be this one.
+  std::optional<DType> dtype;
+  // The tensor to read from a safetensors file holding more than one.
+  std::string name;
+  // Where the array lives: a host-addressable device (default: the runtime's
+  // "cpu" device). The file is mapped, never read into memory.
+  std::optional<Device> device;
+};
+
+// One token file as a 1-D array over a read-only mapping of the file (pages
+// are read from disk when first touched).
+Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options = {});
+
+// Every file whose path matches the glob `pattern` (a plain path matches
+// itself), sorted by path (bytewise), loaded as load_tokens does.
+// Throws kNotFound when nothing matches.
+std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern, const TokenFileOptions& options = {});
+
+}  // namespace backplane
+
+#endif  // BACKPLANE_TOKENS_HPP
