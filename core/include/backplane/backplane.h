@@ -24,6 +24,7 @@
  * name_sizes), since the format allows NUL bytes in them. 0.4 DLPack device
  * types come from the backends (bp_backend_info.dlpack_device_type,
  * bp_array_dlpack_device), so any backend that declares one takes part.
+ * 0.5 the batch stream (bp_batch_stream_*).
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -36,7 +37,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 4
+#define BP_API_VERSION_MINOR 5
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -573,6 +574,121 @@ bp_status bp_safetensors_save_n(const char* path, const char* const* names, cons
                                 const bp_array* const* arrays, size_t count, const char* const* metadata_keys,
                                 const size_t* metadata_key_sizes, const char* const* metadata_values,
                                 const size_t* metadata_value_sizes, int64_t metadata_count);
+
+/* ----------------------------------------------------- batch stream -- */
+
+/* The training loop's data path (the C++ backplane::BatchStream; the guide,
+ * docs/batch-stream.md, specifies the sampling exactly). Each step hands out
+ * batch_size windows of context + 1 tokens drawn from one or more 1-D token
+ * arrays, gathered on worker threads and moved to the target device(s)
+ * `prefetch` steps ahead, so bp_batch_stream_next only waits for a step that
+ * is still being prepared. The windows of a global step are a pure function
+ * of (seed, step, the sources' lengths, the weights, context, batch_size *
+ * world_size): a saved state resumes the stream exactly, on any rank and any
+ * world_size that keeps the global batch.
+ *
+ * Thread-safety: any thread may call any function on a stream; calls to
+ * bp_batch_stream_next on one stream are serialised (one consumer is the
+ * intended use). The stream keeps its runtime and its sources alive until it
+ * is destroyed. */
+typedef struct bp_batch_stream bp_batch_stream;
+
+/* Set struct_size to sizeof, zero what you do not set, then fill at least
+ * batch_size and context. */
+typedef struct bp_batch_stream_options {
+  size_t struct_size;
+  int64_t batch_size; /* B: windows per step on this rank (>= 1) */
+  int64_t context;    /* T: each window is T + 1 tokens (>= 1) */
+  /* The targets (read during create only); device_count 0: the runtime's
+   * default device on the calling thread. Several: the B windows are split
+   * evenly across them, in order (B must divide evenly). */
+  const bp_device* devices;
+  size_t device_count;
+  /* The element type handed out; 0: the sources' (then the same for every
+   * source). Only integers may be converted to another type. */
+  bp_dtype dtype;
+  uint64_t seed;
+  int64_t rank;       /* in [0, world_size) */
+  int64_t world_size; /* ranks sharing each global step; 0 counts as 1 */
+  int64_t prefetch;   /* steps prepared ahead of the one handed out, in [1, 64]; 0 counts as 2 */
+  /* One weight per source (>= 0, not all zero): the share of windows drawn
+   * from it (read during create only). weight_count 0: in proportion to each
+   * source's window starts. */
+  const double* weights;
+  size_t weight_count;
+  uint32_t threads;      /* gather threads; 0: chosen from the machine */
+  int32_t release_pages; /* non-zero: give back the pages of gathered windows */
+  /* NULL, or the NUL-terminated JSON of bp_batch_stream_state (copied): the
+   * stream starts at that state's step. seed, context, batch_size *
+   * world_size, the weights and the sources must match the state's. */
+  const char* state;
+} bp_batch_stream_options;
+
+/* A new stream over `sources` (source_count 1-D arrays of integer tokens on
+ * host-addressable devices; each handle stays the caller's: the stream holds
+ * its own reference to the data). Starts preparing the first steps at once.
+ * Errors: INVALID_ARGUMENT or OUT_OF_RANGE naming the option (batch_size or
+ * context < 1, rank outside [0, world_size), prefetch outside [1, 64], a
+ * weight count other than source_count, a negative or non-finite weight or
+ * all zero, B not divisible by the device count, a source shorter than one
+ * window or fewer window starts than a global batch), UNSUPPORTED for a
+ * source that is not 1-D integers on a host-addressable device or a
+ * conversion between non-integers, INVALID_FILE for a `state` that is not
+ * one (malformed JSON, a missing field, another format version) and
+ * INVALID_ARGUMENT naming what differs for a state of another stream, and
+ * what bp_device_resolve reports for the devices. */
+bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
+                                 const bp_batch_stream_options* options, bp_batch_stream** out);
+
+/* Destroys the stream (its threads stop; batches handed out live on). NULL
+ * and already destroyed handles are ignored. */
+void bp_batch_stream_destroy(bp_batch_stream* stream);
+
+/* The next step's batch: one new [B / device_count, T + 1] array handle per
+ * device, in the order of the devices, written to out[0 .. *count) (destroy
+ * each with bp_array_destroy), the data ready to read. Blocks only while that
+ * step is still being prepared. OUT_OF_RANGE naming the needed count when
+ * `capacity` is smaller than the number of devices: then *count is set to it
+ * and no step is consumed. A failure while preparing the step (a refused
+ * copy, out of memory) is returned by the call that would hand it out, with
+ * its code and message; the stream then stays failed, and its state still
+ * names that step, so that a new stream can retry it. */
+bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t capacity, size_t* count);
+
+/* Where the stream stands: a small JSON object (docs/batch-stream.md lists
+ * its fields) naming the next global step to hand out, enough to resume it
+ * exactly through bp_batch_stream_options.state, on any rank. Written
+ * NUL-terminated to `buffer`, which holds `capacity` bytes. *length is set
+ * to the JSON's length in bytes (without the NUL) whether or not it fits, so
+ * that a call with capacity 0 (`buffer` may then be NULL) sizes the buffer;
+ * OUT_OF_RANGE naming the bytes needed when capacity < *length + 1. */
+bp_status bp_batch_stream_state(bp_batch_stream* stream, char* buffer, size_t capacity, size_t* length);
+
+/* What the stream did so far (seconds of wall time, steady clock). Set
+ * struct_size to sizeof before the call. */
+typedef struct bp_batch_stream_stats {
+  size_t struct_size;
+  int64_t steps;              /* batches handed out */
+  uint64_t windows;           /* windows handed out */
+  uint64_t bytes;             /* bytes of those batches, as handed out */
+  double wait_seconds;        /* inside next, waiting for data */
+  double gather_seconds;      /* gathering windows (summed over steps, not threads) */
+  double transfer_seconds;    /* from a batch's copy issue to its arrival */
+  double elapsed_seconds;     /* from the first next call to the last return */
+  double windows_per_second;  /* windows / elapsed_seconds */
+  double data_stall_fraction; /* wait_seconds / elapsed_seconds, in [0, 1] */
+  uint64_t resident_bytes;    /* of the sources' file mappings, in this process */
+} bp_batch_stream_stats;
+
+bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out);
+
+/* This rank's windows at global step `step` (any step >= 0, without
+ * preparing it), in batch order: window i comes from source sources[i] and
+ * starts at token starts[i]. *count is set to the number of windows (B)
+ * whether or not they fit; OUT_OF_RANGE when `capacity` is smaller, and for
+ * a negative step. Either output array may be NULL when not wanted. */
+bp_status bp_batch_stream_windows(bp_batch_stream* stream, int64_t step, int32_t* sources, int64_t* starts,
+                                  size_t capacity, size_t* count);
 
 #ifdef __cplusplus
 } /* extern "C" */

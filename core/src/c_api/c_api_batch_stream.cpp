@@ -1,0 +1,202 @@
+// bp_batch_stream_*: the C face of backplane::BatchStream.
+#include "c_api/c_api_support.hpp"
+
+#include <backplane/batch_stream.hpp>
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct bp_batch_stream {
+  bp_batch_stream(std::shared_ptr<backplane::Runtime> runtime, std::unique_ptr<backplane::BatchStream> stream,
+                  std::size_t devices)
+      : runtime(std::move(runtime)), stream(std::move(stream)), devices(devices) {}
+
+  // Declared first, destroyed last: the stream's threads stop while the
+  // runtime (and its backends) still exist.
+  std::shared_ptr<backplane::Runtime> runtime;
+  std::unique_ptr<backplane::BatchStream> stream;
+  std::size_t devices;    // arrays per step
+  std::mutex next_mutex;  // BatchStream::next has one consumer: C callers are serialised
+};
+
+namespace backplane::c_api {
+using namespace ::backplane::detail;
+namespace {
+
+LiveHandles<bp_batch_stream> live_streams;
+
+std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const char* function) {
+  require_non_null(handle, function, "stream");
+  std::shared_ptr<bp_batch_stream> live = live_streams.acquire(handle);
+  if (live == nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: stream is not a live handle (destroyed?)", function));
+  }
+  return live;
+}
+
+BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& options, const char* function) {
+  BatchStreamOptions cxx;
+  cxx.batch_size = options.batch_size;
+  cxx.context = options.context;
+  if (options.device_count > 0) require_non_null(options.devices, function, "options->devices");
+  for (std::size_t i = 0; i < options.device_count; ++i) {
+    cxx.devices.push_back(runtime.resolve(to_device(options.devices[i]).selector()));
+  }
+  if (options.dtype != 0) cxx.dtype = dtype_of(options.dtype, function);
+  cxx.seed = options.seed;
+  cxx.rank = options.rank;
+  cxx.world_size = options.world_size == 0 ? 1 : options.world_size;
+  cxx.prefetch = options.prefetch == 0 ? 2 : options.prefetch;
+  if (options.weight_count > 0) require_non_null(options.weights, function, "options->weights");
+  cxx.weights.assign(options.weights, options.weights + options.weight_count);
+  cxx.threads = options.threads;
+  cxx.release_pages = options.release_pages != 0;
+  return cxx;
+}
+
+// Throws kOutOfRange unless `capacity` holds `needed` items, after setting
+// *count so that the caller can size its buffer.
+void require_capacity(std::size_t needed, std::size_t capacity, size_t* count, const char* function, const char* what) {
+  *count = needed;
+  if (capacity < needed) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: capacity {} is too small: {} {} needed", function, capacity, needed, what));
+  }
+}
+
+}  // namespace
+}  // namespace backplane::c_api
+
+using namespace backplane;
+using namespace backplane::c_api;
+using namespace backplane::detail;
+
+extern "C" {
+
+bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
+                                 const bp_batch_stream_options* options, bp_batch_stream** out) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_create";
+    std::shared_ptr<Runtime> cxx = runtime_of(runtime, kFunction);
+    require_non_null(options, kFunction, "options");
+    require_non_null(out, kFunction, "out");
+    if (options->struct_size < sizeof(bp_batch_stream_options)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: options->struct_size {} is smaller than {} (set it to sizeof)", kFunction,
+                              options->struct_size, sizeof(bp_batch_stream_options)));
+    }
+    if (source_count > 0) require_non_null(sources, kFunction, "sources");
+    std::vector<Array> arrays;
+    arrays.reserve(source_count);
+    for (std::size_t i = 0; i < source_count; ++i) {
+      arrays.push_back(*array_of(sources[i], kFunction));
+    }
+    BatchStreamOptions cxx_options = options_of(*cxx, *options, kFunction);
+    const std::size_t devices = cxx_options.devices.empty() ? 1 : cxx_options.devices.size();
+    std::optional<BatchStreamState> resume;
+    if (options->state != nullptr) resume = BatchStreamState::from_json(options->state);
+    auto stream =
+        std::make_unique<BatchStream>(*cxx, std::move(arrays), std::move(cxx_options), resume ? &*resume : nullptr);
+    *out = live_streams.add(std::make_shared<bp_batch_stream>(std::move(cxx), std::move(stream), devices));
+  });
+}
+
+void bp_batch_stream_destroy(bp_batch_stream* stream) {
+  // The last reference (here, or in a call still in flight) stops the
+  // stream's threads: remove() hands it back to be dropped outside the lock.
+  live_streams.remove(stream);
+}
+
+bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t capacity, size_t* count) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_next";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(count, kFunction, "count");
+    require_capacity(live->devices, capacity, count, kFunction, "array handles (one per device)");
+    require_non_null(out, kFunction, "out");
+    std::vector<Array> batch;
+    {
+      std::lock_guard lock(live->next_mutex);
+      batch = live->stream->next();
+    }
+    if (batch.size() != live->devices) {
+      throw Error(ErrorCode::kInternal, fmt::format("{}: the stream handed out {} arrays for {} devices", kFunction,
+                                                    batch.size(), live->devices));
+    }
+    std::size_t made = 0;
+    try {
+      for (; made < batch.size(); ++made) out[made] = new_array_handle(std::move(batch[made]));
+    } catch (...) {  // out of host memory: hand out all of the step or nothing
+      for (std::size_t i = 0; i < made; ++i) bp_array_destroy(out[i]);
+      throw;
+    }
+  });
+}
+
+bp_status bp_batch_stream_state(bp_batch_stream* stream, char* buffer, size_t capacity, size_t* length) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_state";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(length, kFunction, "length");
+    const std::string json = live->stream->state().to_json();
+    *length = json.size();
+    if (capacity < json.size() + 1) {
+      throw Error(ErrorCode::kOutOfRange,
+                  fmt::format("{}: capacity {} is too small: the state needs {} bytes (its JSON and a NUL)", kFunction,
+                              capacity, json.size() + 1));
+    }
+    require_non_null(buffer, kFunction, "buffer");
+    json.copy(buffer, json.size());
+    buffer[json.size()] = '\0';
+  });
+}
+
+bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_stats_get";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(out, kFunction, "out");
+    if (out->struct_size < sizeof(bp_batch_stream_stats)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", kFunction,
+                              out->struct_size, sizeof(bp_batch_stream_stats)));
+    }
+    const BatchStreamStats stats = live->stream->stats();
+    out->steps = stats.steps;
+    out->windows = stats.windows;
+    out->bytes = stats.bytes;
+    out->wait_seconds = stats.wait_seconds;
+    out->gather_seconds = stats.gather_seconds;
+    out->transfer_seconds = stats.transfer_seconds;
+    out->elapsed_seconds = stats.elapsed_seconds;
+    out->windows_per_second = stats.windows_per_second;
+    out->data_stall_fraction = stats.data_stall_fraction;
+    out->resident_bytes = stats.resident_bytes;
+  });
+}
+
+bp_status bp_batch_stream_windows(bp_batch_stream* stream, int64_t step, int32_t* sources, int64_t* starts,
+                                  size_t capacity, size_t* count) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_windows";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(count, kFunction, "count");
+    if (step < 0) throw Error(ErrorCode::kOutOfRange, fmt::format("{}: step {} is negative", kFunction, step));
+    const std::vector<Window> windows = live->stream->windows(step);
+    require_capacity(windows.size(), capacity, count, kFunction, "windows");
+    for (std::size_t i = 0; i < windows.size(); ++i) {
+      if (sources != nullptr) sources[i] = windows[i].source;
+      if (starts != nullptr) starts[i] = windows[i].start;
+    }
+  });
+}
+
+}  // extern "C"
