@@ -21,7 +21,7 @@ from typing import Any, List, Optional
 from . import _lib
 from . import _safetensors as safetensors
 from ._array import Array
-from ._batches import batches
+from ._batches import BatchStats, BatchStream, Window, batches
 from ._devices import Backend, DefaultDevice, Device, DeviceInfo, MemoryStats
 from ._dtypes import bits as _bits
 from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSystemError, InternalError,
@@ -31,12 +31,12 @@ from ._runtime import DeviceLike, Runtime
 from ._scopes import DefaultDeviceScope
 
 __all__ = [
-    "Array", "Backend", "CancelledError", "ConfigError", "DefaultDevice", "DefaultDeviceScope", "Device",
-    "DeviceError", "DeviceInfo", "Error", "FileSystemError", "InternalError", "InvalidArgumentError",
-    "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError", "OutOfMemoryError", "OutOfRangeError",
-    "PluginError", "Runtime", "UnavailableError", "UnsupportedError", "array", "backends", "batches",
-    "default_device", "default_device_scope", "default_runtime", "device", "devices", "dtype_bits", "from_dlpack",
-    "library_path", "safetensors", "take_windows", "version",
+    "Array", "Backend", "BatchStats", "BatchStream", "CancelledError", "ConfigError", "DefaultDevice",
+    "DefaultDeviceScope", "Device", "DeviceError", "DeviceInfo", "Error", "FileSystemError", "InternalError",
+    "InvalidArgumentError", "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError",
+    "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
+    "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",
+    "devices", "dtype_bits", "from_dlpack", "library_path", "safetensors", "take_windows", "version",
 ]
 
 

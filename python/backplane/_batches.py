@@ -1,32 +1,97 @@
-"""batches(): the training loop's sampler as one call.
+"""batches(): the training loop's data path, a thin layer over the library's
+batch stream (bp_batch_stream_*; docs/batch-stream.md is the guide).
 
-Each step draws B window starts, gathers the B windows of T+1 tokens with one
-take_windows onto the target device, and hands out x = windows[:, :-1] and
-y = windows[:, 1:] (the next-token targets) as views of that one buffer.
-Steps run `prefetch` ahead: step k+1's transfer is issued before step k is
-handed out, so the copy overlaps the training step. Buffers come back to the
+Each step hands out B windows of T+1 tokens as x = windows[:, :-1] and
+y = windows[:, 1:] (the next-token targets), two views of one [B, T+1]
+buffer. The library gathers the windows on its own threads and moves them to
+the device `prefetch` steps ahead, so a step here is one C call
+(bp_batch_stream_next) and a DLPack conversion. Buffers come back to the
 device's caching allocator when the caller drops them, so a steady loop makes
 no backend allocation per step.
 
-Sampling is deterministic: a seed gives the same stream on every run. With
-data-parallel ranks every rank draws the same global batch of
-B * world_size distinct starts and keeps its own B, so ranks never share a
-window within a step and need no communication.
+Sampling is a pure function of the seed and the global step: a saved
+state_dict() resumes the stream exactly, in another process too, on any rank
+and any world_size that keeps the global batch B * world_size.
 """
 from __future__ import annotations
 
-import collections
+import ctypes
+import json
+import math
+import numbers
+import operator
 import os
-from typing import Any, Callable, Deque, Iterator, List, Optional, Sequence, Tuple, Union, cast
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 
-from . import _lib
+from . import _dtypes, _lib
 from ._array import Array
-from ._devices import Device
+from ._errors import Error
 from ._runtime import DeviceLike, Runtime
 
 Converter = Callable[[Array], Any]
+StateLike = Union[Mapping[str, Any], str, bytes]
+
+MAX_PREFETCH = 64  # BatchStreamOptions' kMaxPrefetch
+_UINT32_LIMIT = 1 << 32
+_UINT64_LIMIT = 1 << 64
+_STATE_BUFFER = 1024  # bytes; grown when a state needs more
+_INVALID_ARGUMENT = 1
+_UNSUPPORTED = 4
+_OUT_OF_RANGE = 7
+
+_stream_next = _lib.lib.bp_batch_stream_next if _lib.has("bp_batch_stream_next") else None
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What a stream did so far (bp_batch_stream_stats). Seconds are wall
+    time on a steady clock."""
+
+    steps: int  # batches handed out
+    windows: int  # windows handed out
+    bytes: int  # bytes of those batches, as handed out
+    wait_seconds: float  # inside next(), waiting for data
+    gather_seconds: float  # gathering windows (summed over steps, not threads)
+    transfer_seconds: float  # from a batch's copy issue to its arrival
+    elapsed_seconds: float  # from the first next() to the last return
+    windows_per_second: float
+    data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
+    resident_bytes: int  # of the sources' file mappings, in this process
+
+
+class Window(NamedTuple):
+    """One window of a step: the index of its source and its first token."""
+
+    source: int
+    start: int
+
+
+def _invalid(message: str) -> Error:
+    return _lib.error_for(_INVALID_ARGUMENT, f"batches(): {message}", "invalid argument")
+
+
+def _integer(name: str, value: Any, minimum: int, maximum: Optional[int] = None) -> int:
+    """`value` as an int in [minimum, maximum); bool and float are refused."""
+    if isinstance(value, bool) or isinstance(value, float):
+        number = None
+    else:
+        try:
+            number = operator.index(value)
+        except TypeError:
+            number = None
+    if number is None or number < minimum or (maximum is not None and number >= maximum):
+        if maximum is None:
+            wanted = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        elif maximum == _UINT64_LIMIT:
+            wanted = f"an int in [{minimum}, 2**64)"
+        else:
+            wanted = f"an int in [{minimum}, {maximum - 1}]"
+        raise _invalid(f"{name} must be {wanted}, got {value!r}")
+    return number
 
 
 def _converter(to: Union[None, str, Converter]) -> Converter:
@@ -40,107 +105,317 @@ def _converter(to: Union[None, str, Converter]) -> Converter:
     if to == "jax":
         import jax.numpy as jnp
         return lambda array: jnp.from_dlpack(array)
-    raise _lib.error_for(1, f"batches(): to={to!r}: expected 'numpy', 'torch', 'jax' or a callable taking an Array",
-                         "invalid argument")
+    raise _invalid(f"to={to!r}: expected 'numpy', 'torch', 'jax' or a callable taking an Array")
 
 
-def _rank_from_environment(name: str) -> Optional[int]:
+def _from_environment(name: str) -> Optional[int]:
     value = os.environ.get(name)
     if value is None or value == "":
         return None
     try:
-        number = int(value)
+        return int(value)
     except ValueError:
-        raise _lib.error_for(1, f"batches(): {name}={value!r} is not an integer", "invalid argument") from None
-    return number
+        raise _invalid(f"{name}={value!r} is not an integer") from None
 
 
-def _check_rank(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
-    if rank is None:
-        rank = _rank_from_environment("RANK")
-    if world_size is None:
-        world_size = _rank_from_environment("WORLD_SIZE")
-    rank = 0 if rank is None else rank
-    world_size = 1 if world_size is None else world_size
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise _lib.error_for(1, f"batches(): rank {rank} is not in [0, world_size={world_size})", "invalid argument")
-    return rank, world_size
+def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
+    """(rank, world_size): the arguments, else $RANK and $WORLD_SIZE, else 0 and 1."""
+    world = _from_environment("WORLD_SIZE") if world_size is None else world_size
+    world = 1 if world is None else _integer("world_size", world, 1)
+    mine = _from_environment("RANK") if rank is None else rank
+    mine = 0 if mine is None else _integer("rank", mine, -(1 << 63))
+    if not 0 <= mine < world:
+        raise _invalid(f"rank {mine} is not in [0, world_size={world})")
+    return mine, world
 
 
-def batches(tokens: Array, batch_size: int, context: int, *, device: Union[None, DeviceLike,
-            Sequence[DeviceLike]] = None, dtype: Any = "int64", seed: int = 0, prefetch: int = 2,
-            steps: Optional[int] = None, rank: Optional[int] = None, world_size: Optional[int] = None,
-            to: Union[None, str, Converter] = None, runtime: Optional[Runtime] = None) -> Iterator[Any]:
-    """Yields (x, y) training batches of `batch_size` windows of `context`
-    tokens from the 1-D array `tokens` (any device; a cpu memory map is the
-    usual), y shifted by one token.
+def _sources(tokens: Union[Array, Sequence[Array]]) -> List[Array]:
+    sources = [tokens] if isinstance(tokens, Array) else list(tokens) if isinstance(tokens, (list, tuple)) else None
+    if not sources or not all(isinstance(source, Array) for source in sources):
+        raise _invalid(f"tokens must be an Array or a non-empty list of Arrays, got {type(tokens).__name__}")
+    return sources
 
-    device: the target (default: the default device when the iteration
-        starts), or a list of devices: then each step yields a list with one
-        (x, y) per device, the batch split across them (B must divide evenly).
-    dtype: the element type of x and y (default int64, for embeddings).
-    seed: the stream of window starts; the same seed gives the same batches.
-    prefetch: how many steps are in flight ahead of the one handed out (>= 1).
-    steps: stop after this many steps (default: never).
+
+def _state_text(state: Optional[StateLike]) -> Optional[bytes]:
+    """The JSON the library resumes from (it reports what is wrong with it)."""
+    if state is None:
+        return None
+    if isinstance(state, bytes):
+        return state
+    if isinstance(state, str):
+        return state.encode()
+    if isinstance(state, Mapping):
+        try:
+            return json.dumps(dict(state)).encode()
+        except (TypeError, ValueError) as error:
+            raise _invalid(f"state is not JSON-serialisable: {error}") from None
+    raise _invalid(f"state must be a dict from state_dict() or its JSON text, got {type(state).__name__}")
+
+
+def _saved_seed(state: bytes) -> int:
+    """The seed a saved state names; 0 when it names none (the library then
+    refuses the state, naming the field)."""
+    try:
+        seed = json.loads(state).get("seed", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < _UINT64_LIMIT else 0
+
+
+class BatchStream:
+    """An iterator of training batches over one or more token arrays: what
+    batches() returns (the arguments are batches()'s).
+
+    Each next() is one step: an (x, y) pair, or a list of pairs, one per
+    device, when `device` is a list. state_dict() / load_state_dict() save
+    and restore where it stands, stats() says what it did, windows(step)
+    which windows a step holds. close() (or a `with` block) stops its
+    threads; batches already handed out stay valid.
+    """
+
+    def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: int, context: int, *,
+                 device: Union[None, DeviceLike, Sequence[DeviceLike]] = None, dtype: Any = "int64",
+                 seed: Optional[int] = None, prefetch: int = 2, steps: Optional[int] = None,
+                 rank: Optional[int] = None, world_size: Optional[int] = None,
+                 weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
+                 state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
+                 runtime: Optional[Runtime] = None) -> None:
+        self._handle: Optional[ctypes.c_void_p] = None
+        self._swap = threading.Lock()
+        sources = _sources(tokens)
+        self._runtime = runtime if runtime is not None else sources[0]._runtime
+        self._batch_size = _integer("batch_size", batch_size, 1)
+        self._context = _integer("context", context, 1)
+        self._seed = None if seed is None else _integer("seed", seed, 0, _UINT64_LIMIT)
+        self._limit = None if steps is None else _integer("steps", steps, 0)
+        prefetch = _integer("prefetch", prefetch, 1, MAX_PREFETCH + 1)
+        threads = _integer("threads", threads, 0, _UINT32_LIMIT)
+        if not isinstance(release_pages, bool):
+            raise _invalid(f"release_pages must be True or False, got {release_pages!r}")
+        rank, world_size = _ranks(rank, world_size)
+        self._many = isinstance(device, (list, tuple))
+        targets = self._targets(device)
+        if targets and self._batch_size % len(targets) != 0:
+            raise _invalid(f"batch_size {self._batch_size} does not split evenly over {len(targets)} devices")
+        self._weights: Optional[ctypes.Array[ctypes.c_double]] = None
+        if weights is not None:
+            self._weights = self._weight_array(weights, len(sources))
+        self._convert = _converter(to)
+        self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
+        self._sources = sources  # the library holds references of its own; these re-create the stream
+        self._source_handles = (ctypes.c_void_p * len(sources))(*[source._live().value for source in sources])
+        self._options = _lib.bp_batch_stream_options(
+            struct_size=ctypes.sizeof(_lib.bp_batch_stream_options),
+            batch_size=self._batch_size,
+            context=self._context,
+            devices=ctypes.cast(self._devices, ctypes.POINTER(_lib.bp_device)),
+            device_count=len(targets),
+            dtype=0 if dtype is None else _dtypes.code(dtype),
+            rank=rank,
+            world_size=world_size,
+            prefetch=prefetch,
+            weights=None if self._weights is None else ctypes.cast(self._weights, ctypes.POINTER(ctypes.c_double)),
+            weight_count=len(sources) if self._weights is not None else 0,
+            threads=threads,
+            release_pages=int(release_pages),
+        )
+        self._arrays_per_step = max(len(targets), 1)
+        self._out = (ctypes.c_void_p * self._arrays_per_step)()
+        self._count = ctypes.c_size_t()
+        self._count_ref = ctypes.byref(self._count)
+        self._state_buffer = ctypes.create_string_buffer(_STATE_BUFFER)
+        self._step = 0
+        self._open(_state_text(state))
+
+    def _targets(self, device: Union[None, DeviceLike, Sequence[DeviceLike]]) -> List[_lib.bp_device]:
+        """The devices as C structs; [] for the default device (the library
+        picks it, unless a Python default-device scope names one)."""
+        runtime = self._runtime
+        if self._many:
+            resolved = [runtime.device(item) for item in cast(Sequence[DeviceLike], device)]
+            if not resolved:
+                raise _invalid("the device list is empty")
+            for index, target in enumerate(resolved):
+                if target in resolved[:index]:
+                    raise _invalid(f"device {target} is listed twice")
+            return [target._to_c() for target in resolved]
+        single = runtime._c_device(cast(Optional[DeviceLike], device))
+        return [] if single is None else [single]
+
+    @staticmethod
+    def _weight_array(weights: Sequence[float], sources: int) -> "ctypes.Array[ctypes.c_double]":
+        if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, (Sequence, numpy.ndarray)):
+            raise _invalid(f"weights must be a list of numbers, got {type(weights).__name__}")
+        values = list(weights)
+        if len(values) != sources:
+            raise _invalid(f"weights has {len(values)} entries for {sources} source(s)")
+        for index, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise _invalid(f"weights[{index}] = {value!r} is not a finite number")
+        return (ctypes.c_double * sources)(*values)
+
+    def _open(self, state: Optional[bytes]) -> None:
+        """Creates the native stream (at `state`'s step when given) and
+        replaces the current one only once that has worked."""
+        if _stream_next is None:
+            raise _lib.error_for(_UNSUPPORTED, f"batches(): the loaded library {_lib.library_path()} (version "
+                                               f"{_lib.text(_lib.lib.bp_version())}) has no batch stream (C API "
+                                               "0.5); install a matching libbackplane", "unsupported")
+        seed = self._seed
+        if seed is None:
+            seed = _saved_seed(state) if state is not None else 0
+        self._options.seed = seed
+        self._options.state = state
+        handle = ctypes.c_void_p()
+        try:
+            _lib.call("bp_batch_stream_create", self._runtime._live_handle(), self._source_handles,
+                      len(self._sources), ctypes.byref(self._options), ctypes.byref(handle))
+        finally:
+            self._options.state = None
+        with self._swap:
+            old, self._handle = self._handle, handle
+        if old is not None:
+            _lib.lib.bp_batch_stream_destroy(old)
+        self._step = int(self.state_dict()["step"]) if state is not None else 0
+
+    # --- the iterator --------------------------------------------------------
+    def __iter__(self) -> "BatchStream":
+        return self
+
+    def __next__(self) -> Any:
+        # The training loop's hot path: one C call, then the conversion.
+        if self._limit is not None and self._step >= self._limit:
+            raise StopIteration
+        handle = self._handle
+        if handle is None:
+            raise _invalid("the stream was used after close()")
+        status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)  # type: ignore[misc]
+        if status != 0:
+            _lib.raise_status(status)
+        self._step += 1
+        runtime, convert, out = self._runtime, self._convert, self._out
+        pairs = []
+        for index in range(self._count.value):
+            tensor = convert(Array(runtime, ctypes.c_void_p(out[index])))
+            pairs.append((tensor[:, :-1], tensor[:, 1:]))
+        return pairs if self._many else pairs[0]
+
+    @property
+    def step(self) -> int:
+        """The global step next() hands out next."""
+        return self._step
+
+    # --- state -----------------------------------------------------------------
+    def _live(self) -> ctypes.c_void_p:
+        handle = self._handle
+        if handle is None:
+            raise _invalid("the stream was used after close()")
+        return handle
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the stream stands: a plain dict of JSON values (json.dumps
+        it to save it), small and the same on every rank. Passing it as
+        `state=` to batches(), or to load_state_dict(), continues with
+        bit-identical batches from this step."""
+        handle = self._live()
+        length = ctypes.c_size_t()
+        while True:
+            buffer = self._state_buffer
+            status = _lib.lib.bp_batch_stream_state(handle, buffer, len(buffer), ctypes.byref(length))
+            if status == _OUT_OF_RANGE and length.value + 1 > len(buffer):
+                self._state_buffer = ctypes.create_string_buffer(length.value + 1)
+                continue
+            if status != 0:
+                _lib.raise_status(status)
+            result: Dict[str, Any] = json.loads(buffer.raw[:length.value])
+            return result
+
+    def load_state_dict(self, state: StateLike) -> None:
+        """Continues from a saved state (a dict from state_dict(), or its
+        JSON text): the native stream is created anew at that step. The seed,
+        context, batch_size * world_size, the weights and the sources must
+        match it (the error names what differs); on error this stream is
+        left as it was."""
+        text = _state_text(state)
+        if text is None:
+            raise _invalid("load_state_dict(None): pass a state from state_dict()")
+        self._open(text)
+
+    def stats(self) -> BatchStats:
+        """What the stream did so far."""
+        stats = _lib.bp_batch_stream_stats(struct_size=ctypes.sizeof(_lib.bp_batch_stream_stats))
+        _lib.call("bp_batch_stream_stats_get", self._live(), ctypes.byref(stats))
+        return BatchStats(**{field[0]: getattr(stats, field[0]) for field in _lib.bp_batch_stream_stats._fields_[1:]})
+
+    def windows(self, step: int) -> List[Window]:
+        """This rank's windows at global step `step` (any step, without
+        preparing it), in batch order."""
+        global_step = _integer("step", step, 0)
+        sources = (ctypes.c_int32 * self._batch_size)()
+        starts = (ctypes.c_int64 * self._batch_size)()
+        count = ctypes.c_size_t()
+        _lib.call("bp_batch_stream_windows", self._live(), global_step, sources, starts, self._batch_size,
+                  ctypes.byref(count))
+        return [Window(sources[index], starts[index]) for index in range(count.value)]
+
+    # --- lifetime --------------------------------------------------------------
+    def close(self) -> None:
+        """Stops the stream's threads and releases what it prepared ahead;
+        batches already handed out stay valid."""
+        with self._swap:
+            handle, self._handle = self._handle, None
+        if handle is not None and _lib is not None and _lib.lib is not None:
+            _lib.lib.bp_batch_stream_destroy(handle)
+
+    def __del__(self) -> None:
+        if getattr(self, "_swap", None) is not None:
+            self.close()
+
+    def __enter__(self) -> "BatchStream":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else f"at step {self._step}"
+        return f"<backplane.BatchStream B={self._batch_size} T={self._context} {state}>"
+
+
+def batches(tokens: Union[Array, Sequence[Array]], batch_size: int, context: int, *,
+            device: Union[None, DeviceLike, Sequence[DeviceLike]] = None, dtype: Any = "int64",
+            seed: Optional[int] = None, prefetch: int = 2, steps: Optional[int] = None, rank: Optional[int] = None,
+            world_size: Optional[int] = None, weights: Optional[Sequence[float]] = None, threads: int = 0,
+            release_pages: bool = False, state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
+            runtime: Optional[Runtime] = None) -> BatchStream:
+    """Training batches of `batch_size` windows of `context` + 1 tokens from
+    the 1-D token array `tokens` (or a list of them), as (x, y) pairs with y
+    shifted by one token. Every argument is checked here, before the first
+    step; the stream starts preparing batches at once.
+
+    device: the target (default: the default device now), or a list of
+        distinct devices: then each step yields a list with one (x, y) per
+        device, the batch split evenly across them.
+    dtype: the element type of x and y (default int64, for embeddings; None:
+        the tokens' own).
+    seed: the sampling key (default: a saved state's seed, else 0); the same
+        seed gives the same batches.
+    prefetch: steps prepared ahead of the one handed out, in [1, 64].
+    steps: stop before global step `steps` (default: never); a stream resumed
+        at step k hands out steps - k more.
     rank, world_size: this process's share of a data-parallel job (default:
-        $RANK and $WORLD_SIZE when set, else 0 and 1); ranks draw disjoint
-        windows from one global batch per step.
+        $RANK and $WORLD_SIZE when set, else 0 and 1); the ranks of a step
+        hold distinct windows of one global batch.
+    weights: one per token array, the share of windows drawn from it
+        (default: in proportion to each array's length).
+    threads: gather threads (0: chosen from the machine).
+    release_pages: give back the pages of gathered windows, so that a token
+        file larger than RAM does not fill the process's resident memory.
+    state: a state_dict() (or its JSON) to continue from, bit for bit.
     to: what x and y are: "numpy" (default, host devices), "torch", "jax",
         or a callable turning the [B, T+1] Array into a tensor that supports
         [:, :-1] slicing (e.g. torch.from_dlpack for CUDA devices).
     """
-    runtime = runtime or tokens._runtime
-    if batch_size < 1 or context < 1:
-        raise _lib.error_for(1, f"batches(): batch_size ({batch_size}) and context ({context}) must be positive",
-                             "invalid argument")
-    if prefetch < 1:
-        raise _lib.error_for(1, f"batches(): prefetch must be at least 1, got {prefetch}", "invalid argument")
-    shape = tokens.shape
-    if len(shape) != 1:
-        raise _lib.error_for(1, f"batches(): tokens must be 1-D, got shape {list(shape)}", "invalid argument")
-    window = context + 1
-    if shape[0] < window:
-        raise _lib.error_for(7, f"batches(): {shape[0]} tokens are fewer than one window of context+1 = {window}",
-                             "out of range")
-    rank, world_size = _check_rank(rank, world_size)
-    targets: List[Device]
-    many = isinstance(device, (list, tuple))
-    if many:
-        targets = [runtime.device(item) for item in cast(Sequence[DeviceLike], device)]
-        if not targets or batch_size % len(targets) != 0:
-            raise _lib.error_for(1, f"batches(): batch_size {batch_size} does not split evenly over "
-                                    f"{len(targets)} device(s)", "invalid argument")
-    else:
-        single = cast(Optional[DeviceLike], device)
-        targets = [runtime.device(single) if single is not None else runtime.default_device().device]
-    convert = _converter(to)
-    starts = shape[0] - window + 1
-    global_batch = batch_size * world_size
-    if global_batch > starts:
-        raise _lib.error_for(7, f"batches(): {global_batch} distinct windows per step do not fit in {starts} "
-                                "window starts", "out of range")
-    generator = numpy.random.Generator(numpy.random.PCG64(seed))
-    share = batch_size // len(targets)
-
-    def issue() -> List[Array]:
-        drawn = generator.choice(starts, size=global_batch, replace=False)
-        mine = numpy.ascontiguousarray(drawn[rank * batch_size:(rank + 1) * batch_size], dtype=numpy.int64)
-        return [runtime.take_windows(tokens, mine[index * share:(index + 1) * share], window, target, dtype)
-                for index, target in enumerate(targets)]
-
-    def hand_out(step: List[Array]) -> Any:
-        pairs = []
-        for array in step:
-            tensor = convert(array.wait())
-            pairs.append((tensor[:, :-1], tensor[:, 1:]))
-        return pairs if many else pairs[0]
-
-    in_flight: Deque[List[Array]] = collections.deque()
-    issued = 0
-    while steps is None or issued < steps:
-        in_flight.append(issue())
-        issued += 1
-        if len(in_flight) > prefetch:
-            yield hand_out(in_flight.popleft())
-    while in_flight:
-        yield hand_out(in_flight.popleft())
+    return BatchStream(tokens, batch_size, context, device=device, dtype=dtype, seed=seed, prefetch=prefetch,
+                       steps=steps, rank=rank, world_size=world_size, weights=weights, threads=threads,
+                       release_pages=release_pages, state=state, to=to, runtime=runtime)

@@ -117,6 +117,42 @@ class bp_safetensors_load_options(ctypes.Structure):
     ]
 
 
+class bp_batch_stream_options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("batch_size", c_int64),
+        ("context", c_int64),
+        ("devices", POINTER(bp_device)),
+        ("device_count", c_size_t),
+        ("dtype", c_int32),
+        ("seed", c_uint64),
+        ("rank", c_int64),
+        ("world_size", c_int64),
+        ("prefetch", c_int64),
+        ("weights", POINTER(ctypes.c_double)),
+        ("weight_count", c_size_t),
+        ("threads", ctypes.c_uint32),
+        ("release_pages", c_int32),
+        ("state", c_char_p),
+    ]
+
+
+class bp_batch_stream_stats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("steps", c_int64),
+        ("windows", c_uint64),
+        ("bytes", c_uint64),
+        ("wait_seconds", ctypes.c_double),
+        ("gather_seconds", ctypes.c_double),
+        ("transfer_seconds", ctypes.c_double),
+        ("elapsed_seconds", ctypes.c_double),
+        ("windows_per_second", ctypes.c_double),
+        ("data_stall_fraction", ctypes.c_double),
+        ("resident_bytes", c_uint64),
+    ]
+
+
 _status = c_int32
 # name: (argument types, result type); a bp_status result is checked by call().
 # Pointers to caller-owned arrays (offsets, shapes) are declared c_void_p so
@@ -199,6 +235,14 @@ _OPTIONAL_PROTOTYPES = {
     "bp_default_device_push_scope": ([c_void_p, c_char_p, POINTER(c_uint64)], _status),
     "bp_default_device_pop_scope": ([c_void_p, c_uint64], _status),
     "bp_default_device_describe": ([c_void_p, POINTER(bp_device), POINTER(c_int32), POINTER(c_char_p)], _status),
+    # API 0.5: the batch stream (batches() needs it and says so when it is missing).
+    "bp_batch_stream_create": ([c_void_p, c_void_p, c_size_t, POINTER(bp_batch_stream_options), POINTER(c_void_p)],
+                               _status),
+    "bp_batch_stream_destroy": ([c_void_p], None),
+    "bp_batch_stream_next": ([c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
+    "bp_batch_stream_state": ([c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
+    "bp_batch_stream_stats_get": ([c_void_p, POINTER(bp_batch_stream_stats)], _status),
+    "bp_batch_stream_windows": ([c_void_p, c_int64, c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
 }
 
 

@@ -1,5 +1,13 @@
-"""backplane.batches(): the training loop's sampler."""
+"""backplane.batches(): the training loop's data path over the library's
+batch stream: batches against the windows the stream reports, resuming (in
+this process and in another), elastic resume across world sizes, weighted
+sources, statistics, allocation-free steady state, and every refused
+argument, refused when batches() is called."""
+import json
+import math
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -8,6 +16,9 @@ from support import optional_module, plugin_dirs
 
 numpy = optional_module("numpy")
 torch = optional_module("torch")
+
+TOKENS = 10_000
+SECOND_BASE = 20_000  # the second source's tokens are SECOND_BASE + i: a row names its source
 
 
 def runtime_with_cpu_devices(directory, devices):
@@ -18,21 +29,48 @@ def runtime_with_cpu_devices(directory, devices):
                              skip_default_paths=True)
 
 
+def starts_of(x):
+    """The first token of each row: with tokens 0, 1, 2, ... its start."""
+    return [int(row[0]) for row in x]
+
+
+# What a process resuming from a saved state runs: the same runtime and
+# tokens, the state from stdin, the batches' rows as JSON on stdout.
+RESUME_SCRIPT = """
+import json, os, sys, tempfile
+import numpy
+import backplane
+sys.path.insert(0, sys.argv[1])
+from test_batches import TOKENS, runtime_with_cpu_devices
+state = json.loads(sys.stdin.read())
+with tempfile.TemporaryDirectory() as scratch:
+    runtime = runtime_with_cpu_devices(scratch, 2)
+    tokens = runtime.array(numpy.arange(TOKENS, dtype=numpy.uint16), device="cpu:0")
+    stream = backplane.batches(tokens, 4, 16, device="cpu:0", state=state, steps=int(sys.argv[2]))
+    print(json.dumps([x.tolist() for x, _ in stream]))
+    stream.close()
+    runtime.close()
+"""
+
+
 @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
 class BatchesTest(unittest.TestCase):
     def setUp(self):
         self.scratch = tempfile.TemporaryDirectory()
         self.runtime = runtime_with_cpu_devices(self.scratch.name, 2)
-        self.values = numpy.arange(10_000, dtype=numpy.uint16)
+        self.values = numpy.arange(TOKENS, dtype=numpy.uint16)
         self.tokens = self.runtime.array(self.values, device="cpu:0")
 
     def tearDown(self):
         self.runtime.close()
         self.scratch.cleanup()
 
-    def take(self, count, **options):
+    def stream(self, batch_size=4, context=16, **options):
         options.setdefault("device", "cpu:0")
-        return list(backplane.batches(self.tokens, 4, 16, steps=count, **options))
+        return backplane.batches(self.tokens, batch_size, context, **options)
+
+    def take(self, count, **options):
+        return list(self.stream(steps=count, **options))
 
     def test_x_and_y_are_windows_shifted_by_one_token(self):
         for x, y in self.take(5):
@@ -44,59 +82,118 @@ class BatchesTest(unittest.TestCase):
                 self.assertEqual(row_x.tolist(), self.values[start:start + 16].tolist())
                 self.assertEqual(row_y.tolist(), self.values[start + 1:start + 17].tolist())
 
+    def test_the_batches_hold_the_windows_the_stream_reports(self):
+        stream = self.stream(seed=4)
+        for step in range(6):
+            expected = stream.windows(step)
+            self.assertEqual(len(expected), 4)
+            self.assertEqual(stream.step, step)
+            x, _ = next(stream)
+            self.assertEqual([backplane.Window(0, start) for start in starts_of(x)], expected)
+            self.assertEqual(len(set(expected)), 4)  # the windows of a step are distinct
+        self.assertEqual(stream.windows(2), stream.windows(2))
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            stream.windows(-1)
+        self.assertIn("step must be an int >= 0, got -1", caught.exception.message)
+
     def test_a_seed_gives_the_same_stream_and_another_seed_another(self):
         first = [x.tolist() for x, _ in self.take(4, seed=7)]
         again = [x.tolist() for x, _ in self.take(4, seed=7)]
         other = [x.tolist() for x, _ in self.take(4, seed=8)]
         self.assertEqual(first, again)
         self.assertNotEqual(first, other)
+        self.assertEqual([x.tolist() for x, _ in self.take(4)], [x.tolist() for x, _ in self.take(4, seed=0)])
 
-    def test_prefetch_depth_does_not_change_the_stream(self):
-        shallow = [x.tolist() for x, _ in self.take(6, prefetch=1)]
-        deep = [x.tolist() for x, _ in self.take(6, prefetch=4)]
+    def test_prefetch_depth_and_threads_do_not_change_the_stream(self):
+        shallow = [x.tolist() for x, _ in self.take(6, prefetch=1, threads=1)]
+        deep = [x.tolist() for x, _ in self.take(6, prefetch=4, threads=3)]
         self.assertEqual(shallow, deep)
 
-    def test_the_next_step_is_issued_before_a_step_is_handed_out(self):
-        issued = []
-        original = self.runtime.take_windows
+    def test_steps_bounds_the_global_step(self):
+        self.assertEqual(len(self.take(0)), 0)
+        self.assertEqual(len(self.take(3)), 3)
+        stream = self.stream(steps=5)
+        next(stream)
+        next(stream)
+        # Resumed at step 2 with the same bound: the three steps left.
+        self.assertEqual(len(list(self.stream(steps=5, state=stream.state_dict()))), 3)
 
-        def recording(*arguments, **options):
-            issued.append(len(issued))
-            return original(*arguments, **options)
+    # --- (b) resume ----------------------------------------------------------
+    def test_a_saved_state_resumes_with_bit_identical_batches(self):
+        stream = self.stream(seed=11)
+        for _ in range(3):
+            next(stream)
+        state = stream.state_dict()
+        self.assertEqual(state, json.loads(json.dumps(state)))  # plain JSON values
+        self.assertEqual(state["step"], 3)
+        expected = [x.tolist() for x, _ in (next(stream) for _ in range(5))]
 
-        self.runtime.take_windows = recording
-        try:
-            iterator = backplane.batches(self.tokens, 4, 16, device="cpu:0", prefetch=2, steps=10)
-            next(iterator)
-            self.assertEqual(len(issued), 3)  # steps 0, 1 and 2 issued when step 0 is handed out
-            next(iterator)
-            self.assertEqual(len(issued), 4)
-        finally:
-            del self.runtime.take_windows
+        resumed = self.stream(state=json.loads(json.dumps(state)))  # seed None: the state's
+        self.assertEqual(resumed.step, 3)
+        self.assertEqual([x.tolist() for x, _ in (next(resumed) for _ in range(5))], expected)
+        self.assertEqual(self.stream(state=json.dumps(state)).windows(3), stream.windows(3))
 
-    def test_a_steady_loop_makes_no_backend_allocation_per_step(self):
-        iterator = backplane.batches(self.tokens, 8, 64, device="cpu:1", prefetch=2)
-        for _ in range(5):  # warm-up: the cache fills
-            next(iterator)
-        before = self.runtime.memory_stats("cpu:1").backend_allocations
-        for _ in range(50):
-            x, y = next(iterator)
-            del x, y
-        after = self.runtime.memory_stats("cpu:1").backend_allocations
-        self.assertEqual(after, before)
+        # load_state_dict rewinds a running stream to the saved step.
+        stream.load_state_dict(state)
+        self.assertEqual(stream.step, 3)
+        self.assertEqual([x.tolist() for x, _ in (next(stream) for _ in range(5))], expected)
 
-    def test_a_list_of_devices_splits_the_batch(self):
-        for shards in backplane.batches(self.tokens, 4, 16, device=["cpu:0", "cpu:1"], steps=2):
-            self.assertEqual(len(shards), 2)
-            for x, y in shards:
-                self.assertEqual(x.shape, (2, 16))
+    def test_a_saved_state_resumes_in_another_process(self):
+        stream = self.stream(seed=0)
+        for _ in range(4):
+            next(stream)
+        state = json.dumps(stream.state_dict())
+        expected = [x.tolist() for x, _ in (next(stream) for _ in range(3))]
+        here = os.path.dirname(os.path.abspath(__file__))
+        result = subprocess.run([sys.executable, "-c", RESUME_SCRIPT, here, "7"], input=state, capture_output=True,
+                                text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout), expected)
+
+    def test_a_state_of_another_stream_is_refused_naming_what_differs(self):
+        stream = self.stream(seed=5)
+        next(stream)
+        state = stream.state_dict()
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
-            next(backplane.batches(self.tokens, 3, 16, device=["cpu:0", "cpu:1"]))
-        self.assertIn("does not split evenly", caught.exception.message)
+            self.stream(seed=6, state=state)
+        self.assertIn("seed", caught.exception.message)
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            self.stream(context=8, state=state)
+        self.assertIn("context", caught.exception.message)
+        with self.assertRaises(backplane.InvalidFileError):
+            self.stream(state="{ not json")
+        with self.assertRaises(backplane.InvalidFileError):
+            self.stream(state={"step": 3})
+        # A failed load leaves the stream as it was.
+        with self.assertRaises(backplane.InvalidFileError):
+            stream.load_state_dict({"step": 3})
+        self.assertEqual(stream.step, 1)
+        self.assertEqual(starts_of(next(stream)[0]), [window.start for window in stream.windows(1)])
+
+    # --- (c) elastic resume ---------------------------------------------------
+    def test_an_elastic_resume_keeps_every_global_batch(self):
+        # Four ranks of 8, then two ranks of 16 resumed from rank 2's state:
+        # each global step holds the same 32 windows, in the same order.
+        four = [self.stream(batch_size=8, rank=rank, world_size=4, seed=3) for rank in range(4)]
+        for _ in range(2):
+            for stream in four:
+                next(stream)
+        state = four[2].state_dict()
+        two = [self.stream(batch_size=16, rank=rank, world_size=2, state=state) for rank in range(2)]
+        for step in range(2, 8):
+            before = [start for stream in four for start in starts_of(next(stream)[0])]
+            after = [start for stream in two for start in starts_of(next(stream)[0])]
+            self.assertEqual(set(before), set(after))
+            self.assertEqual(before, after)
+            self.assertEqual(len(set(before)), 32)
+            self.assertEqual([w for stream in four for w in stream.windows(step)],
+                             [w for stream in two for w in stream.windows(step)])
+        for stream in four + two:
+            stream.close()
 
     def test_ranks_draw_disjoint_deterministic_windows(self):
         def starts(rank):
-            return [set(int(row[0]) for row in x) for x, _ in self.take(20, rank=rank, world_size=2, seed=3)]
+            return [set(starts_of(x)) for x, _ in self.take(20, rank=rank, world_size=2, seed=3)]
 
         zero, one = starts(0), starts(1)
         self.assertEqual(zero, starts(0))
@@ -116,25 +213,154 @@ class BatchesTest(unittest.TestCase):
                     os.environ[name] = value
         self.assertEqual(from_environment, [x.tolist() for x, _ in self.take(3, seed=5, rank=1, world_size=2)])
 
-    def test_bad_arguments_name_the_problem(self):
+    # --- (d) weights -----------------------------------------------------------
+    def test_weights_set_each_sources_share(self):
+        second = self.runtime.array(SECOND_BASE + numpy.arange(TOKENS, dtype=numpy.uint16), device="cpu:0")
+        stream = backplane.batches([self.tokens, second], 100, 16, device="cpu:0", weights=[0.8, 0.2], seed=1)
+        # 10,000 windows, each from source 0 with probability 0.8: the count
+        # is binomial, standard deviation sqrt(10000 * 0.8 * 0.2) = 40. Five
+        # of them (200 windows, a share of +-0.02) leave a false failure at
+        # odds below one in a million.
+        windows = [window for step in range(100) for window in stream.windows(step)]
+        self.assertEqual(len(windows), 10_000)
+        first = sum(1 for window in windows if window.source == 0)
+        self.assertLessEqual(abs(first - 8000), 5 * math.sqrt(10_000 * 0.8 * 0.2))
+        # The batches hold those sources' tokens.
+        for step in range(3):
+            x, _ = next(stream)
+            for window, row in zip(stream.windows(step), x):
+                base = 0 if window.source == 0 else SECOND_BASE
+                self.assertEqual(int(row[0]), base + window.start)
+        stream.close()
+
+    # --- (e) refused arguments --------------------------------------------------
+    def test_bad_arguments_are_refused_when_batches_is_called_naming_the_problem(self):
+        other = self.runtime.array(numpy.arange(TOKENS, dtype=numpy.uint16), device="cpu:0")
         cases = [
+            (dict(steps=-1), "steps must be an int >= 0, got -1"),
+            (dict(steps=2.5), "steps must be an int >= 0, got 2.5"),
+            (dict(steps=True), "steps must be an int >= 0, got True"),
+            (dict(batch_size=0), "batch_size must be a positive int, got 0"),
+            (dict(batch_size=True), "batch_size must be a positive int, got True"),
+            (dict(context=-3), "context must be a positive int, got -3"),
+            (dict(context="16"), "context must be a positive int, got '16'"),
+            (dict(prefetch=0), "prefetch must be an int in [1, 64], got 0"),
+            (dict(prefetch=65), "prefetch must be an int in [1, 64], got 65"),
+            (dict(seed=-1), "seed must be an int in [0, 2**64), got -1"),
+            (dict(threads=-1), "threads must be an int >= 0"),
+            (dict(release_pages="yes"), "release_pages must be True or False"),
             (dict(rank=2, world_size=2), "rank 2 is not in [0, world_size=2)"),
-            (dict(prefetch=0), "prefetch must be at least 1"),
+            (dict(world_size=0), "world_size must be a positive int, got 0"),
+            (dict(device=["cpu:0", "cpu:0"]), "device cpu:0 is listed twice"),
+            (dict(device=[]), "the device list is empty"),
+            (dict(batch_size=3, device=["cpu:0", "cpu:1"]), "does not split evenly over 2 devices"),
+            (dict(weights=[1.0, 2.0]), "weights has 2 entries for 1 source(s)"),
+            (dict(weights=[math.nan]), "weights[0] = nan is not a finite number"),
+            (dict(weights="1"), "weights must be a list of numbers"),
             (dict(to="tensorflow"), "to='tensorflow'"),
+            (dict(state=3), "state must be a dict from state_dict() or its JSON text"),
         ]
         for options, words in cases:
             with self.subTest(options=options):
+                options = dict(options)
+                size = options.pop("batch_size", 4)
+                context = options.pop("context", 16)
                 with self.assertRaises(backplane.InvalidArgumentError) as caught:
-                    next(backplane.batches(self.tokens, 4, 16, **options))
+                    self.stream(size, context, **options)
                 self.assertIn(words, caught.exception.message)
+        # What the library checks, still at the call.
+        library_cases = [
+            (dict(weights=[-1.0]), "weight"),
+            (dict(weights=[0.0]), "weight"),
+            (dict(dtype="float32"), ""),
+        ]
+        for options, words in library_cases:
+            with self.subTest(options=options):
+                with self.assertRaises(backplane.Error) as caught:
+                    self.stream(**options)
+                self.assertIn(words, caught.exception.message)
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            backplane.batches([self.tokens, "tokens"], 4, 16)
+        self.assertIn("tokens must be an Array or a non-empty list of Arrays", caught.exception.message)
+        with self.assertRaises(backplane.InvalidArgumentError):
+            backplane.batches([], 4, 16)
         short = self.runtime.array(numpy.arange(10, dtype=numpy.uint16), device="cpu:0")
-        with self.assertRaises(backplane.OutOfRangeError) as caught:
-            next(backplane.batches(short, 1, 16))
-        self.assertIn("fewer than one window", caught.exception.message)
+        with self.assertRaises(backplane.Error) as caught:
+            backplane.batches(short, 1, 16, device="cpu:0")
+        self.assertIn("16", caught.exception.message)
+        del other
+
+    def test_a_closed_stream_says_so(self):
+        with self.stream() as stream:
+            next(stream)
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            next(stream)
+        self.assertIn("used after close()", caught.exception.message)
+        with self.assertRaises(backplane.InvalidArgumentError):
+            stream.state_dict()
+        stream.close()  # twice: nothing
+
+    # --- (f) no allocation per step ------------------------------------------------
+    def test_a_steady_loop_makes_no_backend_allocation_per_step(self):
+        stream = self.stream(8, 64, device="cpu:1", prefetch=2)
+        for _ in range(5):  # warm-up: the cache fills
+            next(stream)
+        before = self.runtime.memory_stats("cpu:1").backend_allocations
+        for _ in range(50):
+            x, y = next(stream)
+            del x, y
+        after = self.runtime.memory_stats("cpu:1").backend_allocations
+        self.assertEqual(after, before)
+        stream.close()
+
+    # --- (g) statistics ------------------------------------------------------------
+    def test_stats_count_steps_windows_and_bytes(self):
+        stream = self.stream(8, 32, seed=2)
+        self.assertEqual(stream.stats().steps, 0)
+        for _ in range(7):
+            next(stream)
+        stats = stream.stats()
+        self.assertIsInstance(stats, backplane.BatchStats)
+        self.assertEqual(stats.steps, 7)
+        self.assertEqual(stats.windows, 7 * 8)
+        self.assertEqual(stats.bytes, 7 * 8 * 33 * 8)  # int64
+        self.assertGreaterEqual(stats.data_stall_fraction, 0.0)
+        self.assertLessEqual(stats.data_stall_fraction, 1.0)
+        self.assertGreater(stats.elapsed_seconds, 0.0)
+        self.assertGreater(stats.windows_per_second, 0.0)
+        with self.assertRaises(Exception):
+            stats.steps = 0  # frozen
+        u16 = self.stream(8, 32, dtype=None, steps=3)
+        list(u16)
+        self.assertEqual(u16.stats().bytes, 3 * 8 * 33 * 2)
+
+    # --- devices and frameworks ---------------------------------------------------
+    def test_a_list_of_devices_splits_the_batch(self):
+        stream = self.stream(device=["cpu:0", "cpu:1"], steps=2, seed=9)
+        for step, shards in enumerate(stream):
+            self.assertEqual(len(shards), 2)
+            rows = []
+            for x, y in shards:
+                self.assertEqual(x.shape, (2, 16))
+                rows += starts_of(x)
+            self.assertEqual(rows, [window.start for window in stream.windows(step)])
+
+    def test_the_default_device_follows_a_python_scope(self):
+        seen = []
+
+        def convert(array):
+            seen.append(array.device)
+            return numpy.from_dlpack(array)
+
+        with self.runtime.default_device_scope("cpu:1"):
+            stream = self.stream(device=None, to=convert)
+        next(stream)  # outside the scope: the device was decided by batches()
+        self.assertEqual(seen, [backplane.Device("cpu", 1)])
+        stream.close()
 
     @unittest.skipIf(torch is None, "torch is not installed for this interpreter (Debian: python3-torch)")
     def test_torch_tensors(self):
-        x, y = next(backplane.batches(self.tokens, 4, 16, device="cpu:0", to="torch"))
+        x, y = next(self.stream(to="torch"))
         self.assertIsInstance(x, torch.Tensor)
         self.assertEqual(x.dtype, torch.int64)
         self.assertTrue(torch.equal(x[:, 1:], y[:, :-1]))
