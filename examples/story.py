@@ -105,9 +105,10 @@ def main() -> int:
             tokens = backplane.safetensors.load(None, path, names="tokens")["tokens"]
         print(f"tokens: {tokens.shape[0]:,} on {tokens.device}")
 
-        # One take_windows per step onto the default device, prefetched:
-        # step k+1 is on its way while step k trains.
-        batches = backplane.batches(tokens, args.batch, args.context, dtype="int64", seed=0, to=args.framework)
+        # A batch stream onto the default device: its threads gather and move
+        # the next steps while this one trains.
+        batches = backplane.batches(tokens, args.batch, args.context, dtype="int64", seed=0, steps=args.steps,
+                                    to=args.framework)
         start = time.perf_counter()
         first: List[float] = []
 
@@ -122,6 +123,10 @@ def main() -> int:
         elapsed = time.perf_counter() - start
         print(f"{args.framework}: {args.steps} steps of {args.batch} x {args.context} tokens in {elapsed:.2f} s; "
               f"loss {first[0]:.3f} -> {last:.3f}")
+        stats = batches.stats()  # how long the trainer waited for data
+        print(f"stream: {stats.steps} steps, {stats.windows_per_second:,.0f} windows/s, "
+              f"data stall {100 * stats.data_stall_fraction:.1f}%")
+        batches.close()
         del tokens, batches
         return 0 if last < first[0] else 1
 

@@ -5,14 +5,16 @@
 //   2. load the tokens (one U16 tensor `tokens` in a safetensors file) onto
 //      the CPU inside a DefaultDeviceScope: a zero-copy view of the mapped
 //      file, while the default outside the scope stays the fastest device;
-//   3. each step, sample B windows of T+1 tokens at random offsets and place
-//      them on the default device with take_windows, issuing step k+1 before
-//      step k's batch is used, so the transfer overlaps the work.
+//   3. sample batches of B windows of T+1 tokens onto the default device
+//      with a BatchStream: its threads gather and move the next steps while
+//      the current one is used, so next() rarely waits; at the end, its
+//      statistics say how often it did (the data stall).
 //
 // Without --tokens it generates a small random token file first. The same
 // program runs unchanged on a GPU machine, where the default becomes cuda:0.
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
+#include <backplane/batch_stream.hpp>
 #include <backplane/safetensors.hpp>
 
 #include <fmt/format.h>
@@ -46,7 +48,7 @@ constexpr std::string_view kUsage =
     "  --batch B         windows per batch (default 32)\n"
     "  --context T       tokens per window are T+1 (default 1024)\n"
     "  --steps N         batches to sample (default 200)\n"
-    "  --seed S          random seed (default 1)\n"
+    "  --seed S          seed of the generated tokens and of the sampling (default 1)\n"
     "  --device SELECTOR where batches go, e.g. cuda:0 (default: the runtime's default device)\n";
 
 struct Settings {
@@ -174,39 +176,34 @@ int run(const Settings& settings) {
   fmt::print("tokens: {} on {} (loaded in {:.3f} s); batches go to {}\n", count, tokens.device().selector(),
              load_seconds, target.selector());
 
-  std::mt19937_64 random(settings.seed);
-  std::uniform_int_distribution<std::int64_t> start(0, count - length);
-  auto sample = [&](std::vector<std::int64_t>& offsets) {
-    offsets.resize(static_cast<std::size_t>(settings.batch));
-    for (auto& offset : offsets) offset = start(random);
-    return take_windows(runtime, tokens, offsets, length, target, DType::kI64);
-  };
+  BatchStreamOptions options;
+  options.batch_size = settings.batch;
+  options.context = settings.context;
+  options.devices = {target};
+  options.dtype = DType::kI64;
+  options.seed = settings.seed;
+  BatchStream stream(runtime, {tokens}, options);
 
   const auto* host_tokens = static_cast<const std::byte*>(tokens.host_data());
-  std::vector<std::int64_t> offsets;
-  std::vector<std::int64_t> next_offsets;
   std::vector<std::int64_t> row(static_cast<std::size_t>(length));
   std::uint64_t checksum = 0;
   const auto loop_start = std::chrono::steady_clock::now();
-  Array batch = sample(offsets);
   for (std::int64_t step = 0; step < settings.steps; ++step) {
-    // Issued before this step's batch is used: its gather and copy overlap it.
-    Array next = step + 1 < settings.steps ? sample(next_offsets) : Array();
+    const Window first = stream.windows(step).front();
+    const std::vector<Array> batch = stream.next();  // one array per device: here one
     // "Use" the batch: read its first window back and check it against the
     // tokens it came from (a training step would run the model here).
-    batch.slice(0, 1).copy_to_host(row.data(), row.size() * sizeof(std::int64_t));
+    batch.front().slice(0, 1).copy_to_host(row.data(), row.size() * sizeof(std::int64_t));
     for (std::int64_t position = 0; position < length; ++position) {
       std::uint16_t expected = 0;
-      std::memcpy(&expected, host_tokens + (offsets[0] + position) * 2, 2);
+      std::memcpy(&expected, host_tokens + (first.start + position) * 2, 2);
       if (row[static_cast<std::size_t>(position)] != expected) {
         fmt::print(stderr, "token_batches: step {}: window 0 differs from the tokens at offset {}\n", step,
-                   offsets[0] + position);
+                   first.start + position);
         return 1;
       }
       checksum += static_cast<std::uint64_t>(row[static_cast<std::size_t>(position)]);
     }
-    batch = std::move(next);
-    std::swap(offsets, next_offsets);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
   const double bytes = static_cast<double>(settings.steps) * static_cast<double>(settings.batch) *
@@ -214,6 +211,9 @@ int run(const Settings& settings) {
   fmt::print("{} batches of [{}, {}] int64 onto {} in {:.3f} s: {:.1f} batches/s, {:.2f} GB/s (checksum {})\n",
              settings.steps, settings.batch, length, target.selector(), seconds,
              static_cast<double>(settings.steps) / seconds, bytes / seconds / 1e9, checksum);
+  const BatchStreamStats stats = stream.stats();
+  fmt::print("stream: {} steps, {:.0f} windows/s, data stall {:.1f}% (waited {:.3f} s of {:.3f} s)\n", stats.steps,
+             stats.windows_per_second, 100 * stats.data_stall_fraction, stats.wait_seconds, stats.elapsed_seconds);
   return 0;
 }
 

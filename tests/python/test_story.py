@@ -22,6 +22,8 @@ class StoryTest(unittest.TestCase):
         self.assertIn("backends:", result.stdout)
         self.assertIn("tokens: 1,000,000 on cpu:0", result.stdout)
         self.assertIn(f"{framework}: 40 steps of 16 x 64 tokens", result.stdout)
+        self.assertIn("stream: 40 steps, ", result.stdout)
+        self.assertIn("data stall ", result.stdout)
 
     def test_torch_trainer(self):
         self.run_story("torch")

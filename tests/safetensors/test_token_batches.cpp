@@ -35,6 +35,8 @@ TEST_CASE("[safetensors] token_batches keeps tokens on the cpu and sends batches
   CHECK(has(result.output, "10 batches of [4, 33] int64 onto sim:0"));
   CHECK(has(result.output, "batches/s"));
   CHECK(has(result.output, "GB/s"));
+  CHECK(has(result.output, "stream: 10 steps, "));
+  CHECK(has(result.output, "windows/s, data stall "));
 }
 
 TEST_CASE("[safetensors] token_batches follows BACKPLANE_DEFAULT_DEVICE, cleans up, and names a missing file") {
