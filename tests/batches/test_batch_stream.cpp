@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -297,4 +298,31 @@ TEST_CASE("[batches] bad options are refused when the stream is made, naming the
   CHECK(contains(message_of(runtime, {source}, options_for(8, 15), &state), "global batch"));
   Array other = host_tokens(runtime, counting_tokens(1000, 1));
   CHECK(contains(message_of(runtime, {other}, options_for(4, 15), &state), "source 0 differs"));
+}
+
+TEST_CASE("[batches] concurrency: stats and state read from other threads while next() runs, then teardown") {
+  Runtime runtime(placement_options());
+  Array source = host_tokens(runtime, counting_tokens(50000));
+  for (const Device& device : {kCpu1, kSim0}) {
+    CAPTURE(device.selector());
+    BatchStreamOptions options = options_for(16, 63, device);
+    options.prefetch = 4;
+    options.threads = 3;
+    auto stream = std::make_unique<BatchStream>(runtime, std::vector<Array>{source}, options);
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+      std::int64_t last = 0;
+      while (!done.load()) {
+        const BatchStreamState state = stream->state();
+        CHECK(state.step >= last);
+        last = state.step;
+        CHECK(stream->stats().steps <= 200);
+      }
+    });
+    for (int step = 0; step < 100; ++step) CHECK(stream->next().size() == 1);
+    done = true;
+    reader.join();
+    CHECK(stream->stats().steps == 100);
+    stream.reset();  // with up to 4 steps prepared or in flight
+  }
 }
