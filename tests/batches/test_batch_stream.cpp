@@ -326,3 +326,28 @@ TEST_CASE("[batches] concurrency: stats and state read from other threads while 
     stream.reset();  // with up to 4 steps prepared or in flight
   }
 }
+
+TEST_CASE("[batches] a failed copy surfaces at the next() of its step, and the state still names that step") {
+  // The sim device fails its 4th copy: step 3's batch.
+  Runtime runtime(placement_options({{"fail_copy_at", "4"}}));
+  const auto tokens = counting_tokens(20000);
+  Array source = host_tokens(runtime, tokens);
+  BatchStreamOptions options = options_for(4, 31, kSim0);
+  BatchStream stream(runtime, {source}, options);
+  for (int step = 0; step < 3; ++step) (void)stream.next();
+  const Error error = error_from([&] { (void)stream.next(); });
+  CHECK(contains(error.what(), "batch stream step 3"));
+  CHECK(contains(error.what(), "injected device fault"));
+  CHECK(stream.state().step == 3);
+  CHECK(contains(error_from([&] { (void)stream.next(); }).what(), "injected device fault"));  // stays failed
+
+  // A new stream from that state retries step 3, on a device that works.
+  const BatchStreamState state = stream.state();
+  options.devices = {kCpu1};
+  BatchStream retry(runtime, {source}, options, &state);
+  const std::vector<Window> windows = stream.windows(3);
+  const auto values = retry.next()[0].to_vector<std::uint16_t>();
+  for (std::size_t row = 0; row < 4; ++row) {
+    CHECK(values[row * 32] == tokens[static_cast<std::size_t>(windows[row].start)]);
+  }
+}
