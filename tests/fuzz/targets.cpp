@@ -4,6 +4,7 @@
 #include "config/selector.hpp"
 #include "loader/table_validation.hpp"
 
+#include <backplane/batch_stream.hpp>
 #include <backplane/error.hpp>
 #include <backplane/safetensors.hpp>
 
@@ -236,6 +237,27 @@ void plugin_table(Bytes data) {
   require(expected.empty() || name == expected, "accepted names match the file");
   require(table.probe != nullptr && table.backend_create != nullptr && table.event_destroy != nullptr,
           "required calls present");
+}
+
+void batch_stream_state(Bytes data) {
+  BatchStreamState state;
+  try {
+    state = BatchStreamState::from_json(as_text(data));
+  } catch (const Error&) {
+    return;
+  }
+  require(state.step >= 0 && state.global_batch >= 0 && state.context >= 0, "counts are not negative");
+  const BatchStreamState again = BatchStreamState::from_json(state.to_json());
+  require(again.seed == state.seed && again.step == state.step && again.global_batch == state.global_batch &&
+              again.context == state.context && again.weights == state.weights &&
+              again.sources.size() == state.sources.size(),
+          "to_json round-trips");
+  for (std::size_t index = 0; index < state.sources.size(); ++index) {
+    require(again.sources[index].tokens == state.sources[index].tokens &&
+                again.sources[index].dtype == state.sources[index].dtype &&
+                again.sources[index].fingerprint == state.sources[index].fingerprint,
+            "sources round-trip");
+  }
 }
 
 }  // namespace backplane::fuzz

@@ -29,6 +29,9 @@ void selector(Bytes data);
 // validate_table on a table built from the bytes, with every pointer aimed at
 // a real buffer (or NULL) and every function pointer NULL or a trap.
 void plugin_table(Bytes data);
+// BatchStreamState::from_json; an accepted state round-trips through
+// to_json to the same state.
+void batch_stream_state(Bytes data);
 
 struct Target {
   std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
@@ -39,6 +42,7 @@ inline constexpr Target kTargets[] = {
     {"config", config},
     {"selector", selector},
     {"plugin_table", plugin_table},
+    {"batch_stream_state", batch_stream_state},
 };
 
 }  // namespace backplane::fuzz

@@ -96,16 +96,16 @@ struct BatchStreamState {
 
 // What the stream did so far. Seconds are wall time on a steady clock.
 struct BatchStreamStats {
-  std::int64_t steps = 0;           // batches handed out
-  std::uint64_t windows = 0;        // windows handed out
-  std::uint64_t bytes = 0;          // bytes of those batches, as handed out
-  double wait_seconds = 0;          // inside next(), waiting for data
-  double gather_seconds = 0;        // gathering windows (summed over steps, not threads)
-  double transfer_seconds = 0;      // from a batch's copy issue to its arrival
-  double elapsed_seconds = 0;       // from the first next() call to the last return
-  double windows_per_second = 0;    // windows / elapsed_seconds
-  double data_stall_fraction = 0;   // wait_seconds / elapsed_seconds
-  std::uint64_t resident_bytes = 0; // of the sources' file mappings, in this process
+  std::int64_t steps = 0;            // batches handed out
+  std::uint64_t windows = 0;         // windows handed out
+  std::uint64_t bytes = 0;           // bytes of those batches, as handed out
+  double wait_seconds = 0;           // inside next(), waiting for data
+  double gather_seconds = 0;         // gathering windows (summed over steps, not threads)
+  double transfer_seconds = 0;       // from a batch's copy issue to its arrival
+  double elapsed_seconds = 0;        // from the first next() call to the last return
+  double windows_per_second = 0;     // windows / elapsed_seconds
+  double data_stall_fraction = 0;    // wait_seconds / elapsed_seconds
+  std::uint64_t resident_bytes = 0;  // of the sources' file mappings, in this process
 };
 
 // One window of a step: the source it comes from and its first token.

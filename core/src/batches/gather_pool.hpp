@@ -1,0 +1,53 @@
+// A few threads that split one gather between them: with cold pages each
+// thread waits on its own page fault, so the disk sees several reads at once.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace backplane::detail {
+
+class GatherPool {
+ public:
+  // `threads` workers in all, counting the caller of run(): threads - 1 are
+  // started here.
+  explicit GatherPool(unsigned threads);
+  ~GatherPool();
+  GatherPool(const GatherPool&) = delete;
+  GatherPool& operator=(const GatherPool&) = delete;
+
+  // Calls work(begin, end) over [0, count) in contiguous pieces, on the
+  // caller's thread and the workers, and returns when all are done. Rethrows
+  // the first exception a piece threw. One run() at a time.
+  void run(std::size_t count, const std::function<void(std::size_t, std::size_t)>& work);
+
+  // Leaves the threads running and never frees them: for a pool inherited
+  // from the parent process after fork(), whose threads do not exist here.
+  static void abandon(std::unique_ptr<GatherPool> pool) noexcept { (void)pool.release(); }
+
+ private:
+  void worker();
+  // Takes and runs pieces until none is left; returns with the lock held.
+  void drain(std::unique_lock<std::mutex>& lock);
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  const std::function<void(std::size_t, std::size_t)>* work_ = nullptr;
+  std::size_t count_ = 0;
+  std::size_t piece_ = 1;
+  std::size_t next_ = 0;     // first index not yet taken
+  std::size_t running_ = 0;  // pieces taken and not finished
+  std::uint64_t round_ = 0;  // run() calls so far, to wake workers once each
+  std::exception_ptr failure_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace backplane::detail
