@@ -332,32 +332,33 @@ static void bad_options_are_refused_naming_the_problem(void) {
   sources[1] = token_array(runtime, 1, 5000);
 
   options = stream_options(0, 16, 0);
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "batch_size");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "batch_size must be at least 1, got 0");
   options = stream_options(4, 0, 0);
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "context");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "context must be at least 1, got 0");
   options = stream_options(4, 16, 0);
   options.rank = 2;
   options.world_size = 2;
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "rank");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "rank 2 is not in [0, world_size = 2)");
   options = stream_options(4, 16, 0);
   options.prefetch = 65;
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "prefetch");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "prefetch must be in [1, 64], got 65");
   options = stream_options(4, 16, 0);
   options.weights = weights;
   options.weight_count = 2;
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "weights");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "2 weights for 1 sources");
   options.weights = negative;
-  check_refused(runtime, sources, 2, &options, BP_STATUS_INVALID_ARGUMENT, "weight");
+  check_refused(runtime, sources, 2, &options, BP_STATUS_INVALID_ARGUMENT,
+                "weight -0.5 (of source 1) is not a finite number >= 0");
   options.weights = zeros;
-  check_refused(runtime, sources, 2, &options, BP_STATUS_INVALID_ARGUMENT, "weight");
+  check_refused(runtime, sources, 2, &options, BP_STATUS_INVALID_ARGUMENT, "the weights are all zero");
   options.weights = NULL;
   check_refused(runtime, sources, 2, &options, BP_STATUS_INVALID_ARGUMENT,
                 "bp_batch_stream_create: options->weights is NULL");
   options = stream_options(4, 16, 0);
   options.state = "this is not JSON";
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_FILE, "");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_FILE, "batch stream state: not valid JSON");
   options.state = "{\"version\": 1}";
-  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_FILE, "");
+  check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_FILE, "batch stream state: no field");
   options = stream_options(4, 16, 0);
   options.struct_size = 16;
   check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT,
@@ -371,6 +372,16 @@ static void bad_options_are_refused_naming_the_problem(void) {
   check_refused(runtime, NULL, 1, &options, BP_STATUS_INVALID_ARGUMENT, "bp_batch_stream_create: sources is NULL");
   check_refused(runtime, sources, 1, NULL, BP_STATUS_INVALID_ARGUMENT, "bp_batch_stream_create: options is NULL");
 
+  /* Tokens in device memory. */
+  {
+    bp_device sim = c_test_device(runtime, "sim:0");
+    bp_array* on_device = NULL;
+    CHECK(bp_array_device_put(runtime, sources[0], &sim, NULL, NULL, &on_device) == BP_OK);
+    options = stream_options(4, 16, 0);
+    check_refused(runtime, &on_device, 1, &options, BP_STATUS_UNSUPPORTED, "source 0 lives on sim:0");
+    bp_array_destroy(on_device);
+  }
+
   /* A state of another stream: the seed differs. */
   {
     bp_batch_stream* stream;
@@ -381,10 +392,12 @@ static void bad_options_are_refused_naming_the_problem(void) {
     bp_batch_stream_destroy(stream);
     options.seed = 6;
     options.state = state;
-    check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "seed");
+    check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT,
+                  "the state was saved with seed 5, this stream has 6");
     options.seed = 5;
     options.context = 8;
-    check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT, "context");
+    check_refused(runtime, sources, 1, &options, BP_STATUS_INVALID_ARGUMENT,
+                  "the state was saved with context 16, this stream has 8");
     free(state);
   }
 

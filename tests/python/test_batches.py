@@ -156,14 +156,19 @@ class BatchesTest(unittest.TestCase):
         state = stream.state_dict()
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
             self.stream(seed=6, state=state)
-        self.assertIn("seed", caught.exception.message)
+        self.assertIn("seed 5, this stream has 6", caught.exception.message)
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
             self.stream(context=8, state=state)
-        self.assertIn("context", caught.exception.message)
-        with self.assertRaises(backplane.InvalidFileError):
+        self.assertIn("context 16, this stream has 8", caught.exception.message)
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            self.stream(batch_size=8, state=state)
+        self.assertIn("global batch (batch_size x world_size) 4, this stream has 8", caught.exception.message)
+        with self.assertRaises(backplane.InvalidFileError) as caught:
             self.stream(state="{ not json")
-        with self.assertRaises(backplane.InvalidFileError):
+        self.assertIn("not valid JSON", caught.exception.message)
+        with self.assertRaises(backplane.InvalidFileError) as caught:
             self.stream(state={"step": 3})
+        self.assertIn("no field", caught.exception.message)
         # A failed load leaves the stream as it was.
         with self.assertRaises(backplane.InvalidFileError):
             stream.load_state_dict({"step": 3})
@@ -235,7 +240,6 @@ class BatchesTest(unittest.TestCase):
 
     # --- (e) refused arguments --------------------------------------------------
     def test_bad_arguments_are_refused_when_batches_is_called_naming_the_problem(self):
-        other = self.runtime.array(numpy.arange(TOKENS, dtype=numpy.uint16), device="cpu:0")
         cases = [
             (dict(steps=-1), "steps must be an int >= 0, got -1"),
             (dict(steps=2.5), "steps must be an int >= 0, got 2.5"),
@@ -247,7 +251,7 @@ class BatchesTest(unittest.TestCase):
             (dict(prefetch=0), "prefetch must be an int in [1, 64], got 0"),
             (dict(prefetch=65), "prefetch must be an int in [1, 64], got 65"),
             (dict(seed=-1), "seed must be an int in [0, 2**64), got -1"),
-            (dict(threads=-1), "threads must be an int >= 0"),
+            (dict(threads=-1), "threads must be an int in [0, 4294967295], got -1"),
             (dict(release_pages="yes"), "release_pages must be True or False"),
             (dict(rank=2, world_size=2), "rank 2 is not in [0, world_size=2)"),
             (dict(world_size=0), "world_size must be a positive int, got 0"),
@@ -270,13 +274,16 @@ class BatchesTest(unittest.TestCase):
                 self.assertIn(words, caught.exception.message)
         # What the library checks, still at the call.
         library_cases = [
-            (dict(weights=[-1.0]), "weight"),
-            (dict(weights=[0.0]), "weight"),
-            (dict(dtype="float32"), ""),
+            (dict(weights=[-1.0]), backplane.InvalidArgumentError, "weight -1 (of source 0) is not a finite number"),
+            (dict(weights=[0.0]), backplane.InvalidArgumentError, "the weights are all zero"),
+            (dict(threads=1000), backplane.InvalidArgumentError, "threads must be at most 256, got 1000"),
+            (dict(dtype="float32"), backplane.UnsupportedError, "only integer dtypes convert"),
+            (dict(release_pages=True), backplane.InvalidArgumentError, "release_pages: source 0 is not a read-only "
+                                                                       "file mapping"),
         ]
-        for options, words in library_cases:
+        for options, error, words in library_cases:
             with self.subTest(options=options):
-                with self.assertRaises(backplane.Error) as caught:
+                with self.assertRaises(error) as caught:
                     self.stream(**options)
                 self.assertIn(words, caught.exception.message)
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
@@ -285,10 +292,9 @@ class BatchesTest(unittest.TestCase):
         with self.assertRaises(backplane.InvalidArgumentError):
             backplane.batches([], 4, 16)
         short = self.runtime.array(numpy.arange(10, dtype=numpy.uint16), device="cpu:0")
-        with self.assertRaises(backplane.Error) as caught:
+        with self.assertRaises(backplane.OutOfRangeError) as caught:
             backplane.batches(short, 1, 16, device="cpu:0")
-        self.assertIn("16", caught.exception.message)
-        del other
+        self.assertIn("a window of context + 1 = 17 tokens is longer than every source", caught.exception.message)
 
     def test_a_closed_stream_says_so(self):
         with self.stream() as stream:

@@ -624,19 +624,22 @@ typedef struct bp_batch_stream_options {
   const char* state;
 } bp_batch_stream_options;
 
-/* A new stream over `sources` (source_count 1-D arrays of integer tokens on
- * host-addressable devices; each handle stays the caller's: the stream holds
- * its own reference to the data). Starts preparing the first steps at once.
- * Errors: INVALID_ARGUMENT or OUT_OF_RANGE naming the option (batch_size or
- * context < 1, rank outside [0, world_size), prefetch outside [1, 64], a
- * weight count other than source_count, a negative or non-finite weight or
- * all zero, B not divisible by the device count, a source shorter than one
- * window or fewer window starts than a global batch), UNSUPPORTED for a
- * source that is not 1-D integers on a host-addressable device or a
- * conversion between non-integers, INVALID_FILE for a `state` that is not
- * one (malformed JSON, a missing field, another format version) and
- * INVALID_ARGUMENT naming what differs for a state of another stream, and
- * what bp_device_resolve reports for the devices. */
+/* A new stream over `sources` (source_count 1-D arrays of integer tokens, all
+ * of one dtype, in host memory; each handle stays the caller's: the stream
+ * holds its own reference to the data). Starts preparing the first steps at
+ * once. Errors, each naming the option and its value: INVALID_ARGUMENT for
+ * batch_size or context < 1, rank outside [0, world_size), prefetch outside
+ * [1, 64], threads > 256, a weight count other than source_count, a weight
+ * negative or not finite or all of them zero, a device listed twice, B not
+ * divisible by the device count, release_pages on memory that is not a
+ * read-only file mapping; OUT_OF_RANGE for a window longer than every source
+ * and for more windows per global step than the sources have starts (with
+ * weights: than a source of positive weight has); UNSUPPORTED for a source
+ * that is not 1-D integers in host memory or not of source 0's dtype, and a
+ * dtype that is not an integer; INVALID_FILE for a `state` that is not one
+ * (malformed JSON, a missing field, another format version) and
+ * INVALID_ARGUMENT naming both values for a state of another stream; what
+ * bp_device_resolve reports for the devices. */
 bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
                                  const bp_batch_stream_options* options, bp_batch_stream** out);
 
