@@ -4,12 +4,14 @@
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
+#include "isolation/probe_process.hpp"
 
 #include <backplane/backplane.hpp>
 
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -221,4 +223,64 @@ TEST_CASE("[discovery] isolation: megabytes on stdout and stderr neither block t
   Runtime runtime(options);
   const BackendInfo& loud = backend_named(runtime, "loud_output");
   CHECK(loud.status == BackendStatus::kAvailable);  // the verdict arrived after the noise
+}
+
+namespace {
+
+// A stand-in for the probe helper: a script that records each run in
+// `marker` and then does `then` (exit 0, sleep...), saying nothing.
+std::filesystem::path fake_helper(const TempDir& dir, const std::string& then, mode_t mode) {
+  const auto script = dir / "backplane-probe";
+  std::ofstream(script) << "#!/bin/sh\necho run >> " << (dir / "runs").string() << "\n" << then << "\n";
+  ::chmod(dir.path().c_str(), 0755);
+  ::chmod(script.c_str(), mode);
+  return script;
+}
+
+int runs_of(const TempDir& dir) {
+  std::ifstream runs(dir / "runs");
+  int count = 0;
+  for (std::string line; std::getline(runs, line);) ++count;
+  return count;
+}
+
+struct HelperOverride {
+  explicit HelperOverride(const std::filesystem::path& helper) {
+    backplane::detail::isolation::override_helper_for_testing(helper);
+  }
+  ~HelperOverride() { backplane::detail::isolation::override_helper_for_testing({}); }
+};
+
+const std::filesystem::path kFixtureDir = BP_TEST_FIXTURE_DIR;
+
+}  // namespace
+
+TEST_CASE("[discovery] isolation: a probe helper others could replace is never run") {
+  TempDir dir;
+  const HelperOverride helper(fake_helper(dir, "exit 0", 0777));  // world-writable
+  // A fresh copy of the cpu plugin: one this process has not seen pass yet.
+  TempDir plugins;
+  std::filesystem::copy_file(kPluginDir / "backplane-cpu.so", plugins / "backplane-cpu.so");
+  auto options = options_for({plugins / "backplane-cpu.so"});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  CHECK(runtime.is_available("cpu"));  // probed here instead, with a warning
+  CHECK(runs_of(dir) == 0);
+}
+
+TEST_CASE("[discovery] isolation: a helper that says nothing is a broken helper, not every plugin failing") {
+  for (const char* then : {"exit 0", "exec sleep 30"}) {
+    CAPTURE(then);
+    TempDir dir;
+    const HelperOverride helper(fake_helper(dir, then, 0755));
+    TempDir plugins;  // fresh copies: files this process has not seen pass yet
+    std::filesystem::copy_file(kPluginDir / "backplane-cpu.so", plugins / "backplane-cpu.so");
+    std::filesystem::copy_file(kFixtureDir / "backplane-unavailable.so", plugins / "backplane-unavailable.so");
+    auto options = options_for({plugins.path()}, {{"BACKPLANE_PROBE_TIMEOUT_MS", "2000"}});
+    options.probe_isolation = ProbeIsolation::kProcess;
+    Runtime runtime(options);
+    CHECK(runtime.is_available("cpu"));
+    CHECK(backend_named(runtime, "unavailable").status == BackendStatus::kUnavailable);
+    CHECK(runs_of(dir) == 1);  // found broken once; the rest are probed here
+  }
 }

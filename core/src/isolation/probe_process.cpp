@@ -88,6 +88,10 @@ struct Reading {
 // the child's exit also ends the reading, once what it wrote is drained.
 Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadline) {
   constexpr int kCheckExitMs = 50;
+  // The helper's first record comes before it touches the plugin: a helper
+  // silent this long is broken (or not ours), whatever the plugin deadline.
+  constexpr auto kFirstRecordWithin = std::chrono::seconds(10);
+  const Clock::time_point first_record_by = Clock::now() + kFirstRecordWithin;
   Reading reading;
   char buffer[4096];
   bool draining = false;  // the child is gone: read what is there, then stop
@@ -107,6 +111,10 @@ Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadlin
     if (ready < 0) break;
     if (ready == 0) {
       if (draining) break;
+      if (reading.records.bytes_received() == 0 && Clock::now() >= first_record_by) {
+        reading.timed_out = true;
+        break;
+      }
       if (!reading.reaped && ::waitpid(pid, &reading.wait_status, WNOHANG) == pid) {
         reading.reaped = true;
         draining = true;
@@ -132,10 +140,16 @@ std::string identity_key(const std::filesystem::path& file, const PluginOptions&
 
 std::mutex good_mutex;
 std::set<std::string>* good_plugins = new std::set<std::string>();  // never destroyed: used until exit
+std::mutex override_mutex;
+std::filesystem::path* helper_override = new std::filesystem::path();  // never destroyed: used until exit
 
 }  // namespace
 
 std::filesystem::path helper_path() {
+  {
+    std::lock_guard lock(override_mutex);
+    if (!helper_override->empty()) return *helper_override;
+  }
   if (auto plugins = plugin_dir_next_to_core(); !plugins.empty()) {
     auto next_to_core = plugins.parent_path() / kHelperName;
     if (is_executable(next_to_core)) return next_to_core;
@@ -223,6 +237,7 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   // or not.
   ::kill(-pid, SIGKILL);
 
+  verdict.silent = reading.records.bytes_received() == 0;
   const bool exited_cleanly = !killed && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
   if (reading.records.done() && exited_cleanly) {
     verdict.answered = true;
@@ -235,6 +250,15 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
     verdict.reason = reading.records.get("reason").value_or("");
     verdict.abi_version = reading.records.get("abi").value_or("");
     verdict.name = reading.records.get("name").value_or("");
+    return verdict;
+  }
+  if (verdict.silent) {
+    verdict.reason =
+        killed || reading.timed_out
+            ? fmt::format("{} wrote nothing to its result pipe before it was killed", helper.string())
+            : fmt::format("{} wrote nothing to its result pipe and {}", helper.string(),
+                          WIFSIGNALED(wait_status) ? describe_signal(WTERMSIG(wait_status))
+                                                   : fmt::format("exited with status {}", WEXITSTATUS(wait_status)));
     return verdict;
   }
   if (killed) {
@@ -257,6 +281,11 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   }
   verdict.reason = describe_end(wait_status, stage);
   return verdict;
+}
+
+void override_helper_for_testing(std::filesystem::path helper) {
+  std::lock_guard lock(override_mutex);
+  *helper_override = std::move(helper);
 }
 
 bool known_good(const std::filesystem::path& file, const PluginOptions& options) {
