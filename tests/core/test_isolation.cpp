@@ -4,17 +4,23 @@
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
+#include "isolation/probe_process.hpp"
 
 #include <backplane/backplane.hpp>
 
 #include <doctest/doctest.h>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <thread>
 
 using backplane::BackendInfo;
 using backplane::BackendStatus;
@@ -147,5 +153,134 @@ TEST_CASE("[config] probe_isolation must be \"process\" or \"none\"") {
     FAIL("expected an error");
   } catch (const backplane::Error& error) {
     CHECK(std::string(error.what()) == "c.toml:1:19: 'probe_isolation' must be a string, got boolean");
+  }
+}
+
+TEST_CASE("[discovery] isolation: a verdict counts only if the helper then exits cleanly") {
+  KeepSegvInChild keep_segv;
+  auto options = options_for({misbehaving("forge_verdict"), kPluginDir});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  const BackendInfo& forged = backend_named(runtime, "forge_verdict");
+  CHECK(forged.status == BackendStatus::kFailed);
+  CHECK(forged.reason ==
+        "gave a verdict that is not trusted, since the process then crashed with SIGSEGV (Segmentation fault) "
+        "during the probe's end in a separate probe process; not loaded into this one");
+  CHECK(!loaded_here(misbehaving("forge_verdict")));
+  CHECK(runtime.is_available("cpu"));
+}
+
+TEST_CASE("[discovery] isolation: junk on the result pipe is described as such") {
+  auto options = options_for({misbehaving("junk_pipe"), kPluginDir});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  const BackendInfo& junk = backend_named(runtime, "junk_pipe");
+  CHECK(junk.status == BackendStatus::kFailed);
+  CHECK(junk.reason.starts_with("wrote "));
+  CHECK(junk.reason.find("bytes to the probe's result pipe that are not the probe protocol (starting "
+                         "\"JJJJ") != std::string::npos);
+  CHECK(!loaded_here(misbehaving("junk_pipe")));
+}
+
+TEST_CASE("[discovery] isolation: a grandchild holding the pipe neither delays discovery nor outlives it") {
+  KeepSegvInChild keep_segv;
+  // No deadline: only the helper's own exit may end the wait.
+  auto options = options_for({misbehaving("fork_keeps_pipe"), kPluginDir}, {{"BACKPLANE_PROBE_TIMEOUT_MS", "0"}});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  const auto start = std::chrono::steady_clock::now();
+  Runtime runtime(options);
+  const BackendInfo& forking = backend_named(runtime, "fork_keeps_pipe");
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(forking.status == BackendStatus::kFailed);
+  CHECK(forking.reason.starts_with("crashed with SIGSEGV"));
+  CHECK(took < std::chrono::seconds(20));  // the grandchild sleeps 30 s
+  // Its process group was killed: no process of the fixture is left (the
+  // grandchild's command line is the helper's, naming the fixture's file).
+  // SIGKILL is delivered asynchronously: allow it a moment to land.
+  const auto survivors = [] {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      std::ifstream command(entry.path() / "cmdline");
+      const std::string text((std::istreambuf_iterator<char>(command)), std::istreambuf_iterator<char>());
+      if (text.find("backplane-fork_keeps_pipe.so") == std::string::npos) continue;
+      std::ifstream status(entry.path() / "stat");
+      std::string fields;
+      std::getline(status, fields);
+      const auto state = fields.rfind(") ");
+      if (state != std::string::npos && fields[state + 2] != 'Z') ++count;
+    }
+    return count;
+  };
+  for (int attempt = 0; attempt < 40 && survivors() > 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(survivors() == 0);
+}
+
+TEST_CASE("[discovery] isolation: megabytes on stdout and stderr neither block the probe nor hide its verdict") {
+  auto options = options_for({misbehaving("loud_output"), kPluginDir});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  const BackendInfo& loud = backend_named(runtime, "loud_output");
+  CHECK(loud.status == BackendStatus::kAvailable);  // the verdict arrived after the noise
+}
+
+namespace {
+
+// A stand-in for the probe helper: a script that records each run in
+// `marker` and then does `then` (exit 0, sleep...), saying nothing.
+std::filesystem::path fake_helper(const TempDir& dir, const std::string& then, mode_t mode) {
+  const auto script = dir / "backplane-probe";
+  std::ofstream(script) << "#!/bin/sh\necho run >> " << (dir / "runs").string() << "\n" << then << "\n";
+  ::chmod(dir.path().c_str(), 0755);
+  ::chmod(script.c_str(), mode);
+  return script;
+}
+
+int runs_of(const TempDir& dir) {
+  std::ifstream runs(dir / "runs");
+  int count = 0;
+  for (std::string line; std::getline(runs, line);) ++count;
+  return count;
+}
+
+struct HelperOverride {
+  explicit HelperOverride(const std::filesystem::path& helper) {
+    backplane::detail::isolation::override_helper_for_testing(helper);
+  }
+  ~HelperOverride() { backplane::detail::isolation::override_helper_for_testing({}); }
+};
+
+const std::filesystem::path kFixtureDir = BP_TEST_FIXTURE_DIR;
+
+}  // namespace
+
+TEST_CASE("[discovery] isolation: a probe helper others could replace is never run") {
+  TempDir dir;
+  const HelperOverride helper(fake_helper(dir, "exit 0", 0777));  // world-writable
+  // A fresh copy of the cpu plugin: one this process has not seen pass yet.
+  TempDir plugins;
+  std::filesystem::copy_file(kPluginDir / "backplane-cpu.so", plugins / "backplane-cpu.so");
+  auto options = options_for({plugins / "backplane-cpu.so"});
+  options.probe_isolation = ProbeIsolation::kProcess;
+  Runtime runtime(options);
+  CHECK(runtime.is_available("cpu"));  // probed here instead, with a warning
+  CHECK(runs_of(dir) == 0);
+}
+
+TEST_CASE("[discovery] isolation: a helper that says nothing is a broken helper, not every plugin failing") {
+  for (const char* then : {"exit 0", "exec sleep 30"}) {
+    CAPTURE(then);
+    TempDir dir;
+    const HelperOverride helper(fake_helper(dir, then, 0755));
+    TempDir plugins;  // fresh copies: files this process has not seen pass yet
+    std::filesystem::copy_file(kPluginDir / "backplane-cpu.so", plugins / "backplane-cpu.so");
+    std::filesystem::copy_file(kFixtureDir / "backplane-unavailable.so", plugins / "backplane-unavailable.so");
+    auto options = options_for({plugins.path()}, {{"BACKPLANE_PROBE_TIMEOUT_MS", "2000"}});
+    options.probe_isolation = ProbeIsolation::kProcess;
+    Runtime runtime(options);
+    CHECK(runtime.is_available("cpu"));
+    CHECK(backend_named(runtime, "unavailable").status == BackendStatus::kUnavailable);
+    CHECK(runs_of(dir) == 1);  // found broken once; the rest are probed here
   }
 }

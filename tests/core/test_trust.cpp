@@ -2,6 +2,7 @@
 // sudo): the file, its directory and every ancestor owned by root or the
 // running user and not writable by group or others, except root-owned sticky
 // directories. Each refusal names the path and the command that fixes it.
+#include "support/fork_child.hpp"
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
@@ -11,9 +12,12 @@
 
 #include <doctest/doctest.h>
 
+#include <pwd.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -48,8 +52,8 @@ BackendInfo cpu_found_in(const std::filesystem::path& path) {
   return *info;
 }
 
-// Files made by root stay in root's group, which has no other member: a
-// group-writable bit there is harmless. Another group is not.
+// Files made by the tests stay out of group-writable modes; a group other
+// than the owner's private one makes a group-writable bit count.
 void give_to_other_group(const std::filesystem::path& path) {
   REQUIRE(::chown(path.c_str(), static_cast<uid_t>(-1), kOtherGroup) == 0);
 }
@@ -177,4 +181,67 @@ TEST_CASE("[trust] a config file in a group-writable directory is refused throug
           std::string::npos);
     CHECK(std::string(error.what()).find("run chmod g-w " + (dir / "conf").string()) != std::string::npos);
   }
+}
+
+TEST_CASE("[trust] a plugin file writable by group 0 is refused: root's group has unlisted members") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root for a root-owned file in group 0");
+    return;
+  }
+  TempDir dir;
+  auto file = plugin_in(dir / "plugins");
+  REQUIRE(::chown(file.c_str(), 0, 0) == 0);
+  ::chmod(file.c_str(), 0775);
+  BackendInfo cpu = cpu_found_in(file.parent_path());
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: " + file.string() +
+                          " is writable by its group (gid 0), whose members could replace it; run chmod g-w " +
+                          file.string());
+}
+
+TEST_CASE("[trust] a user's private group counts only without other members, primary-group ones included") {
+  if (::geteuid() != 0 || ::access("/usr/sbin/useradd", X_OK) != 0) {
+    MESSAGE("skipped: needs root and useradd to make the two accounts");
+    return;
+  }
+  // Owner: an account with its private group; then a second account whose
+  // primary group is that group (a member /etc/group does not list).
+  const std::string owner = "bptrust" + std::to_string(::getpid());
+  const std::string other = owner + "b";
+  REQUIRE(std::system(("/usr/sbin/useradd -M -U -s /usr/sbin/nologin " + owner).c_str()) == 0);
+  struct Cleanup {
+    std::string owner, other;
+    ~Cleanup() {
+      (void)std::system(("/usr/sbin/userdel " + other + " 2>/dev/null").c_str());
+      (void)std::system(("/usr/sbin/userdel " + owner + " 2>/dev/null").c_str());
+      (void)std::system(("/usr/sbin/groupdel " + owner + " 2>/dev/null").c_str());
+    }
+  } cleanup{owner, other};
+  const struct passwd* account = ::getpwnam(owner.c_str());
+  REQUIRE(account != nullptr);
+  const uid_t uid = account->pw_uid;
+  const gid_t gid = account->pw_gid;
+  TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);  // the owner must reach the file to judge it
+  const auto file = plugin_in(dir / "plugins");
+  REQUIRE(::chown(file.parent_path().c_str(), uid, gid) == 0);
+  REQUIRE(::chown(file.c_str(), uid, gid) == 0);
+  ::chmod(file.c_str(), 0775);
+  // Checked as the owner would run it: in a child that becomes that user.
+  const auto verdict_as_owner = [&] {
+    const auto outcome = backplane::testing::run_forked([&]() -> std::string {
+      if (::setgid(gid) != 0 || ::setuid(uid) != 0) return "setuid failed";
+      const auto problem = backplane::detail::untrusted_path(file);
+      return problem ? *problem : "trusted";
+    });
+    return outcome.report;
+  };
+  CHECK(verdict_as_owner() == "trusted");
+  ::chmod(file.c_str(), 0755);
+  CHECK(verdict_as_owner() == "trusted");
+  ::chmod(file.c_str(), 0775);
+  REQUIRE(std::system(("/usr/sbin/useradd -M -g " + owner + " -s /usr/sbin/nologin " + other).c_str()) == 0);
+  const std::string refused = verdict_as_owner();
+  CAPTURE(refused);
+  CHECK(refused.find("is writable by its group (gid " + std::to_string(gid) + ")") != std::string::npos);
 }

@@ -31,7 +31,7 @@ namespace backplane::c_api {
 using namespace ::backplane::detail;
 namespace {
 
-LiveHandles<bp_batch_stream> live_streams;
+LiveHandles<bp_batch_stream>& live_streams = *new LiveHandles<bp_batch_stream>;  // never destroyed: see LiveHandles
 
 std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const char* function) {
   require_non_null(handle, function, "stream");

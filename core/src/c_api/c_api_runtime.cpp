@@ -31,7 +31,7 @@ namespace {
 
 thread_local std::string last_error;
 
-LiveHandles<bp_runtime> live_runtimes;
+LiveHandles<bp_runtime>& live_runtimes = *new LiveHandles<bp_runtime>;  // never destroyed: see LiveHandles
 
 bp_runtime* register_runtime(Runtime* runtime, bool owned) {
   return live_runtimes.add(std::make_shared<bp_runtime>(runtime, owned));

@@ -41,8 +41,9 @@ namespace backplane::c_api {
 using namespace ::backplane::detail;
 namespace {
 
-LiveHandles<bp_safetensors_header> live_headers;
-LiveHandles<bp_tensor_map> live_maps;
+LiveHandles<bp_safetensors_header>& live_headers =
+    *new LiveHandles<bp_safetensors_header>;                              // never destroyed: see LiveHandles
+LiveHandles<bp_tensor_map>& live_maps = *new LiveHandles<bp_tensor_map>;  // never destroyed: see LiveHandles
 
 // The header or map kept alive while the result is held (hold it for the whole call).
 std::shared_ptr<const bp_safetensors_header> header_of(const bp_safetensors_header* header, const char* function) {

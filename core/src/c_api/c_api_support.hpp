@@ -50,6 +50,13 @@ bp_status guarded(Body&& body) noexcept {
 // the lookup that was already there plus one atomic increment and decrement.
 // Detection is best effort once an address is reused by a new handle, which
 // cannot happen while a call still holds the old one.
+//
+// Each registry is made with `new` and never destroyed. A handle the embedder
+// never destroyed is still live at exit, and destroying it then would call
+// into its plugin after the C++ runtime may already have destroyed the
+// plugin's own statics (a plugin loaded after the registry was made has its
+// destructors run first). So at exit what is live stays as it is, reachable
+// from the registry (leak checkers do not report it), and no plugin is called.
 template <class Handle>
 class LiveHandles {
  public:

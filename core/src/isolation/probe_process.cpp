@@ -76,6 +76,59 @@ bool reap(pid_t pid, int& wait_status, std::optional<Clock::time_point> deadline
   }
 }
 
+struct Reading {
+  RecordReader records;
+  bool timed_out = false;
+  bool reaped = false;  // the child was reaped while reading
+  int wait_status = 0;
+};
+
+// Reads the child's records until `done`, end of file, or the deadline. The
+// pipe may stay open after the child is gone (a process it forked holds it):
+// the child's exit also ends the reading, once what it wrote is drained.
+Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadline) {
+  constexpr int kCheckExitMs = 50;
+  // The helper's first record comes before it touches the plugin: a helper
+  // silent this long is broken (or not ours), whatever the plugin deadline.
+  constexpr auto kFirstRecordWithin = std::chrono::seconds(10);
+  const Clock::time_point first_record_by = Clock::now() + kFirstRecordWithin;
+  Reading reading;
+  char buffer[4096];
+  bool draining = false;  // the child is gone: read what is there, then stop
+  while (!reading.records.done() && !reading.records.garbled()) {
+    int wait_ms = draining ? 0 : kCheckExitMs;
+    if (deadline && !draining) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      if (left <= 0) {
+        reading.timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<long long>(left, kCheckExitMs));
+    }
+    pollfd entry{fd, POLLIN, 0};
+    const int ready = ::poll(&entry, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) {
+      if (draining) break;
+      if (reading.records.bytes_received() == 0 && Clock::now() >= first_record_by) {
+        reading.timed_out = true;
+        break;
+      }
+      if (!reading.reaped && ::waitpid(pid, &reading.wait_status, WNOHANG) == pid) {
+        reading.reaped = true;
+        draining = true;
+      }
+      continue;
+    }
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // every writer closed its end
+    reading.records.feed({buffer, static_cast<std::size_t>(got)});
+  }
+  return reading;
+}
+
 std::string identity_key(const std::filesystem::path& file, const PluginOptions& options) {
   struct stat info {};
   if (::stat(file.c_str(), &info) != 0) return {};
@@ -87,10 +140,16 @@ std::string identity_key(const std::filesystem::path& file, const PluginOptions&
 
 std::mutex good_mutex;
 std::set<std::string>* good_plugins = new std::set<std::string>();  // never destroyed: used until exit
+std::mutex override_mutex;
+std::filesystem::path* helper_override = new std::filesystem::path();  // never destroyed: used until exit
 
 }  // namespace
 
 std::filesystem::path helper_path() {
+  {
+    std::lock_guard lock(override_mutex);
+    if (!helper_override->empty()) return *helper_override;
+  }
   if (auto plugins = plugin_dir_next_to_core(); !plugins.empty()) {
     auto next_to_core = plugins.parent_path() / kHelperName;
     if (is_executable(next_to_core)) return next_to_core;
@@ -131,7 +190,9 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);  // a plugin's prints stay out of ours
+  // A plugin's prints stay out of ours (and cannot fill a pipe we never read).
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], kResultFd);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
@@ -140,7 +201,9 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   posix_spawnattr_setsigmask(&attributes, &signals);
   sigfillset(&signals);
   posix_spawnattr_setsigdefault(&attributes, &signals);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Its own process group, so that whatever the plugin forks dies with it.
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
   const int spawn_error = ::posix_spawn(&pid, helper.c_str(), &actions, &attributes, argv.data(), environ);
   posix_spawnattr_destroy(&attributes);
@@ -155,52 +218,47 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
 
   std::optional<Clock::time_point> deadline;
   if (timeout_ms != 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  RecordReader reader;
-  bool timed_out = false;
-  char buffer[4096];
-  while (!reader.done()) {
-    int wait_ms = -1;
-    if (deadline) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      if (left <= 0) {
-        timed_out = true;
-        break;
-      }
-      wait_ms = static_cast<int>(left);
-    }
-    pollfd entry{pipe_fds[0], POLLIN, 0};
-    int ready = ::poll(&entry, 1, wait_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) break;
-    if (ready == 0) continue;  // the deadline is checked above
-    ssize_t got = ::read(pipe_fds[0], buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;  // the child closed its end: it exited or is about to
-    reader.feed({buffer, static_cast<std::size_t>(got)});
-  }
+  const Reading reading = read_verdict(pipe_fds[0], pid, deadline);
   ::close(pipe_fds[0]);
 
-  const std::string stage = describe_stage(reader.get("stage"));
-  int wait_status = 0;
-  // A child that answered exits at once; one that closed the pipe gets what is
-  // left of the deadline to exit.
+  const std::string stage = describe_stage(reading.records.get("stage"));
+  int wait_status = reading.wait_status;
   bool killed = false;
-  if (!reap(pid, wait_status, timed_out ? Clock::now() : deadline)) {
-    ::kill(pid, SIGKILL);
-    reap(pid, wait_status, std::nullopt);
-    killed = true;
+  if (!reading.reaped) {
+    // A child that answered exits at once; one that closed the pipe gets what
+    // is left of the deadline to exit.
+    if (!reap(pid, wait_status, reading.timed_out ? Clock::now() : deadline)) {
+      ::kill(-pid, SIGKILL);
+      reap(pid, wait_status, std::nullopt);
+      killed = true;
+    }
   }
-  if (reader.done()) {
+  // Whatever the plugin forked goes with it, whether it still holds the pipe
+  // or not.
+  ::kill(-pid, SIGKILL);
+
+  verdict.silent = reading.records.bytes_received() == 0;
+  const bool exited_cleanly = !killed && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+  if (reading.records.done() && exited_cleanly) {
     verdict.answered = true;
-    const std::string status = reader.get("status").value_or("");
+    const std::string status = reading.records.get("status").value_or("");
     int number = -1;
     std::from_chars(status.data(), status.data() + status.size(), number);
     verdict.status = number >= 0 && number <= static_cast<int>(BackendStatus::kShadowed)
                          ? static_cast<BackendStatus>(number)
                          : BackendStatus::kFailed;
-    verdict.reason = reader.get("reason").value_or("");
-    verdict.abi_version = reader.get("abi").value_or("");
-    verdict.name = reader.get("name").value_or("");
+    verdict.reason = reading.records.get("reason").value_or("");
+    verdict.abi_version = reading.records.get("abi").value_or("");
+    verdict.name = reading.records.get("name").value_or("");
+    return verdict;
+  }
+  if (verdict.silent) {
+    verdict.reason =
+        killed || reading.timed_out
+            ? fmt::format("{} wrote nothing to its result pipe before it was killed", helper.string())
+            : fmt::format("{} wrote nothing to its result pipe and {}", helper.string(),
+                          WIFSIGNALED(wait_status) ? describe_signal(WTERMSIG(wait_status))
+                                                   : fmt::format("exited with status {}", WEXITSTATUS(wait_status)));
     return verdict;
   }
   if (killed) {
@@ -210,8 +268,24 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
         timeout_ms, stage);
     return verdict;
   }
+  if (reading.records.garbled()) {
+    verdict.reason = fmt::format(
+        "wrote {} bytes to the probe's result pipe that are not the probe protocol (starting \"{}\"), and {}",
+        reading.records.bytes_received(), reading.records.garbage(), describe_end(wait_status, stage));
+    return verdict;
+  }
+  if (reading.records.done()) {
+    verdict.reason = fmt::format("gave a verdict that is not trusted, since the process then {}",
+                                 describe_end(wait_status, "the probe's end"));
+    return verdict;
+  }
   verdict.reason = describe_end(wait_status, stage);
   return verdict;
+}
+
+void override_helper_for_testing(std::filesystem::path helper) {
+  std::lock_guard lock(override_mutex);
+  *helper_override = std::move(helper);
 }
 
 bool known_good(const std::filesystem::path& file, const PluginOptions& options) {

@@ -18,10 +18,15 @@ namespace backplane::detail::isolation {
 // `<dir of the core library>/backplane/backplane-probe`, else the install's
 // `<libdir>/backplane/backplane-probe`; empty when neither is an executable.
 std::filesystem::path helper_path();
+// For tests: helper_path() returns `helper` (empty: the real one again).
+void override_helper_for_testing(std::filesystem::path helper);
 
 struct ChildVerdict {
   bool started = false;   // the helper process was started
   bool answered = false;  // it loaded, created and probed the plugin and said what it found
+  // It said nothing at all, not even the stage it began: the real helper
+  // always does before it touches the plugin, so this is a broken helper.
+  bool silent = false;
   BackendStatus status = BackendStatus::kFailed;
   std::string reason;       // the plugin's reason, or how the child ended (signal, exit, hang)
   std::string abi_version;  // as the table declared it, when the child read one

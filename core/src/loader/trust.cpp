@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 namespace backplane::detail {
@@ -37,10 +38,31 @@ std::string owner_name(uid_t uid) {
   return fmt::format("uid {}", uid);
 }
 
+// Whether a user other than `owner` has `gid` as primary group: a member
+// that the group database does not list. Reads the password database
+// (getpwent is one enumeration per process: serialised here).
+bool primary_group_of_another(gid_t gid, uid_t owner) {
+  static std::mutex enumeration;
+  const std::lock_guard lock(enumeration);
+  std::vector<char> buffer(16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  bool another = false;
+  ::setpwent();
+  while (!another && ::getpwent_r(&entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) {
+    another = entry.pw_gid == gid && entry.pw_uid != owner;
+  }
+  ::endpwent();
+  return another;
+}
+
 // A user private group (Debian's default with umask 002): the owner's
-// primary group, with no other listed member. Writable by it adds nobody, so
-// it counts as not group-writable, as in Debian's OpenSSH.
+// primary group, with no other member, listed in the group database or
+// holding it as primary group. Writable by it adds nobody, so it counts as
+// not group-writable, as in Debian's OpenSSH. Never group 0: root's group
+// has members by primary group on every system (daemon accounts).
 bool private_group_of_owner(gid_t gid, uid_t owner) {
+  if (gid == 0) return false;
   std::vector<char> buffer(16384);
   struct passwd user {};
   struct passwd* found_user = nullptr;
@@ -59,7 +81,7 @@ bool private_group_of_owner(gid_t gid, uid_t owner) {
   for (char** member = group.gr_mem; member != nullptr && *member != nullptr; ++member) {
     if (owner_login != *member) return false;
   }
-  return true;
+  return !primary_group_of_another(gid, owner);
 }
 
 // `role`: "" for the file itself, else how the directory relates to it.

@@ -2,12 +2,15 @@
 
 #include "isolation/probe_process.hpp"
 #include "loader/plugin_library.hpp"
+#include "loader/trust.hpp"
 #include "registry/probe_call.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <system_error>
 #include <tuple>
 
@@ -80,6 +83,26 @@ const PluginOptions& options_for(const DiscoveryPolicy& policy, std::string_view
   return found == policy.options.end() ? kNoOptions : found->second;
 }
 
+// The probe helpers that turned out not to speak the protocol at all: a
+// broken installation, reported once, after which plugins are probed here.
+class BrokenHelpers {
+ public:
+  bool contains(const std::filesystem::path& helper) {
+    std::lock_guard lock(mutex_);
+    return helpers_.contains(helper);
+  }
+  // True when `helper` was not known broken yet.
+  bool add(const std::filesystem::path& helper) {
+    std::lock_guard lock(mutex_);
+    return helpers_.insert(helper).second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::filesystem::path> helpers_;
+};
+BrokenHelpers& broken_helpers = *new BrokenHelpers;  // never destroyed: used until exit
+
 // With process isolation: loads, creates and probes the plugin in the probe
 // helper first, unless it already passed there in this process. nullopt:
 // load it here. Otherwise the status it earned there, and it is never loaded
@@ -99,7 +122,23 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
         candidate.file.string());
     return std::nullopt;
   }
+  // The helper runs plugins' code as we do: the plugins' trust rule applies.
+  if (auto problem = untrusted_path(helper)) {
+    log(LogLevel::kWarn, "{}: probe isolation asked for, but the probe helper is not run: {}; probing in this process",
+        candidate.file.string(), *problem);
+    return std::nullopt;
+  }
+  if (broken_helpers.contains(helper)) return std::nullopt;
   auto verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
+  if (verdict.started && verdict.silent) {
+    // Not the plugin's doing: the real helper speaks before it loads one.
+    if (broken_helpers.add(helper)) {
+      log(LogLevel::kWarn,
+          "the probe helper is broken ({}); probing {} and every later plugin in this process, without isolation",
+          verdict.reason, candidate.file.string());
+    }
+    return std::nullopt;
+  }
   if (verdict.answered && candidate.name.empty() && !verdict.name.empty() &&
       !options_for(policy, verdict.name).empty()) {
     options = &options_for(policy, verdict.name);

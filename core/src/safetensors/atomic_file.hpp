@@ -1,22 +1,38 @@
 // Writing a file so that readers see the old file or the whole new one, never
-// a part: a temporary file in the same directory, flushed, then renamed.
+// a part, and a killed writer leaves nothing behind: the data goes into an
+// unnamed temporary file in the target's directory (O_TMPFILE), which is
+// linked under a temporary name and renamed over the target only once it is
+// complete and flushed. Every step names the directory by a descriptor, so a
+// name that changes meanwhile cannot redirect the write.
+//
+// Links: a symlink target is followed (the link stays a link, its file is
+// replaced), one hop at a time, applying the kernel's protected_symlinks
+// rule ourselves (following it by hand bypasses the kernel's): a link in a
+// sticky world-writable directory (/tmp) is followed only when it belongs
+// to the caller or to the directory's owner.
+//
+// Leftovers: where the file system has no O_TMPFILE the temporary is named
+// from the start; its name records this boot and the writer's pid, and the
+// next save into that directory removes temporaries whose writer on this
+// machine is gone, or (written elsewhere) untouched for a day.
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <span>
+#include <string>
 
 namespace backplane::safetensors::detail {
 
 class AtomicFile {
  public:
-  // Creates the temporary file next to `target`, or next to the file it
-  // names when `target` is a symlink (the link is kept, its file replaced).
-  // The temporary gets the mode of the file it replaces, else 0666 less the
-  // umask. Throws Error(kNotFound) when the directory does not exist,
-  // Error(kInvalidArgument) when the file cannot be created there.
+  // Opens the target's directory and the temporary file in it. The file
+  // gets the mode of the file it replaces, else 0666 less the umask. Throws
+  // Error(kNotFound) when the directory does not exist,
+  // Error(kInvalidArgument) when the file cannot be created there or a link
+  // on the way may not be followed (naming the link and its owner).
   explicit AtomicFile(const std::filesystem::path& target);
-  // Removes the temporary file unless commit() succeeded.
+  // Discards the temporary file unless commit() succeeded.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -27,8 +43,10 @@ class AtomicFile {
   void commit();
 
  private:
-  std::filesystem::path target_;
-  std::filesystem::path temporary_;
+  std::filesystem::path shown_;  // the final target, for messages
+  int directory_ = -1;           // the target's directory
+  std::string name_;             // the target's name in it
+  std::string temporary_;        // the temporary's name; empty while it has none (O_TMPFILE)
   int fd_ = -1;
   bool committed_ = false;
 };
