@@ -1,10 +1,14 @@
 /* A program that creates a runtime, uses it and destroys it, then creates a
  * second one and returns from main without destroying it (or its arrays)
- * must exit cleanly: the library leaves what is still live at exit alone
+ * must exit cleanly, and so must one that leaves a batch stream running: the
+ * library leaves what is still live at exit alone
  * instead of calling into plugins whose own statics may already be gone.
  * The check is this program's exit status; it runs plain and under ASan. */
 #include "c_runtime.h"
 #include "c_test.h"
+
+#include <stdint.h>
+#include <string.h>
 
 /* An array on each device; opencl:0 only where an OpenCL device is. */
 static void use(bp_runtime* runtime, bp_array** arrays) {
@@ -34,8 +38,36 @@ static void create_use_destroy_then_leave_one(void) {
   /* `second` and its arrays stay live: main returns with them. */
 }
 
+/* A batch stream left live at exit, its threads running, with batches on
+ * cpu:0 and sim:0 (the default device) handed out and never destroyed. */
+static void leave_a_stream_running(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_device cpu = c_test_device(runtime, "cpu:0");
+  uint16_t tokens[4096];
+  const int64_t shape[] = {4096};
+  bp_array* source = NULL;
+  bp_batch_stream* streams[2] = {NULL, NULL};
+  bp_batch_stream_options options;
+  for (size_t index = 0; index < 4096; ++index) tokens[index] = (uint16_t)index;
+  CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U16, shape, 1, tokens, sizeof(tokens), &source) == BP_OK);
+  memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
+  options.batch_size = 4;
+  options.context = 31;
+  options.prefetch = 8;
+  for (size_t index = 0; index < 2; ++index) {
+    bp_array* batch = NULL;
+    size_t count = 0;
+    options.devices = index == 0 ? &cpu : NULL;
+    options.device_count = index == 0 ? 1 : 0;
+    CHECK(bp_batch_stream_create(runtime, (const bp_array* const*)&source, 1, &options, &streams[index]) == BP_OK);
+    CHECK(bp_batch_stream_next(streams[index], &batch, 1, &count) == BP_OK);
+  }
+}
+
 int main(void) {
   c_test_program = "test_c_exit";
   c_test_run("a runtime left live at exit after another was destroyed", create_use_destroy_then_leave_one);
+  c_test_run("a batch stream left running at exit", leave_a_stream_running);
   return c_test_summary();
 }
