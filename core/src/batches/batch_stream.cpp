@@ -384,8 +384,8 @@ Array BatchStream::Impl::gather_for(std::size_t device, std::span<const Window> 
   std::string description =
       fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length, dtype_name(to_),
                   detail::describe_bytes(extent.bytes), target->selector());
-  return detail::send_batch(*placement_, target, std::move(block), *staging, from_, to_, std::move(shape), extent,
-                            std::move(description));
+  return detail::send_batch(*placement_, target, std::move(block), *staging, from_, staged, to_, std::move(shape),
+                            extent, std::move(description));
 }
 
 std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {

@@ -93,9 +93,8 @@ DType staged_dtype(const LiveDevice& target, DType from, DType to) {
 }
 
 Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target, std::shared_ptr<Block> block,
-                 const StagingBuffer& staging, DType from, DType to, std::vector<std::int64_t> shape,
+                 const StagingBuffer& staging, DType from, DType staged, DType to, std::vector<std::int64_t> shape,
                  const Extent& extent, std::string description) {
-  const DType staged = staged_dtype(*target, from, to);
   const std::uint64_t staged_bytes = extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8);
   std::shared_ptr<Completion> arrival;
   if (staged != to) {

@@ -33,13 +33,16 @@ bool device_can_widen(DType from, DType to);
 // arrival, else `to`.
 DType staged_dtype(const LiveDevice& target, DType from, DType to);
 
-// Sends `staging` (the batch gathered as staged_dtype(target, from, to)) into
-// `block` on `target` (not host-addressable) and returns the array it fills,
-// [shape] of `to`, whose data is still arriving. Widens on the device where
-// staged_dtype said so, falling back to the host for good if the device
-// turns out unable to. `description` names the batch in errors.
+// Sends `staging` (the batch gathered as `staged`, the staged_dtype(target,
+// from, to) its caller sized the staging for) into `block` on `target` (not
+// host-addressable) and returns the array it fills, [shape] of `to`, whose
+// data is still arriving. Widens on the device when `staged` is `from`,
+// falling back to the host for good if the device turns out unable to.
+// `staged` is passed, never asked again: another batch's transfer may stop
+// the device's widening in between, and the staging holds what was gathered.
+// `description` names the batch in errors.
 Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target, std::shared_ptr<Block> block,
-                 const StagingBuffer& staging, DType from, DType to, std::vector<std::int64_t> shape,
+                 const StagingBuffer& staging, DType from, DType staged, DType to, std::vector<std::int64_t> shape,
                  const Extent& extent, std::string description);
 
 }  // namespace backplane::detail

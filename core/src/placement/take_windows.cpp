@@ -90,7 +90,7 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
   std::string description =
       fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
                   describe_bytes(extent.bytes), source.device->selector(), target->selector());
-  return send_batch(placement, target, std::move(block), staging, from, to, std::move(shape), extent,
+  return send_batch(placement, target, std::move(block), staging, from, staged, to, std::move(shape), extent,
                     std::move(description));
 }
 
