@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import backplane
@@ -309,8 +310,13 @@ class BatchesTest(unittest.TestCase):
     # --- (f) no allocation per step ------------------------------------------------
     def test_a_steady_loop_makes_no_backend_allocation_per_step(self):
         stream = self.stream(8, 64, device="cpu:1", prefetch=2)
-        for _ in range(5):  # warm-up: the cache fills
-            next(stream)
+        # Warm up with a slow consumer holding its batch, so the queue fills
+        # behind it and every buffer of a full pipeline (prefetch + 1
+        # batches) exists once; a fast loop may not reach that by chance.
+        for _ in range(10):
+            x, y = next(stream)
+            time.sleep(0.005)
+            del x, y
         before = self.runtime.memory_stats("cpu:1").backend_allocations
         for _ in range(50):
             x, y = next(stream)
