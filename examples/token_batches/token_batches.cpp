@@ -8,7 +8,9 @@
 //   3. sample batches of B windows of T+1 tokens onto the default device
 //      with a BatchStream: its threads gather and move the next steps while
 //      the current one is used, so next() rarely waits; at the end, its
-//      statistics say how often it did (the data stall).
+//      statistics say how often it did (the data stall). This loop does no
+//      training work, only reads one row per batch, so here the stall is
+//      high: it measures how fast the stream can go, not a trainer.
 //
 // Without --tokens it generates a small random token file first. The same
 // program runs unchanged on a GPU machine, where the default becomes cuda:0.
