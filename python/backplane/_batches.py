@@ -37,6 +37,7 @@ StateLike = Union[Mapping[str, Any], str, bytes]
 
 MAX_PREFETCH = 64  # BatchStreamOptions' kMaxPrefetch
 _UINT32_LIMIT = 1 << 32
+_INT64_LIMIT = 1 << 63
 _UINT64_LIMIT = 1 << 64
 _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 _INVALID_ARGUMENT = 1
@@ -74,8 +75,9 @@ def _invalid(message: str) -> Error:
     return _lib.error_for(_INVALID_ARGUMENT, f"batches(): {message}", "invalid argument")
 
 
-def _integer(name: str, value: Any, minimum: int, maximum: Optional[int] = None) -> int:
-    """`value` as an int in [minimum, maximum); bool and float are refused."""
+def _integer(name: str, value: Any, minimum: int, maximum: int = _INT64_LIMIT) -> int:
+    """`value` as an int in [minimum, maximum) (by default what an int64_t
+    holds); bool and float are refused."""
     if isinstance(value, bool) or isinstance(value, float):
         number = None
     else:
@@ -83,9 +85,11 @@ def _integer(name: str, value: Any, minimum: int, maximum: Optional[int] = None)
             number = operator.index(value)
         except TypeError:
             number = None
-    if number is None or number < minimum or (maximum is not None and number >= maximum):
-        if maximum is None:
+    if number is None or number < minimum or number >= maximum:
+        if maximum == _INT64_LIMIT:
             wanted = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+            if number is not None and number >= maximum:
+                wanted += " below 2**63"
         elif maximum == _UINT64_LIMIT:
             wanted = f"an int in [{minimum}, 2**64)"
         else:
@@ -123,7 +127,7 @@ def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
     world = _from_environment("WORLD_SIZE") if world_size is None else world_size
     world = 1 if world is None else _integer("world_size", world, 1)
     mine = _from_environment("RANK") if rank is None else rank
-    mine = 0 if mine is None else _integer("rank", mine, -(1 << 63))
+    mine = 0 if mine is None else _integer("rank", mine, -_INT64_LIMIT)
     if not 0 <= mine < world:
         raise _invalid(f"rank {mine} is not in [0, world_size={world})")
     return mine, world
@@ -203,7 +207,6 @@ class BatchStream:
         self._convert = _converter(to)
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
-        self._source_handles = (ctypes.c_void_p * len(sources))(*[source._live().value for source in sources])
         self._options = _lib.bp_batch_stream_options(
             struct_size=ctypes.sizeof(_lib.bp_batch_stream_options),
             batch_size=self._batch_size,
@@ -267,9 +270,10 @@ class BatchStream:
         self._options.seed = seed
         self._options.state = state
         handle = ctypes.c_void_p()
+        sources = (ctypes.c_void_p * len(self._sources))(*[source._live().value for source in self._sources])
         try:
-            _lib.call("bp_batch_stream_create", self._runtime._live_handle(), self._source_handles,
-                      len(self._sources), ctypes.byref(self._options), ctypes.byref(handle))
+            _lib.call("bp_batch_stream_create", self._runtime._live_handle(), sources, len(self._sources),
+                      ctypes.byref(self._options), ctypes.byref(handle))
         finally:
             self._options.state = None
         with self._swap:

@@ -247,6 +247,7 @@ class BatchesTest(unittest.TestCase):
             (dict(steps=True), "steps must be an int >= 0, got True"),
             (dict(batch_size=0), "batch_size must be a positive int, got 0"),
             (dict(batch_size=True), "batch_size must be a positive int, got True"),
+            (dict(batch_size=2**63), "batch_size must be a positive int below 2**63, got 9223372036854775808"),
             (dict(context=-3), "context must be a positive int, got -3"),
             (dict(context="16"), "context must be a positive int, got '16'"),
             (dict(prefetch=0), "prefetch must be an int in [1, 64], got 0"),
