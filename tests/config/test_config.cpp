@@ -190,6 +190,19 @@ forever = inf
     CHECK(config_error("[backend.cpu]\nwhen = 2024-01-01").find("got date") != std::string::npos);
   }
 
+  TEST_CASE("[config] a NUL in an option name or value is refused where it is, not cut short") {
+    CHECK(config_error("[backend.cpu]\ndevices = \"2\\u0000x\"") ==
+          "/etc/FILE.toml:2:11: option 'backend.cpu.devices' = \"2\\u0000x\" contains a NUL character (\\u0000)");
+    CHECK(config_error("[backend.cpu]\n\"dev\\u0000ices\" = 2") ==
+          "/etc/FILE.toml:2:19: option name 'backend.cpu.dev\\u0000ices' contains a NUL character (\\u0000)");
+  }
+
+  TEST_CASE("[config] a table defined twice is named as written") {
+    CHECK(config_error("[backend.\"cpu\"]\ndevices = 2\n[backend.\"cpu\"]\n")
+              .ends_with("cannot redefine existing table [backend.\"cpu\"]"));
+    CHECK(config_error("[backend.cpu]\n[backend.cpu]\n").ends_with("cannot redefine existing table [backend.cpu]"));
+  }
+
   TEST_CASE("[config] invalid names and selectors are errors") {
     CHECK(config_error("backends = [\"CPU\"]") ==
           "/etc/FILE.toml:1:13: 'backends' has an invalid backend name 'CPU' at index 0; backend names use only a-z, "

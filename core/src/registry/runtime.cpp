@@ -125,10 +125,14 @@ void detail::Registry::ensure_discovered() {
         policy.disabled.emplace(name, fmt::format("[backend.{}] enabled = false in {}", name, config_name));
       }
       if (backend.priority) policy.priorities.emplace(name, *backend.priority);
-      if (!backend.options.empty()) policy.options.emplace(name, backend.options);
+      if (!backend.options.empty()) {
+        policy.options.emplace(name, backend.options);
+        configured.emplace(name, fmt::format("[backend.{}] in {}", name, config_name));
+      }
     }
     // Options given in code win over the config's keys of the same name.
     for (const auto& [name, code_options] : options.backend_options) {
+      if (!code_options.empty()) configured.insert_or_assign(name, "Runtime::Options::backend_options");
       PluginOptions& merged = policy.options[name];
       for (const auto& option : code_options) {
         auto same_key = [&](const auto& pair) { return pair.first == option.first; };
