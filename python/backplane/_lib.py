@@ -174,6 +174,7 @@ _PROTOTYPES = {
     "bp_array_dlpack_device": ([c_void_p, POINTER(c_int32), POINTER(c_int32)], _status),
     "bp_array_from_dlpack": ([c_void_p, c_void_p, POINTER(c_void_p)], _status),
     "bp_dlpack_tensor_delete": ([c_void_p], None),
+    "bp_dlpack_capsule_destructor": ([c_void_p], None),
     "bp_safetensors_inspect": ([c_char_p, POINTER(c_void_p)], _status),
     "bp_safetensors_header_destroy": ([c_void_p], None),
     "bp_safetensors_header_sizes": ([c_void_p, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64)], _status),

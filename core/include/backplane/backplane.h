@@ -439,6 +439,15 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tens
  * ctypes) that cannot call a function pointer from a struct easily. */
 void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
 
+/* A PyCapsule destructor (its argument is the PyObject* capsule) for
+ * "dltensor" capsules made from bp_array_to_dlpack's tensor, for Python
+ * bindings over this C API: it deletes the tensor unless a consumer took it
+ * (renamed the capsule "used_dltensor"). Written in C so that a capsule
+ * destroyed while a consumer's exception is pending (the consumer refused
+ * it) runs no Python code: the consumer's error reaches the user and the
+ * tensor is freed. Uses the interpreter's own PyCapsule functions. */
+void bp_dlpack_capsule_destructor(void* capsule);
+
 /* ------------------------------------------------------ safetensors -- */
 
 /* A validated safetensors header (the file's tensor table, never its data).
