@@ -94,9 +94,14 @@ DType staged_dtype(const LiveDevice& target, DType from, DType to) {
 
 Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target, std::shared_ptr<Block> block,
                  const StagingBuffer& staging, DType from, DType to, std::vector<std::int64_t> shape,
-                 const Extent& extent, std::string description) {
+                 const Extent& extent, std::string description, std::string_view trace_name) {
   const DType staged = staged_dtype(*target, from, to);
   const std::uint64_t staged_bytes = extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8);
+  std::optional<TransferTrace> transfer;
+  if (trace::enabled()) {
+    const char* route = staged != to ? "widen_on_device" : target->asynchronous() ? "async" : "blocking";
+    transfer = TransferTrace{"host_to_device", std::string(trace_name), route, staged_bytes, "host", target->selector()};
+  }
   std::shared_ptr<Completion> arrival;
   if (staged != to) {
     std::shared_ptr<Block> narrow = target->memory().allocate(staged_bytes);
@@ -104,6 +109,14 @@ Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target
                                                      count = extent.elements]() {
       target->copy_to_device(narrow->buffer(), 0, staging.data(), staged_bytes);
       PluginEvent widened;
+      trace::Scope widening("widening", "convert_integers");
+      if (widening.active()) {
+        widening.arg({"bytes", block->size()});
+        widening.arg({"elements", count});
+        widening.arg({"device", target->selector()});
+        widening.arg({"from", dtype_name(from)});
+        widening.arg({"to", dtype_name(to)});
+      }
       try {
         widened = target->convert_integers(narrow->buffer(), static_cast<BP_IntegerType>(from), block->buffer(),
                                            static_cast<BP_IntegerType>(to), count);
@@ -124,19 +137,20 @@ Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target
         throw Error(failure->code, fmt::format("{}: convert_integers of {} elements: {}", target->selector(), count,
                                                failure->message));
       }
-    });
+    }, std::move(transfer));
   } else if (target->asynchronous()) {
     try {
       PluginEvent event = target->copy_to_device_async(block->buffer(), 0, staging.data(), extent.bytes);
       arrival = std::make_shared<Completion>(description, target, std::move(event),
                                              std::vector<std::shared_ptr<const void>>{staging.owner(), block});
+      if (transfer) arrival->trace_as(std::move(*transfer));
     } catch (const Error& error) {
       arrival = Completion::failed(description, error);
     }
   } else {
     arrival = placement.run(std::move(description), [target, block, staging, bytes = extent.bytes]() {
       target->copy_to_device(block->buffer(), 0, staging.data(), bytes);
-    });
+    }, std::move(transfer));
   }
   return make_result(placement, target, std::move(block), std::move(arrival), to, std::move(shape), extent);
 }

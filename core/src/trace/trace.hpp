@@ -135,7 +135,7 @@ class LaneHold {
 // at all), recorded at destruction with the args added meanwhile.
 class Scope {
  public:
-  Scope(std::string_view category, std::string name) {
+  Scope(std::string_view category, std::string name) noexcept {
     if (!enabled()) return;
     category_ = category;
     name_ = std::move(name);
@@ -149,8 +149,12 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
   bool active() const { return active_; }
-  void arg(Arg value) {
-    if (active_) args_.push_back(std::move(value));
+  void arg(Arg value) noexcept {
+    if (!active_) return;
+    try {
+      args_.push_back(std::move(value));
+    } catch (...) {  // no memory: the event goes without this argument
+    }
   }
 
  private:
