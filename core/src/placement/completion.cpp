@@ -63,8 +63,8 @@ void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::t
 void trace_finished(TransferTrace transfer) noexcept {
   if (!trace::enabled()) return;
   try {
-    const trace::LaneHold lane(fmt::format("{} transfers", transfer.target));
     const auto begin = transfer.begin == trace::Clock::time_point{} ? trace::Clock::now() : transfer.begin;
+    const trace::LaneHold lane(fmt::format("{} transfers", transfer.target), begin);
     record_transfer(transfer, lane.track(), begin, nullptr);
   } catch (...) {  // no memory to build the event
   }
@@ -72,8 +72,8 @@ void trace_finished(TransferTrace transfer) noexcept {
 
 void Completion::trace_as(TransferTrace transfer) {
   if (!trace::enabled()) return;
-  trace_lane_ = trace::LaneHold(fmt::format("{} transfers", transfer.target));
   trace_begin_ = transfer.begin == trace::Clock::time_point{} ? trace::Clock::now() : transfer.begin;
+  trace_lane_ = trace::LaneHold(fmt::format("{} transfers", transfer.target), trace_begin_);
   trace_ = std::move(transfer);
 }
 

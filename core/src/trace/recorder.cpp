@@ -124,7 +124,7 @@ Track track(std::string_view name) {
   return Track{id};
 }
 
-Track acquire_lane(std::string_view base) {
+Track acquire_lane(std::string_view base, Clock::time_point begin) {
   if (!enabled()) return {};
   Recorder& state = recorder();
   const std::lock_guard lock(state.mutex);
@@ -132,13 +132,13 @@ Track acquire_lane(std::string_view base) {
   if (found == state.lanes.end()) found = state.lanes.emplace(std::string(base), std::vector<Lane>{}).first;
   std::vector<Lane>& lanes = found->second;
   for (Lane& lane : lanes) {
-    if (!lane.held) {
+    if (!lane.held && lane.free_since <= begin) {
       lane.held = true;
       return Track{lane.id};
     }
   }
   const std::uint32_t id = state.add_track_locked(fmt::format("{} #{}", base, lanes.size()));
-  lanes.push_back(Lane{id, true});
+  lanes.push_back(Lane{id, true, Clock::time_point{}});
   state.lane_owner.emplace(id, std::string(base));
   return Track{id};
 }
@@ -147,11 +147,15 @@ void release_lane(Track lane) noexcept {
   if (lane.id == 0) return;
   Recorder& state = recorder();
   if (fork_generation() != state.generation.load(std::memory_order_relaxed)) return;
+  const auto now = Clock::now();
   const std::lock_guard lock(state.mutex);
   const auto owner = state.lane_owner.find(lane.id);
   if (owner == state.lane_owner.end()) return;
   for (Lane& held : state.lanes.find(owner->second)->second) {
-    if (held.id == lane.id) held.held = false;
+    if (held.id == lane.id) {
+      held.held = false;
+      held.free_since = now;
+    }
   }
 }
 

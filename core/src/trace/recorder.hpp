@@ -39,6 +39,7 @@ struct ThreadBuffer {
 struct Lane {
   std::uint32_t id;
   bool held;
+  Clock::time_point free_since;  // when it was last released
 };
 
 struct Recorder {

@@ -94,10 +94,12 @@ using Args = std::vector<Arg>;
 // the process. Returns Track{} when tracing is off. Takes a lock.
 Track track(std::string_view name);
 
-// A free lane "BASE #k" (the lowest k not held), held until release_lane.
-// Returns Track{} when tracing is off. Takes a lock.
-Track acquire_lane(std::string_view base);
-// Gives a lane back; Track{} is ignored.
+// A free lane "BASE #k": the lowest k not held whose last event ended by
+// `begin` (the earliest time the holder will record), held until
+// release_lane. Returns Track{} when tracing is off. Takes a lock.
+Track acquire_lane(std::string_view base, Clock::time_point begin = Clock::now());
+// Gives a lane back, ending its use now; Track{} is ignored. Record the
+// holder's events before releasing.
 void release_lane(Track lane) noexcept;
 
 // A complete event ("ph":"X") from `begin` to `end` on `track`.
@@ -113,7 +115,8 @@ void counter(std::string name, Args values) noexcept;
 class LaneHold {
  public:
   LaneHold() = default;
-  explicit LaneHold(std::string_view base) : lane_(enabled() ? acquire_lane(base) : Track{}) {}
+  explicit LaneHold(std::string_view base, Clock::time_point begin = Clock::now())
+      : lane_(enabled() ? acquire_lane(base, begin) : Track{}) {}
   ~LaneHold() { release_lane(lane_); }
   LaneHold(LaneHold&& other) noexcept : lane_(std::exchange(other.lane_, Track{})) {}
   LaneHold& operator=(LaneHold&& other) noexcept {
