@@ -25,8 +25,8 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kUsage = "usage: backplane trace summary FILE [--json]\n";
 
 // The categories the table reports, in its order; others are left out.
-constexpr std::string_view kCategories[] = {"gather",         "host_to_device", "device_to_host", "device_to_device",
-                                            "widening",       "allocation",     "staging",        "file_read"};
+constexpr std::string_view kCategories[] = {"gather",   "host_to_device", "device_to_host", "device_to_device",
+                                            "widening", "allocation",     "staging",        "file_read"};
 
 struct Totals {
   std::uint64_t events = 0;
@@ -51,7 +51,7 @@ std::string text_of(const json& args, const char* key) {
 
 struct Summary {
   std::map<std::string, std::map<std::string, Totals>> devices;  // device -> category -> totals
-  std::map<std::string, Totals> batch_stream;                     // "gather", "transfer", "wait", "step"
+  std::map<std::string, Totals> batch_stream;                    // "gather", "transfer", "wait", "step"
   double first_step = std::numeric_limits<double>::infinity();
   double last_step_end = -std::numeric_limits<double>::infinity();
   std::uint64_t dropped = 0;
@@ -133,8 +133,7 @@ json summary_json(const Summary& summary) {
 }
 
 void print_text(const Summary& summary) {
-  fmt::print("{:<12} {:<18} {:>8} {:>12} {:>12} {:>8}\n", "device", "category", "events", "time (ms)", "bytes",
-             "GB/s");
+  fmt::print("{:<12} {:<18} {:>8} {:>12} {:>12} {:>8}\n", "device", "category", "events", "time (ms)", "bytes", "GB/s");
   for (const auto& [device, categories] : summary.devices) {
     for (std::string_view category : kCategories) {
       const auto found = categories.find(std::string(category));

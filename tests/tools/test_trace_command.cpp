@@ -18,17 +18,19 @@ namespace {
 const std::string kTool = BP_TEST_TOOL;
 
 json event(const std::string& category, const std::string& name, double ts, double dur, json args) {
-  return {{"name", name}, {"cat", category}, {"ph", "X"}, {"ts", ts}, {"dur", dur}, {"pid", 1}, {"tid", 2},
-          {"args", std::move(args)}};
+  return {{"name", name}, {"cat", category}, {"ph", "X"}, {"ts", ts},
+          {"dur", dur},   {"pid", 1},        {"tid", 2},  {"args", std::move(args)}};
 }
 
 // Two uploads to sim:0 (3 MB in 2000 us: 1.5 GB/s), a download, an
 // allocation, and a batch stream of 4 steps over 1000 us with 250 us of waits.
 json known_trace() {
   json events = json::array();
-  events.push_back(event("host_to_device", "device_put", 0, 1000, {{"bytes", 1000000}, {"target", "sim:0"}, {"device", "sim:0"}}));
+  events.push_back(
+      event("host_to_device", "device_put", 0, 1000, {{"bytes", 1000000}, {"target", "sim:0"}, {"device", "sim:0"}}));
   events.push_back(event("host_to_device", "take_windows", 2000, 1000, {{"bytes", 2000000}, {"device", "sim:0"}}));
-  events.push_back(event("device_to_host", "device_put", 4000, 500, {{"bytes", 500000}, {"source", "sim:0"}, {"target", "cpu:0"}, {"device", "cpu:0"}}));
+  events.push_back(event("device_to_host", "device_put", 4000, 500,
+                         {{"bytes", 500000}, {"source", "sim:0"}, {"target", "cpu:0"}, {"device", "cpu:0"}}));
   events.push_back(event("allocation", "allocate", 10, 20, {{"bytes", 4096}, {"device", "sim:0"}}));
   events.push_back(event("discovery", "discover sim", 0, 5, {{"status", "available"}}));
   for (int step = 0; step < 4; ++step) {
@@ -37,7 +39,8 @@ json known_trace() {
     events.push_back(event("batch_stream", "wait", at, step == 0 ? 100 : 50, {{"step", step}}));
     events.push_back(event("batch_stream", "gather", at, 20, {{"step", step}, {"windows", 8}, {"bytes", 1024}}));
   }
-  events.push_back({{"name", "c"}, {"cat", "memory"}, {"ph", "C"}, {"ts", 1}, {"pid", 1}, {"tid", 0}, {"args", {{"in_use", 5}}}});
+  events.push_back(
+      {{"name", "c"}, {"cat", "memory"}, {"ph", "C"}, {"ts", 1}, {"pid", 1}, {"tid", 0}, {"args", {{"in_use", 5}}}});
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}, {"otherData", {{"dropped_events", 3}}}};
 }
 
@@ -83,8 +86,8 @@ TEST_CASE("[cli] trace summary prints a table, and refuses what is not a trace")
 TEST_CASE("[cli] BACKPLANE_TRACE records the tool's plugin discovery") {
   TempDir directory;
   const auto path = directory.path() / "info.json";
-  auto result = run_command("env -u BACKPLANE_CONFIG BACKPLANE_PROBE_ISOLATION=none BACKPLANE_TRACE=" +
-                            path.string() + " " + kTool + " info --json");
+  auto result = run_command("env -u BACKPLANE_CONFIG BACKPLANE_PROBE_ISOLATION=none BACKPLANE_TRACE=" + path.string() +
+                            " " + kTool + " info --json");
   REQUIRE(result.exit_status == 0);
   std::ifstream in(path);
   const json trace = json::parse(in);

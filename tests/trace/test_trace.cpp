@@ -29,9 +29,7 @@ json read_json(const std::filesystem::path& path) {
   return json::parse(in);  // throws on invalid JSON
 }
 
-std::int64_t nanoseconds(const json& microseconds) {
-  return std::llround(microseconds.get<double>() * 1000.0);
-}
+std::int64_t nanoseconds(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
 
 // Every event has the fields a viewer needs; complete events have a duration.
 void check_fields(const json& file) {
@@ -100,7 +98,7 @@ TEST_CASE("[trace] device_put and take_windows on cpu and sim are on the timelin
   trace_start(path);
   CHECK(trace_active() == path);
   {
-    Runtime runtime(placement_options());  // discovery happens while tracing
+    Runtime runtime(placement_options());                 // discovery happens while tracing
     const auto bytes = random_bytes((12u << 20) + 5, 3);  // the staged ring: 8 MiB chunks
     Array source = u8_array(runtime, kCpu0, bytes);
     device_put(runtime, source, kSim0).block_until_ready();
@@ -144,8 +142,9 @@ TEST_CASE("[trace] device_put and take_windows on cpu and sim are on the timelin
     return event["name"] == "take_windows" && event["args"]["target"] == "sim:0";
   }));
   const auto downloads = events_of(file, "device_to_host");
-  CHECK(std::any_of(downloads.begin(), downloads.end(),
-                    [](const json& event) { return event["args"]["bytes"] == 4096 && event["args"]["source"] == "sim:0"; }));
+  CHECK(std::any_of(downloads.begin(), downloads.end(), [](const json& event) {
+    return event["args"]["bytes"] == 4096 && event["args"]["source"] == "sim:0";
+  }));
   const auto gathers = events_of(file, "gather");
   CHECK(gathers.size() == 2);
   for (const json& gather : gathers) CHECK(gather["args"]["windows"] == 4);

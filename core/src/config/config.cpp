@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kTopLevelKeys = {"plugin_paths", "backends",        "default_device",
-                                                           "probe_isolation", "backend", "trace"};
+constexpr std::array<std::string_view, 6> kTopLevelKeys = {"plugin_paths",    "backends", "default_device",
+                                                           "probe_isolation", "backend",  "trace"};
 
 // Positions and messages for one file being parsed.
 class Reader {
@@ -216,7 +216,8 @@ std::string unknown_key_warning(const Reader& reader, const toml::node& node, st
   if (!best.empty()) {
     message += fmt::format(" (did you mean '{}'?)", best);
   } else {
-    message += fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, trace, [backend.NAME])");
+    message +=
+        fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, trace, [backend.NAME])");
   }
   return message;
 }
@@ -309,7 +310,8 @@ Config parse_config(std::string_view text, const fs::path& source) {
       }
     } else if (name == "trace") {
       const auto* text = value.as_string();
-      if (text == nullptr) reader.fail(value, fmt::format("'trace' must be a string (a file path), got {}", type_name(value)));
+      if (text == nullptr)
+        reader.fail(value, fmt::format("'trace' must be a string (a file path), got {}", type_name(value)));
       if (text->get().empty()) reader.fail(value, "'trace' is empty; expected the path of the trace file to write");
       config.trace = std::filesystem::path(text->get());
     } else if (name == "backend") {

@@ -228,17 +228,13 @@ Array put_on(detail::Placement& placement, const Array& array, std::shared_ptr<L
 
   std::optional<TransferTrace> transfer;
   if (trace::enabled()) {
-    transfer = TransferTrace{route_category(put.plan.route),
-                             "device_put",
-                             route_name(put.plan.route),
-                             put.size,
-                             state.storage->device->selector(),
-                             to->selector(),
-                             trace::Clock::now()};
+    transfer = TransferTrace{route_category(put.plan.route),    "device_put",   route_name(put.plan.route), put.size,
+                             state.storage->device->selector(), to->selector(), trace::Clock::now()};
   }
-  std::shared_ptr<Completion> arrival =
-      put.plan.here ? issue_here(put, description, std::move(transfer))
-                    : placement.run(std::move(description), [put] { run_put(put); }, std::move(transfer));
+  std::shared_ptr<Completion> arrival = put.plan.here
+                                            ? issue_here(put, description, std::move(transfer))
+                                            : placement.run(
+                                                  std::move(description), [put] { run_put(put); }, std::move(transfer));
   return detail::make_result(placement, std::move(to), put.destination, std::move(arrival), state.dtype, state.shape,
                              detail::Extent{state.elements, state.nbytes});
 }

@@ -10,8 +10,8 @@
 #include <backplane/backplane.hpp>
 
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace backplane::detail {

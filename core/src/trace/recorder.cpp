@@ -159,8 +159,8 @@ void release_lane(Track lane) noexcept {
   }
 }
 
-void complete(Track track, std::string_view category, std::string name, Clock::time_point begin,
-              Clock::time_point end, Args args) noexcept {
+void complete(Track track, std::string_view category, std::string name, Clock::time_point begin, Clock::time_point end,
+              Args args) noexcept {
   if (!enabled()) return;
   try {
     record(Event{'X', track.id, since_origin(begin), since_origin(std::max(begin, end)) - since_origin(begin),
@@ -172,8 +172,8 @@ void complete(Track track, std::string_view category, std::string name, Clock::t
 void instant(Track track, std::string_view category, std::string name, Args args) noexcept {
   if (!enabled()) return;
   try {
-    record(Event{'i', track.id, since_origin(Clock::now()), 0, std::string(category), std::move(name),
-                 std::move(args)});
+    record(
+        Event{'i', track.id, since_origin(Clock::now()), 0, std::string(category), std::move(name), std::move(args)});
   } catch (...) {
   }
 }

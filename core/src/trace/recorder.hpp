@@ -53,8 +53,8 @@ struct Recorder {
   std::int64_t pid = 0;
   bool exit_handler_installed = false;
   std::atomic<std::size_t> capacity{kDefaultCapacity};
-  std::atomic<std::size_t> stored{0};           // events in all buffers
-  std::atomic<std::uint64_t> generation{0};     // fork_generation() of the session
+  std::atomic<std::size_t> stored{0};        // events in all buffers
+  std::atomic<std::uint64_t> generation{0};  // fork_generation() of the session
 
   // With `mutex` held: a new track id for `name`.
   std::uint32_t add_track_locked(std::string name);

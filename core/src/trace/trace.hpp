@@ -103,8 +103,8 @@ Track acquire_lane(std::string_view base, Clock::time_point begin = Clock::now()
 void release_lane(Track lane) noexcept;
 
 // A complete event ("ph":"X") from `begin` to `end` on `track`.
-void complete(Track track, std::string_view category, std::string name, Clock::time_point begin,
-              Clock::time_point end, Args args = {}) noexcept;
+void complete(Track track, std::string_view category, std::string name, Clock::time_point begin, Clock::time_point end,
+              Args args = {}) noexcept;
 // An instant event ("ph":"i") now, on `track` (thread scope).
 void instant(Track track, std::string_view category, std::string name, Args args = {}) noexcept;
 // A counter sample ("ph":"C") now: each numeric arg is one series of the

@@ -48,8 +48,8 @@ std::size_t utf8_sequence(std::string_view text, std::size_t index) {
 // Microseconds with three decimals: exact for nanosecond clocks.
 void append_microseconds(std::string& out, std::int64_t nanoseconds) {
   const char* sign = nanoseconds < 0 ? "-" : "";
-  const std::uint64_t magnitude =
-      nanoseconds < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(nanoseconds) : static_cast<std::uint64_t>(nanoseconds);
+  const std::uint64_t magnitude = nanoseconds < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(nanoseconds)
+                                                  : static_cast<std::uint64_t>(nanoseconds);
   fmt::format_to(std::back_inserter(out), "{}{}.{:03}", sign, magnitude / 1000, magnitude % 1000);
 }
 
@@ -199,8 +199,9 @@ void write_trace(const std::filesystem::path& path, Collected collected) {
     const std::int64_t at = events.empty() ? 0 : events.front().begin_ns;
     out += ",\n{\"name\":\"dropped events\",\"cat\":\"trace\",\"ph\":\"i\",\"s\":\"g\",\"ts\":";
     append_microseconds(out, at);
-    fmt::format_to(std::back_inserter(out), ",\"pid\":{},\"tid\":0,\"args\":{{\"dropped_events\":{},\"capacity\":{}}}}}",
-                   pid, collected.dropped, collected.capacity);
+    fmt::format_to(std::back_inserter(out),
+                   ",\"pid\":{},\"tid\":0,\"args\":{{\"dropped_events\":{},\"capacity\":{}}}}}", pid, collected.dropped,
+                   collected.capacity);
   }
   for (const Event& event : events) {
     out += ",\n{\"name\":";
