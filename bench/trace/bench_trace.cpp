@@ -33,8 +33,9 @@ double median(std::vector<double> samples) {
 int main(int argc, char** argv) {
   const bench::Flags flags(argc, argv);
   if (flags.positional().size() != 2) {
-    fmt::print(stderr, "usage: bench_trace PLUGIN_DIR FIXTURE_DIR [--steps=2000] [--repeats=9] [--batch=32] "
-                       "[--length=1024]\n");
+    fmt::print(stderr,
+               "usage: bench_trace PLUGIN_DIR FIXTURE_DIR [--steps=2000] [--repeats=9] [--batch=32] "
+               "[--length=1024]\n");
     return 2;
   }
   const std::int64_t steps = flags.integer("steps", 2000);
@@ -66,10 +67,10 @@ int main(int argc, char** argv) {
       const auto start = bench::Clock::now();
       Array previous;
       for (std::int64_t step = 0; step < steps; ++step) {  // one batch in flight while the next is sampled
-        Array next = take_windows(runtime, tokens,
-                                  std::span<const std::int64_t>(offsets.data() + step * batch,
-                                                                static_cast<std::size_t>(batch)),
-                                  length, device, DType::kI64);
+        Array next =
+            take_windows(runtime, tokens,
+                         std::span<const std::int64_t>(offsets.data() + step * batch, static_cast<std::size_t>(batch)),
+                         length, device, DType::kI64);
         if (previous.valid()) previous.block_until_ready();
         previous = next;
       }
@@ -89,10 +90,11 @@ int main(int argc, char** argv) {
     }
     const double off_seconds = median(off);
     const double on_seconds = median(on);
-    fmt::print("  {}: off {:9.1f} batches/s ({:6.2f} us/batch)   on {:9.1f} batches/s ({:6.2f} us/batch)   "
-               "on/off time {:.3f} (goal <= 1.05); trace file {:.1f} MiB\n",
-               device.selector(), steps / off_seconds, off_seconds / steps * 1e6, steps / on_seconds,
-               on_seconds / steps * 1e6, on_seconds / off_seconds, static_cast<double>(events) / (1 << 20));
+    fmt::print(
+        "  {}: off {:9.1f} batches/s ({:6.2f} us/batch)   on {:9.1f} batches/s ({:6.2f} us/batch)   "
+        "on/off time {:.3f} (goal <= 1.05); trace file {:.1f} MiB\n",
+        device.selector(), steps / off_seconds, off_seconds / steps * 1e6, steps / on_seconds, on_seconds / steps * 1e6,
+        on_seconds / off_seconds, static_cast<double>(events) / (1 << 20));
   }
   std::filesystem::remove(path);
   return 0;
