@@ -196,6 +196,19 @@ _PROTOTYPES = {
 
 # Declared only when the loaded library has them (newer than the oldest
 # library this package works with); has() tells the callers.
+# ---- tracing (docs/tracing.md) ----
+
+
+class bp_trace_options(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("capacity", c_uint64)]
+
+
+_PROTOTYPES.update({
+    "bp_trace_start": ([c_char_p, POINTER(bp_trace_options)], _status),
+    "bp_trace_stop": ([], _status),
+})
+# ---- end of tracing ----
+
 _OPTIONAL_PROTOTYPES = {
     "bp_default_device_push_scope": ([c_void_p, c_char_p, POINTER(c_uint64)], _status),
     "bp_default_device_pop_scope": ([c_void_p, c_uint64], _status),

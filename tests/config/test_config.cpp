@@ -222,12 +222,19 @@ forever = inf
     CHECK(config_error("plugin_paths = [\"\"]") == "/etc/FILE.toml:1:17: 'plugin_paths' has an empty path at index 0");
   }
 
+  TEST_CASE("[config] trace names the trace file; anything but a non-empty string is an error") {
+    CHECK(parse_config("trace = \"run/out.json\"\n", "/etc/FILE.toml").trace == std::filesystem::path("run/out.json"));
+    CHECK(config_error("trace = 1") == "/etc/FILE.toml:1:9: 'trace' must be a string (a file path), got integer");
+    CHECK(config_error("trace = \"\"") ==
+          "/etc/FILE.toml:1:9: 'trace' is empty; expected the path of the trace file to write");
+  }
+
   TEST_CASE("[config] unknown top-level key gives a warning naming key and file") {
     const Config config = parse_config("plugin_path = [\"/opt\"]\n\ncolour = \"red\"\n", "/etc/FILE.toml");
     REQUIRE(config.warnings.size() == 2);
     CHECK(config.warnings[0] ==
           "/etc/FILE.toml:3:10: unknown top-level key 'colour' ignored (known keys: plugin_paths, backends, "
-          "default_device, probe_isolation, [backend.NAME])");
+          "default_device, probe_isolation, trace, [backend.NAME])");
     CHECK(config.warnings[1] ==
           "/etc/FILE.toml:1:15: unknown top-level key 'plugin_path' ignored (did you mean 'plugin_paths'?)");
     CHECK(config.plugin_paths.empty());

@@ -583,6 +583,26 @@ bp_status bp_safetensors_save_n(const char* path, const char* const* names, cons
                                 const size_t* metadata_key_sizes, const char* const* metadata_values,
                                 const size_t* metadata_value_sizes, int64_t metadata_count);
 
+/* ------------------------------------------------------------ trace -- */
+
+/* Recording a timeline for ui.perfetto.dev and chrome://tracing
+ * (docs/tracing.md). Same as the C++ trace_start/trace_stop
+ * (backplane/trace.hpp); BACKPLANE_TRACE=FILE does it without code. */
+typedef struct bp_trace_options {
+  size_t struct_size; /* set to sizeof(bp_trace_options) */
+  /* The most events kept (0: the default, 1048576); when more are recorded
+   * the oldest are dropped and the file says how many. */
+  uint64_t capacity;
+} bp_trace_options;
+
+/* Starts recording to `path` (created at once). `options` may be NULL.
+ * Errors: IO naming the path when it cannot be created; INVALID_ARGUMENT for
+ * a NULL path, a struct_size too small, or a trace already being recorded. */
+bp_status bp_trace_start(const char* path, const bp_trace_options* options);
+/* Stops recording and writes the file; OK (and nothing written) when no trace
+ * was being recorded. IO when the file cannot be written. */
+bp_status bp_trace_stop(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<std::string_view, 5> kTopLevelKeys = {"plugin_paths", "backends", "default_device",
-                                                           "probe_isolation", "backend"};
+constexpr std::array<std::string_view, 6> kTopLevelKeys = {"plugin_paths",    "backends", "default_device",
+                                                           "probe_isolation", "backend",  "trace"};
 
 // Positions and messages for one file being parsed.
 class Reader {
@@ -254,7 +254,8 @@ std::string unknown_key_warning(const Reader& reader, const toml::node& node, st
   if (!best.empty()) {
     message += fmt::format(" (did you mean '{}'?)", best);
   } else {
-    message += fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, [backend.NAME])");
+    message +=
+        fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, trace, [backend.NAME])");
   }
   return message;
 }
@@ -345,6 +346,12 @@ Config parse_config(std::string_view text, const fs::path& source) {
       if (!config.probe_isolation) {
         reader.fail(value, fmt::format("'probe_isolation' is '{}'; expected \"process\" or \"none\"", text->get()));
       }
+    } else if (name == "trace") {
+      const auto* text = value.as_string();
+      if (text == nullptr)
+        reader.fail(value, fmt::format("'trace' must be a string (a file path), got {}", type_name(value)));
+      if (text->get().empty()) reader.fail(value, "'trace' is empty; expected the path of the trace file to write");
+      config.trace = std::filesystem::path(text->get());
     } else if (name == "backend") {
       const toml::table* backends = value.as_table();
       if (backends == nullptr) {

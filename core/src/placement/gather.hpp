@@ -37,9 +37,10 @@ DType staged_dtype(const LiveDevice& target, DType from, DType to);
 // `block` on `target` (not host-addressable) and returns the array it fills,
 // [shape] of `to`, whose data is still arriving. Widens on the device where
 // staged_dtype said so, falling back to the host for good if the device
-// turns out unable to. `description` names the batch in errors.
+// turns out unable to. `description` names the batch in errors; `trace_name`
+// names its transfer on the trace ("take_windows").
 Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target, std::shared_ptr<Block> block,
                  const StagingBuffer& staging, DType from, DType to, std::vector<std::int64_t> shape,
-                 const Extent& extent, std::string description);
+                 const Extent& extent, std::string description, std::string_view trace_name = "batch");
 
 }  // namespace backplane::detail
