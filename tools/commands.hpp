@@ -14,6 +14,7 @@ int run_info(const Arguments& args);
 int run_conformance(const Arguments& args);  // conformance_command.cpp
 int run_inspect(const Arguments& args);      // inspect_command.cpp
 int run_load(const Arguments& args);         // load_command.cpp
+int run_trace(const Arguments& args);        // trace_command.cpp
 
 // `info` and `conformance` probe plugins in a separate process unless
 // BACKPLANE_PROBE_ISOLATION says otherwise: the diagnostic tool must not die

@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
+#include <iterator>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace backplane::tools {
@@ -47,31 +50,119 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::fo
 
 std::string dump(const json& value) { return value.dump(2, ' ', false, json::error_handler_t::replace); }
 
-json header_json(const std::string& file, const st::Header& header) {
-  json tensors = json::array();
-  std::uint64_t data_bytes = 0;
-  for (const st::TensorEntry& tensor : header.tensors) {
-    data_bytes += tensor.byte_size();
-    tensors.push_back({{"name", tensor.name},
-                       {"dtype", tensor.dtype},
-                       {"shape", tensor.shape},
-                       {"data_offsets", {tensor.begin, tensor.end}},
-                       {"file_offsets", {header.data_offset + tensor.begin, header.data_offset + tensor.end}},
-                       {"nbytes", tensor.byte_size()}});
+// Writes the JSON of a valid header as it goes, tensor by tensor, exactly as
+// dump(2) would print the whole document: a header of a million tensors
+// never becomes a JSON tree in memory (several times the header's size).
+class StreamedJson {
+ public:
+  ~StreamedJson() { flush(); }
+  void write(std::string_view text) {
+    out_.append(text);
+    if (out_.size() >= kFlushAt) flush();
   }
+  // `value` dumped at `indent` spaces of nesting, its first line not indented.
+  void write(const json& value, std::size_t indent) {
+    const std::string text = dump(value);
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t end = std::min(text.find('\n', start), text.size());
+      if (start > 0) out_.append(indent, ' ');
+      out_.append(text, start, end - start);
+      if (end < text.size()) out_ += '\n';
+      start = end + 1;
+    }
+    if (out_.size() >= kFlushAt) flush();
+  }
+  // A tensor entry at the tensors array's nesting, by hand: a million of
+  // them through a JSON object each would take several times read_header.
+  void write_tensor(const st::TensorEntry& tensor, std::uint64_t data_offset) {
+    out_ += "{\n      \"name\": ";
+    append_string(tensor.name);
+    out_ += ",\n      \"dtype\": ";
+    append_string(tensor.dtype);
+    out_ += ",\n      \"shape\": ";
+    append_numbers(tensor.shape);
+    out_ += ",\n      \"data_offsets\": ";
+    append_numbers({tensor.begin, tensor.end});
+    out_ += ",\n      \"file_offsets\": ";
+    append_numbers({data_offset + tensor.begin, data_offset + tensor.end});
+    fmt::format_to(std::back_inserter(out_), ",\n      \"nbytes\": {}\n    }}", tensor.byte_size());
+    if (out_.size() >= kFlushAt) flush();
+  }
+  void flush() {
+    std::fwrite(out_.data(), 1, out_.size(), stdout);
+    out_.clear();
+  }
+
+ private:
+  // As dump() writes a string: UTF-8 as is (a valid header's names are valid
+  // UTF-8), escapes for the quote, the backslash and control characters.
+  void append_string(std::string_view text) {
+    out_ += '"';
+    for (const char c : text) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\b': out_ += "\\b"; break;
+        case '\f': out_ += "\\f"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            fmt::format_to(std::back_inserter(out_), "\\u{:04x}", static_cast<unsigned>(c));
+          } else {
+            out_ += c;
+          }
+      }
+    }
+    out_ += '"';
+  }
+  // An array of numbers at the nesting of a tensor's fields, as dump(2) does.
+  void append_numbers(std::initializer_list<std::uint64_t> numbers) {
+    append_numbers(std::span<const std::uint64_t>(numbers.begin(), numbers.size()));
+  }
+  void append_numbers(std::span<const std::uint64_t> numbers) {
+    if (numbers.empty()) {
+      out_ += "[]";
+      return;
+    }
+    out_ += '[';
+    for (std::size_t index = 0; index < numbers.size(); ++index) {
+      fmt::format_to(std::back_inserter(out_), "{}\n        {}", index == 0 ? "" : ",", numbers[index]);
+    }
+    out_ += "\n      ]";
+  }
+
+  static constexpr std::size_t kFlushAt = std::size_t{1} << 20;
+  std::string out_;
+};
+
+void print_json(const std::string& file, const st::Header& header) {
+  std::uint64_t data_bytes = 0;
+  for (const st::TensorEntry& tensor : header.tensors) data_bytes += tensor.byte_size();
   json metadata = nullptr;
   if (header.metadata) {
     metadata = json::object();
     for (const auto& [key, value] : *header.metadata) metadata[key] = value;
   }
-  return {{"file", file},
-          {"valid", true},
-          {"file_size", header.file_size},
-          {"header_size", header.header_size},
-          {"data_offset", header.data_offset},
-          {"data_size", data_bytes},
-          {"metadata", metadata},
-          {"tensors", tensors}};
+  StreamedJson out;
+  out.write("{\n  \"file\": ");
+  out.write(json(file), 2);
+  out.write(
+      fmt::format(",\n  \"valid\": true,\n  \"file_size\": {},\n  \"header_size\": {},\n  \"data_offset\": {},\n"
+                  "  \"data_size\": {},\n  \"metadata\": ",
+                  header.file_size, header.header_size, header.data_offset, data_bytes));
+  out.write(metadata, 2);
+  out.write(",\n  \"tensors\": ");
+  if (header.tensors.empty()) out.write("[]");
+  for (std::size_t index = 0; index < header.tensors.size(); ++index) {
+    const st::TensorEntry& tensor = header.tensors[index];
+    out.write(index == 0 ? "[\n    " : ",\n    ");
+    out.write_tensor(tensor, header.data_offset);
+  }
+  if (!header.tensors.empty()) out.write("\n  ]");
+  out.write("\n}\n");
 }
 
 void print_text(const std::string& file, const st::Header& header) {
@@ -148,7 +239,7 @@ int run_inspect(const Arguments& args) {
   try {
     st::Header header = st::read_header(*file);
     if (as_json) {
-      fmt::print("{}\n", dump(header_json(*file, header)));
+      print_json(*file, header);
     } else {
       print_text(*file, header);
     }

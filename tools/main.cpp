@@ -22,6 +22,7 @@ constexpr std::string_view kUsage =
     "  load FILE --device SEL        load a safetensors file onto a device, report GB/s\n"
     "  conformance PLUGIN.so [--option k=v ...]\n"
     "                                run the backend conformance suite against a plugin\n"
+    "  trace summary FILE [--json]   time, bytes and GB/s per device and category in a trace\n"
     "  help                          this text\n";
 
 }  // namespace
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     if (command == "conformance") return backplane::tools::run_conformance(args);
     if (command == "inspect") return backplane::tools::run_inspect(args);
     if (command == "load") return backplane::tools::run_load(args);
+    if (command == "trace") return backplane::tools::run_trace(args);
   } catch (const backplane::Error& error) {
     fmt::print(stderr, "backplane {}: error: {}\n", command, error.what());
     return 1;

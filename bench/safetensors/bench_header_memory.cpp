@@ -4,7 +4,11 @@
 // Each measurement runs in a fresh child process, from its resident size
 // before the call to its peak (VmHWM, reset through /proc/self/clear_refs).
 //
-//   bench_safetensors_header_memory [--tensors N] [--name-length L] [--keep FILE]
+//   bench_safetensors_header_memory [--tensors N] [--name-length L] [--keep FILE] [--cli BACKPLANE]
+//
+// With --cli, also `BACKPLANE inspect --json FILE` (output to /dev/null): its
+// peak resident size (the child's maxrss) against the header's size, and its
+// wall time against read_header's in the same run.
 //
 // The default, 1.44 million tensors with names "t00000" to "t1439999", gives a header of
 // about 99 MB.
@@ -12,8 +16,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <cstdint>
 #include <cstdio>
@@ -84,12 +92,38 @@ std::uint64_t write_file(const std::filesystem::path& path, std::size_t count, s
   return size;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct CommandRun {
+  double seconds = -1;
+  long long peak_bytes = -1;  // maxrss of the command's process
+};
+
+// Runs `program inspect --json file` with stdout to /dev/null.
+CommandRun run_inspect(const std::string& program, const std::filesystem::path& file) {
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::execl(program.c_str(), program.c_str(), "inspect", "--json", file.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
+  return {seconds_since(start), static_cast<long long>(usage.ru_maxrss) * 1024};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::size_t tensors = 1'440'000;
   std::size_t name_length = 6;
   std::string keep;
+  std::string cli;
   for (int index = 1; index + 1 < argc; index += 2) {
     const std::string flag = argv[index];
     if (flag == "--tensors") {
@@ -98,6 +132,8 @@ int main(int argc, char** argv) {
       name_length = std::strtoull(argv[index + 1], nullptr, 10);
     } else if (flag == "--keep") {
       keep = argv[index + 1];
+    } else if (flag == "--cli") {
+      cli = argv[index + 1];
     }
   }
   const std::filesystem::path path =
@@ -115,6 +151,27 @@ int main(int argc, char** argv) {
     parsed_count = header.tensors.size();
     if (parsed_count != tensors) throw std::runtime_error("wrong tensor count");
   });
+  double library_seconds = -1;
+  CommandRun command;
+  if (!cli.empty()) {
+    // The library's inspect, timed in a child like the command (a fresh heap).
+    int fds[2];
+    if (::pipe(fds) == 0) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        const auto start = std::chrono::steady_clock::now();
+        const backplane::safetensors::Header header = backplane::safetensors::read_header(path);
+        const double took = header.tensors.size() == tensors ? seconds_since(start) : -1;
+        if (::write(fds[1], &took, sizeof(took)) != sizeof(took)) ::_exit(1);
+        ::_exit(0);
+      }
+      ::close(fds[1]);
+      if (::read(fds[0], &library_seconds, sizeof(library_seconds)) != sizeof(library_seconds)) library_seconds = -1;
+      ::close(fds[0]);
+      ::waitpid(pid, nullptr, 0);
+    }
+    command = run_inspect(cli, path);
+  }
   if (keep.empty()) std::filesystem::remove(path);
   if (bytes_only < 0 || parse < 0) {
     fmt::print(stderr, "a measurement failed\n");
@@ -127,5 +184,16 @@ int main(int argc, char** argv) {
   fmt::print("read_header (bytes, parse, validation, Header): peak +{:.1f} MB ({:.2f}x the header)\n",
              parse / megabytes, static_cast<double>(parse) / header_size);
   fmt::print("ratio to the baseline: {:.2f}x\n", static_cast<double>(parse) / bytes_only);
+  if (!cli.empty()) {
+    if (command.seconds < 0 || library_seconds < 0) {
+      fmt::print(stderr, "the inspect command or the library's inspect failed\n");
+      return 1;
+    }
+    fmt::print(
+        "backplane inspect --json: peak resident {:.1f} MB ({:.2f}x the header), {:.2f} s; read_header "
+        "alone {:.2f} s ({:.2f}x)\n",
+        command.peak_bytes / megabytes, static_cast<double>(command.peak_bytes) / header_size, command.seconds,
+        library_seconds, command.seconds / library_seconds);
+  }
   return 0;
 }

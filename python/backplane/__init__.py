@@ -29,6 +29,7 @@ from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSyste
                       OutOfRangeError, PluginError, UnavailableError, UnsupportedError)
 from ._runtime import DeviceLike, Runtime
 from ._scopes import DefaultDeviceScope
+from ._trace import Trace, trace  # tracing (docs/tracing.md)
 
 __all__ = [
     "Array", "Backend", "BatchStats", "BatchStream", "CancelledError", "ConfigError", "DefaultDevice",
@@ -38,6 +39,7 @@ __all__ = [
     "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",
     "devices", "dtype_bits", "from_dlpack", "library_path", "safetensors", "take_windows", "version",
 ]
+__all__ += ["Trace", "trace"]  # tracing (docs/tracing.md)
 
 
 def version() -> str:

@@ -29,23 +29,11 @@ _pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _pythonapi.PyCapsule_SetName.restype = ctypes.c_int
 _pythonapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-# The destructor receives a capsule whose reference count is already zero:
-# it must be passed as a raw pointer, never turned back into an object.
-_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", _pythonapi))
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _pythonapi))
-
-
-def _destroy_capsule(capsule: int) -> None:
-    # A consumer renames the capsule to "used_dltensor" and owns the tensor;
-    # only an unconsumed capsule still owns it and must release it.
-    if _capsule_is_valid(capsule, _DLTENSOR):
-        _lib.lib.bp_dlpack_tensor_delete(_capsule_pointer(capsule, _DLTENSOR))
-
-
-_capsule_destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)
-_DESTRUCTOR_ADDRESS = ctypes.cast(_capsule_destructor, ctypes.c_void_p).value
+# The capsule destructor is the library's, in C: one in Python would run
+# while a consumer's exception is pending (a consumer that refuses the
+# capsule drops it while raising), which ctypes turns into "Exception
+# ignored ... SystemError" and a tensor never freed.
+_DESTRUCTOR_ADDRESS = ctypes.cast(_lib.lib.bp_dlpack_capsule_destructor, ctypes.c_void_p).value
 
 
 def import_capsule(runtime: "Runtime", capsule: Any) -> ctypes.c_void_p:

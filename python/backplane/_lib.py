@@ -210,6 +210,7 @@ _PROTOTYPES = {
     "bp_array_dlpack_device": ([c_void_p, POINTER(c_int32), POINTER(c_int32)], _status),
     "bp_array_from_dlpack": ([c_void_p, c_void_p, POINTER(c_void_p)], _status),
     "bp_dlpack_tensor_delete": ([c_void_p], None),
+    "bp_dlpack_capsule_destructor": ([c_void_p], None),
     "bp_safetensors_inspect": ([c_char_p, POINTER(c_void_p)], _status),
     "bp_safetensors_header_destroy": ([c_void_p], None),
     "bp_safetensors_header_sizes": ([c_void_p, POINTER(c_uint64), POINTER(c_uint64), POINTER(c_uint64)], _status),
@@ -231,6 +232,19 @@ _PROTOTYPES = {
 
 # Declared only when the loaded library has them (newer than the oldest
 # library this package works with); has() tells the callers.
+# ---- tracing (docs/tracing.md) ----
+
+
+class bp_trace_options(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("capacity", c_uint64)]
+
+
+_PROTOTYPES.update({
+    "bp_trace_start": ([c_char_p, POINTER(bp_trace_options)], _status),
+    "bp_trace_stop": ([], _status),
+})
+# ---- end of tracing ----
+
 _OPTIONAL_PROTOTYPES = {
     "bp_default_device_push_scope": ([c_void_p, c_char_p, POINTER(c_uint64)], _status),
     "bp_default_device_pop_scope": ([c_void_p, c_uint64], _status),

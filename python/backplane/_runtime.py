@@ -22,6 +22,25 @@ _take_windows = _lib.lib.bp_take_windows
 _c_char = ctypes.c_char
 
 
+def _integer_offsets(offsets: Any) -> Any:
+    """`offsets` as contiguous int64, refusing what is not integers: floats
+    would be truncated (0.9 becomes window 0), booleans and strings are no
+    offsets, and a uint64 beyond the int64 range would wrap negative."""
+    values = _numpy.asarray(offsets)
+    if values.dtype.kind == "u":
+        if values.size and int(values.max()) > _INT64_MAX:
+            raise _lib.error_for(7, f"take_windows: offset {int(values.max())} is beyond the int64 range",
+                                 "out of range")
+    elif values.dtype.kind != "i" and values.size:
+        kind = "booleans" if values.dtype.kind == "b" else f"{values.dtype} values"
+        raise _lib.error_for(1, f"take_windows: offsets must be integers (a NumPy integer array or Python ints), got "
+                                f"{kind}", "invalid argument")
+    return _numpy.ascontiguousarray(values, dtype=_numpy.int64)
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
 class Runtime:
     """A backplane runtime (bp_runtime). Runtime() makes an independent one;
     Runtime.default() is the process-wide one (never closed). Use it as a
@@ -201,7 +220,9 @@ class Runtime:
             values = _numpy.asarray(data)
             if not values.dtype.isnative:
                 values = values.astype(values.dtype.newbyteorder("="))
-            values = _numpy.ascontiguousarray(values)
+            # Not ascontiguousarray: it turns a 0-d array (a scalar) into shape (1,).
+            if not values.flags.c_contiguous:
+                values = values.copy(order="C")
             code = _dtypes.code(values.dtype if dtype is None else dtype)
             extents = values.shape if shape is None else tuple(shape)
             address = values.ctypes.data if values.nbytes else None
@@ -295,10 +316,15 @@ class Runtime:
         while the transfer runs."""
         # The hot path of a training loop: every step below is measured
         # (bench/python/bench_batches.py); keep it free of avoidable calls.
-        starts: Any = _numpy.ascontiguousarray(offsets, dtype=_numpy.int64)
+        starts: Any = offsets
+        if type(offsets) is not _numpy.ndarray or offsets.dtype != _numpy.int64 or not offsets.flags.c_contiguous:
+            starts = _integer_offsets(offsets)
         if starts.ndim != 1:
             raise _lib.error_for(1, f"take_windows: offsets must be 1-D, got shape {starts.shape}",
                                  "invalid argument")
+        if type(length) is not int and not isinstance(length, _numpy.integer):
+            raise _lib.error_for(1, f"take_windows: length must be an integer, got {type(length).__name__} "
+                                    f"{length!r}", "invalid argument")
         count = starts.shape[0]
         if count == 0:
             address = None

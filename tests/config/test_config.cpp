@@ -190,6 +190,19 @@ forever = inf
     CHECK(config_error("[backend.cpu]\nwhen = 2024-01-01").find("got date") != std::string::npos);
   }
 
+  TEST_CASE("[config] a NUL in an option name or value is refused where it is, not cut short") {
+    CHECK(config_error("[backend.cpu]\ndevices = \"2\\u0000x\"") ==
+          "/etc/FILE.toml:2:11: option 'backend.cpu.devices' = \"2\\u0000x\" contains a NUL character (\\u0000)");
+    CHECK(config_error("[backend.cpu]\n\"dev\\u0000ices\" = 2") ==
+          "/etc/FILE.toml:2:19: option name 'backend.cpu.dev\\u0000ices' contains a NUL character (\\u0000)");
+  }
+
+  TEST_CASE("[config] a table defined twice is named as written") {
+    CHECK(config_error("[backend.\"cpu\"]\ndevices = 2\n[backend.\"cpu\"]\n")
+              .ends_with("cannot redefine existing table [backend.\"cpu\"]"));
+    CHECK(config_error("[backend.cpu]\n[backend.cpu]\n").ends_with("cannot redefine existing table [backend.cpu]"));
+  }
+
   TEST_CASE("[config] invalid names and selectors are errors") {
     CHECK(config_error("backends = [\"CPU\"]") ==
           "/etc/FILE.toml:1:13: 'backends' has an invalid backend name 'CPU' at index 0; backend names use only a-z, "
@@ -209,12 +222,19 @@ forever = inf
     CHECK(config_error("plugin_paths = [\"\"]") == "/etc/FILE.toml:1:17: 'plugin_paths' has an empty path at index 0");
   }
 
+  TEST_CASE("[config] trace names the trace file; anything but a non-empty string is an error") {
+    CHECK(parse_config("trace = \"run/out.json\"\n", "/etc/FILE.toml").trace == std::filesystem::path("run/out.json"));
+    CHECK(config_error("trace = 1") == "/etc/FILE.toml:1:9: 'trace' must be a string (a file path), got integer");
+    CHECK(config_error("trace = \"\"") ==
+          "/etc/FILE.toml:1:9: 'trace' is empty; expected the path of the trace file to write");
+  }
+
   TEST_CASE("[config] unknown top-level key gives a warning naming key and file") {
     const Config config = parse_config("plugin_path = [\"/opt\"]\n\ncolour = \"red\"\n", "/etc/FILE.toml");
     REQUIRE(config.warnings.size() == 2);
     CHECK(config.warnings[0] ==
           "/etc/FILE.toml:3:10: unknown top-level key 'colour' ignored (known keys: plugin_paths, backends, "
-          "default_device, probe_isolation, [backend.NAME])");
+          "default_device, probe_isolation, trace, [backend.NAME])");
     CHECK(config.warnings[1] ==
           "/etc/FILE.toml:1:15: unknown top-level key 'plugin_path' ignored (did you mean 'plugin_paths'?)");
     CHECK(config.plugin_paths.empty());

@@ -281,7 +281,7 @@ TEST_CASE("[selection] a malformed config file is an error naming file and line"
   auto broken = dir.write("broken.toml", "backends = [\"cpu\"\ndefault_device = 3\n");
   Runtime runtime(test_options({}, broken));
   auto error = error_from([&] { runtime.backends(); });
-  CHECK(error.code() == ErrorCode::kConfig);
+  CHECK(error.code() == backplane::ErrorCode::kConfig);
   CHECK(contains(error.what(), broken.string()));
 
   Runtime missing(test_options({}, dir / "absent.toml"));
@@ -291,17 +291,30 @@ TEST_CASE("[selection] a malformed config file is an error naming file and line"
 }
 
 TEST_CASE("[selection] the automatic choice records what it passed over") {
-  Runtime::Options options = test_options();
-  options.backend_options["sim"] = {{"devices", "0"}};
-  Runtime runtime(options);
+  Runtime runtime(test_options());
   auto chosen = runtime.default_device();
-  if (runtime.find_backend("sim")->status == BackendStatus::kAvailable) {
-    CHECK(chosen.device.selector() == "cpu:0");
-    CHECK(contains(chosen.fallback_note, "sim (available but has no devices)"));
-  } else {
-    // The simulated plugin may refuse zero devices; then it failed, and says so.
-    CHECK(contains(chosen.fallback_note, "sim (failed"));
+  for (const backplane::BackendInfo& info : runtime.backends()) {
+    if (info.status == BackendStatus::kUnavailable && info.priority > runtime.find_backend("cpu")->priority) {
+      CHECK(contains(chosen.fallback_note, info.name + " (unavailable: "));
+    }
   }
+}
+
+TEST_CASE("[selection] a backend the user configured that fails stops the automatic choice, naming the cause") {
+  Runtime::Options options = test_options();
+  options.backend_options["sim"] = {{"devices", "0"}};  // the simulated plugin refuses zero devices
+  Runtime runtime(options);
+  REQUIRE(runtime.find_backend("sim")->status == BackendStatus::kFailed);
+  const backplane::Error error = error_from([&] { (void)runtime.default_device(); });
+  CHECK(error.code() == backplane::ErrorCode::kConfig);
+  CHECK(contains(error.what(),
+                 "cannot choose the default device: backend 'sim', configured by "
+                 "Runtime::Options::backend_options, failed: "));
+  CHECK(contains(error.what(), "option devices = \"0\" is invalid"));
+  // Any device can still be named explicitly.
+  CHECK(runtime.resolve("cpu:1") == Device{"cpu", 1});
+  DefaultDeviceScope on_cpu(runtime, "cpu:1");
+  CHECK(runtime.default_device().device == Device{"cpu", 1});
 }
 
 TEST_CASE("[selection] a scope still open on a destroyed runtime does not leak into a later runtime") {

@@ -4,6 +4,7 @@ import ctypes
 import gc
 import os
 import struct
+import sys
 import tempfile
 import unittest
 import weakref
@@ -308,3 +309,58 @@ class TorchImportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RejectedExportTest(unittest.TestCase):
+    """A consumer that refuses our capsule (NumPy given device memory drops
+    it with its error set): its own error reaches the user, nothing is
+    printed as ignored, and the array's memory is freed."""
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.runtime = sim_runtime(self.directory.name)
+        self.unraisable = []
+        self.previous_hook = sys.unraisablehook
+        sys.unraisablehook = self.unraisable.append
+
+    def tearDown(self):
+        sys.unraisablehook = self.previous_hook
+        self.runtime.close()
+        self.directory.cleanup()
+
+    @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+    def test_numpy_refusing_device_memory_raises_its_own_error(self):
+        array = self.runtime.array(b"\1" * (1 << 20), "U8", device="sim:0")
+        with self.assertRaises(Exception) as raised:
+            numpy.from_dlpack(array)
+        self.assertNotIsInstance(raised.exception, SystemError)
+        gc.collect()
+        self.assertEqual(self.unraisable, [])
+        array.close()
+        gc.collect()
+        self.assertEqual(self.runtime.memory_stats("sim:0").in_use, 0)
+
+
+class EmptyImportTest(unittest.TestCase):
+    """Empty tensors: no element has a place a stride could get wrong, so
+    whatever strides the producer gives them are accepted."""
+
+    def setUp(self):
+        self.runtime = isolated_runtime()
+
+    def tearDown(self):
+        self.runtime.close()
+
+    @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+    def test_empty_numpy_arrays_import(self):
+        for shape in [(0, 4), (4, 0), (0,), (3, 0, 2)]:
+            with self.subTest(shape=shape):
+                imported = self.runtime.from_dlpack(numpy.zeros(shape, dtype=numpy.float32))
+                self.assertEqual(imported.shape, shape)
+
+    @unittest.skipIf(torch is None, "torch is not installed for this interpreter")
+    def test_empty_torch_tensors_import(self):
+        for tensor in [torch.zeros(0, 5), torch.zeros(5, 0).t(), torch.zeros(2, 0, 3)]:
+            with self.subTest(shape=tuple(tensor.shape)):
+                imported = self.runtime.from_dlpack(tensor)
+                self.assertEqual(imported.shape, tuple(tensor.shape))

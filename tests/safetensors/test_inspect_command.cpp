@@ -47,6 +47,31 @@ TEST_CASE("[safetensors] inspect lists tensors, offsets and metadata; exit 0") {
   CHECK(json["tensors"][1]["file_offsets"][0] == json["data_offset"].get<int>() + 8);
 }
 
+TEST_CASE("[safetensors] inspect --json streams exactly what the JSON library would print") {
+  // Names with quotes, backslashes, control characters and non-ASCII; a
+  // scalar, metadata with newlines, and a file with no tensor.
+  TempDir dir;
+  const std::string odd = R"(q\"b\\s\u0001c\n\t é)";
+  auto path = write_file(
+      dir, "odd.safetensors",
+      st_file(
+          R"({"__metadata__":{"k":"a\nb"},")" + odd +
+              R"(":{"dtype":"U8","shape":[2,1],"data_offsets":[0,2]},"s":{"dtype":"I8","shape":[],"data_offsets":[2,3]}})",
+          "abc"));
+  auto empty = write_file(dir, "empty.safetensors", st_file("{}", ""));
+  for (const std::string& file : {path, empty}) {
+    CAPTURE(file);
+    auto result = run_command(inspect("--json " + file));
+    REQUIRE(result.exit_status == 0);
+    const auto parsed = nlohmann::ordered_json::parse(result.output);
+    CHECK(result.output == parsed.dump(2) + "\n");
+  }
+  const auto parsed = nlohmann::json::parse(run_command(inspect("--json " + path)).output);
+  CHECK(parsed["tensors"][0]["name"] ==
+        "q\"b\\s\x01"
+        "c\n\t \xC3\xA9");
+}
+
 TEST_CASE("[safetensors] inspect on an invalid file: exit 1, rule and tensor") {
   TempDir dir;
   auto path =

@@ -24,7 +24,7 @@
  * name_sizes), since the format allows NUL bytes in them. 0.4 DLPack device
  * types come from the backends (bp_backend_info.dlpack_device_type,
  * bp_array_dlpack_device), so any backend that declares one takes part.
- * 0.5 the batch stream (bp_batch_stream_*).
+ * 0.5 the batch stream (bp_batch_stream_*) and tracing (bp_trace_*).
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -440,6 +440,15 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tens
  * ctypes) that cannot call a function pointer from a struct easily. */
 void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
 
+/* A PyCapsule destructor (its argument is the PyObject* capsule) for
+ * "dltensor" capsules made from bp_array_to_dlpack's tensor, for Python
+ * bindings over this C API: it deletes the tensor unless a consumer took it
+ * (renamed the capsule "used_dltensor"). Written in C so that a capsule
+ * destroyed while a consumer's exception is pending (the consumer refused
+ * it) runs no Python code: the consumer's error reaches the user and the
+ * tensor is freed. Uses the interpreter's own PyCapsule functions. */
+void bp_dlpack_capsule_destructor(void* capsule);
+
 /* ------------------------------------------------------ safetensors -- */
 
 /* A validated safetensors header (the file's tensor table, never its data).
@@ -692,6 +701,26 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
  * a negative step. Either output array may be NULL when not wanted. */
 bp_status bp_batch_stream_windows(bp_batch_stream* stream, int64_t step, int32_t* sources, int64_t* starts,
                                   size_t capacity, size_t* count);
+
+/* ------------------------------------------------------------ trace -- */
+
+/* Recording a timeline for ui.perfetto.dev and chrome://tracing
+ * (docs/tracing.md). Same as the C++ trace_start/trace_stop
+ * (backplane/trace.hpp); BACKPLANE_TRACE=FILE does it without code. */
+typedef struct bp_trace_options {
+  size_t struct_size; /* set to sizeof(bp_trace_options) */
+  /* The most events kept (0: the default, 1048576); when more are recorded
+   * the oldest are dropped and the file says how many. */
+  uint64_t capacity;
+} bp_trace_options;
+
+/* Starts recording to `path` (created at once). `options` may be NULL.
+ * Errors: IO naming the path when it cannot be created; INVALID_ARGUMENT for
+ * a NULL path, a struct_size too small, or a trace already being recorded. */
+bp_status bp_trace_start(const char* path, const bp_trace_options* options);
+/* Stops recording and writes the file; OK (and nothing written) when no trace
+ * was being recorded. IO when the file cannot be written. */
+bp_status bp_trace_stop(void);
 
 #ifdef __cplusplus
 } /* extern "C" */

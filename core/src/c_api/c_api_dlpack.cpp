@@ -10,6 +10,8 @@
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -134,9 +136,14 @@ DLDevice dlpack_device(const Array& array, const char* call) {
 }
 
 // Row-major contiguity; extents of 1 may carry any stride (NumPy and PyTorch
-// both produce such strides for views).
+// both produce such strides for views), and a tensor with an extent of 0 has
+// no element whose place a stride could get wrong (NumPy 2 and PyTorch give
+// empty tensors strides of their own).
 bool is_compact(const DLTensor& tensor) {
   if (tensor.strides == nullptr) return true;
+  for (int axis = 0; axis < tensor.ndim; ++axis) {
+    if (tensor.shape[axis] == 0) return true;
+  }
   std::int64_t expected = 1;
   for (int axis = tensor.ndim - 1; axis >= 0; --axis) {
     if (tensor.shape[axis] != 1 && tensor.strides[axis] != expected) return false;
@@ -350,6 +357,22 @@ bp_status bp_array_from_dlpack(bp_runtime* runtime, DLManagedTensor* managed, bp
 
 void bp_dlpack_tensor_delete(DLManagedTensor* tensor) {
   if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+}
+
+void bp_dlpack_capsule_destructor(void* capsule) {
+  // CPython's capsule API, found in the running interpreter: the library
+  // links no Python, and outside an interpreter this is never called.
+  using IsValid = int (*)(void*, const char*);
+  using GetPointer = void* (*)(void*, const char*);
+  static const auto is_valid = reinterpret_cast<IsValid>(::dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
+  static const auto get_pointer = reinterpret_cast<GetPointer>(::dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
+  if (capsule == nullptr || is_valid == nullptr || get_pointer == nullptr) return;
+  // A consumer renames the capsule "used_dltensor" and owns the tensor; only
+  // an unconsumed (or rejected) one still owns it. IsValid leaves any pending
+  // Python exception (a consumer's refusal) untouched.
+  if (is_valid(capsule, "dltensor") != 0) {
+    bp_dlpack_tensor_delete(static_cast<DLManagedTensor*>(get_pointer(capsule, "dltensor")));
+  }
 }
 
 }  // extern "C"

@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<std::string_view, 5> kTopLevelKeys = {"plugin_paths", "backends", "default_device",
-                                                           "probe_isolation", "backend"};
+constexpr std::array<std::string_view, 6> kTopLevelKeys = {"plugin_paths",    "backends", "default_device",
+                                                           "probe_isolation", "backend",  "trace"};
 
 // Positions and messages for one file being parsed.
 class Reader {
@@ -135,6 +135,36 @@ std::string read_default_device(const Reader& reader, const toml::node& node) {
   return text->get();
 }
 
+// toml++ garbles the name of a table defined twice when a key is quoted
+// ('backend."cpcpu"' for [backend."cpu"]): name it by the header as written.
+std::string describe_syntax_error(std::string_view description, std::string_view text, std::uint32_t line) {
+  constexpr std::string_view kRedefined = "cannot redefine existing table";
+  const std::size_t found = description.find(kRedefined);
+  if (found == std::string_view::npos || line == 0) return std::string(description);
+  std::size_t start = 0;
+  for (std::uint32_t current = 1; current < line && start != std::string_view::npos; ++current) {
+    start = text.find('\n', start);
+    if (start != std::string_view::npos) ++start;
+  }
+  if (start == std::string_view::npos) return std::string(description);
+  std::string_view header = text.substr(start, text.find('\n', start) - start);
+  while (!header.empty() && (header.front() == ' ' || header.front() == '\t')) header.remove_prefix(1);
+  const std::size_t close = header.rfind(']');
+  if (header.empty() || header.front() != '[' || close == std::string_view::npos) return std::string(description);
+  return fmt::format("{}{} {}", description.substr(0, found), kRedefined, header.substr(0, close + 1));
+}
+
+// `text` with NUL and other control characters written as \uXXXX, for
+// messages that must show them.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += byte < 0x20 ? fmt::format("\\u{:04x}", byte) : std::string(1, c);
+  }
+  return out;
+}
+
 BackendConfig read_backend(const Reader& reader, const toml::node& node, const std::string& name) {
   const toml::table* table = node.as_table();
   if (table == nullptr) {
@@ -172,6 +202,14 @@ BackendConfig read_backend(const Reader& reader, const toml::node& node, const s
       } else {
         reader.fail(value, fmt::format("option '{}' must be a string, integer, float or boolean, got {}", qualified,
                                        type_name(value)));
+      }
+      // A NUL would cut the option short on its way through the C ABI.
+      if (key.str().find('\0') != std::string_view::npos) {
+        reader.fail(value, fmt::format("option name '{}' contains a NUL character (\\u0000)", printable(qualified)));
+      }
+      if (text.find('\0') != std::string::npos) {
+        reader.fail(value, fmt::format("option '{}' = \"{}\" contains a NUL character (\\u0000)", printable(qualified),
+                                       printable(text)));
       }
       options.push_back({&value, {std::string(key.str()), std::move(text)}});
     }
@@ -216,7 +254,8 @@ std::string unknown_key_warning(const Reader& reader, const toml::node& node, st
   if (!best.empty()) {
     message += fmt::format(" (did you mean '{}'?)", best);
   } else {
-    message += fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, [backend.NAME])");
+    message +=
+        fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, trace, [backend.NAME])");
   }
   return message;
 }
@@ -283,9 +322,9 @@ Config parse_config(std::string_view text, const fs::path& source) {
     document = toml::parse(guarded.text(), source.string());
   } catch (const toml::parse_error& error) {
     const toml::source_position begin = error.source().begin;
-    throw Error(ErrorCode::kConfig,
-                fmt::format("{}:{}:{}: TOML syntax error: {}", source.string(), begin.line,
-                            guarded.original_column(begin.line, begin.column), error.description()));
+    throw Error(ErrorCode::kConfig, fmt::format("{}:{}:{}: TOML syntax error: {}", source.string(), begin.line,
+                                                guarded.original_column(begin.line, begin.column),
+                                                describe_syntax_error(error.description(), text, begin.line)));
   }
 
   const Reader reader(source, guarded);
@@ -307,6 +346,12 @@ Config parse_config(std::string_view text, const fs::path& source) {
       if (!config.probe_isolation) {
         reader.fail(value, fmt::format("'probe_isolation' is '{}'; expected \"process\" or \"none\"", text->get()));
       }
+    } else if (name == "trace") {
+      const auto* text = value.as_string();
+      if (text == nullptr)
+        reader.fail(value, fmt::format("'trace' must be a string (a file path), got {}", type_name(value)));
+      if (text->get().empty()) reader.fail(value, "'trace' is empty; expected the path of the trace file to write");
+      config.trace = std::filesystem::path(text->get());
     } else if (name == "backend") {
       const toml::table* backends = value.as_table();
       if (backends == nullptr) {

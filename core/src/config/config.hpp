@@ -48,6 +48,7 @@ struct Config {
   std::optional<std::string> default_device;         // `default_device`, already checked by parse_selector
   std::optional<ProbeIsolation> probe_isolation;     // `probe_isolation`
   std::map<std::string, BackendConfig> backend;      // [backend.NAME], by NAME
+  std::optional<std::filesystem::path> trace;        // `trace`: the trace file to record to (as written)
   std::vector<std::string> warnings;                 // usable-but-suspicious content, one sentence each
 };
 

@@ -42,7 +42,59 @@ void Completion::throw_if_failed() const {
   if (code_ != ErrorCode::kOk) throw Error(code_, fmt::format("{} failed: {}", description_, message_));
 }
 
+namespace {
+
+void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::time_point begin,
+                     const std::string* failure) {
+  const auto end = trace::Clock::now();
+  const double seconds = std::chrono::duration<double>(end - begin).count();
+  trace::Args args{{"bytes", transfer.bytes},
+                   {"route", transfer.route},
+                   {"source", transfer.source},
+                   {"target", transfer.target},
+                   {"device", transfer.target}};
+  if (seconds > 0) args.emplace_back("gbps", static_cast<double>(transfer.bytes) / seconds / 1e9);
+  if (failure != nullptr) args.emplace_back("error", *failure);
+  trace::complete(lane, transfer.category, std::move(transfer.name), begin, end, std::move(args));
+}
+
+}  // namespace
+
+void trace_finished(TransferTrace transfer) noexcept {
+  if (!trace::enabled()) return;
+  try {
+    const auto begin = transfer.begin == trace::Clock::time_point{} ? trace::Clock::now() : transfer.begin;
+    const trace::LaneHold lane(fmt::format("{} transfers", transfer.target), begin);
+    record_transfer(transfer, lane.track(), begin, nullptr);
+  } catch (...) {  // no memory to build the event
+  }
+}
+
+void Completion::trace_as(TransferTrace transfer) {
+  if (!trace::enabled()) return;
+  trace_begin_ = transfer.begin == trace::Clock::time_point{} ? trace::Clock::now() : transfer.begin;
+  trace_lane_ = trace::LaneHold(fmt::format("{} transfers", transfer.target), trace_begin_);
+  trace_ = std::move(transfer);
+}
+
+void Completion::record_trace(const std::string* failure) noexcept {
+  if (failure != nullptr && trace::enabled()) {
+    try {
+      trace::instant({}, "error", description_, {{"message", *failure}});
+    } catch (...) {  // no memory to build the event
+    }
+  }
+  if (!trace_) return;
+  try {
+    record_transfer(*trace_, trace_lane_.track(), trace_begin_, failure);
+  } catch (...) {  // no memory to build the event
+  }
+  trace_.reset();
+  trace_lane_ = trace::LaneHold();
+}
+
 void Completion::finish_ok() {
+  record_trace(nullptr);
   {
     const std::lock_guard lock(mutex_);
     done_.store(true, std::memory_order_release);
@@ -51,6 +103,7 @@ void Completion::finish_ok() {
 }
 
 void Completion::finish_error(ErrorCode code, const std::string& message) {
+  record_trace(&message);
   {
     const std::lock_guard lock(mutex_);
     code_ = code == ErrorCode::kOk ? ErrorCode::kInternal : code;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "registry/device.hpp"
+#include "trace/trace.hpp"
 
 #include <backplane/error.hpp>
 
@@ -25,6 +26,25 @@
 #include <vector>
 
 namespace backplane::detail {
+
+// A transfer as the trace shows it (docs/tracing.md): one complete event from
+// the moment the completion is traced (the copy was issued or queued) to the
+// moment it is found done, on a lane of `lane` ("sim:0 transfers #k"), with
+// args bytes, route, source, target and the achieved GB/s.
+struct TransferTrace {
+  std::string_view category;  // "host_to_device", "device_to_host", "device_to_device", "widening"
+  std::string name;           // the operation: "device_put", "take_windows", "batch"
+  std::string route;          // plan_put's route, or how the batch went
+  std::uint64_t bytes = 0;
+  std::string source;  // "cpu:0"
+  std::string target;  // "sim:0"
+  // When the transfer began (the call that issued it); the epoch means "now".
+  trace::Clock::time_point begin{};
+};
+
+// Records a transfer that finished on the calling thread without a
+// completion, from transfer.begin to now. No-op while tracing is off.
+void trace_finished(TransferTrace transfer) noexcept;
 
 class Completion {
  public:
@@ -42,6 +62,11 @@ class Completion {
   Completion(const Completion&) = delete;
   Completion& operator=(const Completion&) = delete;
 
+  // Records this completion's transfer on the trace when it finishes. Call
+  // before anything can finish it (right after making it); a no-op while
+  // tracing is off.
+  void trace_as(TransferTrace transfer);
+
   void finish_ok();
   // `message` is what went wrong; the description is prepended.
   void finish_error(ErrorCode code, const std::string& message);
@@ -54,6 +79,8 @@ class Completion {
   bool succeeded() noexcept;
 
  private:
+  // Records the traced transfer (and releases its lane); `failure` when it failed.
+  void record_trace(const std::string* failure) noexcept;
   // With event_mutex_ held: collects the event's result and releases it.
   void settle_event_locked() noexcept;
   // True when made before a fork() this process is a child of.
@@ -69,6 +96,11 @@ class Completion {
   std::shared_ptr<detail::LiveDevice> device_;  // keeps the event's backend alive
   PluginEvent event_;
   std::vector<std::shared_ptr<const void>> keep_alive_;
+
+  // Set by trace_as before the completion is shared; read by whoever finishes it.
+  std::optional<TransferTrace> trace_;
+  trace::LaneHold trace_lane_;
+  trace::Clock::time_point trace_begin_;
 
   std::mutex mutex_;  // guards the result
   std::condition_variable done_signal_;

@@ -63,6 +63,29 @@ Plan plan_put(const ArrayStorage& source, const LiveDevice& to, std::uint64_t si
   return plan;
 }
 
+const char* route_name(Route route) {
+  switch (route) {
+    case Route::kDeviceToDevice: return "device_to_device";
+    case Route::kStaged: return "staged";
+    case Route::kFromHost: return "from_host";
+    case Route::kToHost: return "to_host";
+    case Route::kThroughHost: return "through_host";
+  }
+  return "unknown";
+}
+
+// The trace's category of a route: which way the bytes cross.
+std::string_view route_category(Route route) {
+  switch (route) {
+    case Route::kStaged:
+    case Route::kFromHost: return "host_to_device";
+    case Route::kToHost: return "device_to_host";
+    case Route::kDeviceToDevice:
+    case Route::kThroughHost: return "device_to_device";
+  }
+  return "device_to_device";
+}
+
 struct Put {
   std::shared_ptr<const ArrayStorage> source;  // kept alive until the copy ends
   std::uint64_t source_offset = 0;
@@ -131,6 +154,8 @@ void upload_staged(const Put& put) {
   for (std::uint64_t offset = 0; offset < put.size; offset += upload.slot_size()) {
     const std::uint64_t n = std::min(upload.slot_size(), put.size - offset);
     std::byte* slot = upload.next_slot();
+    trace::Scope fill("staging", "fill");
+    if (fill.active()) fill.arg({"bytes", n});
     if (put.plan.route == Route::kStaged) {
       std::memcpy(slot, put.source_host() + offset, n);
     } else {
@@ -161,7 +186,8 @@ void run_put(const Put& put) {
 
 // Issues a plan.here copy on the caller's thread: a completion tracking its
 // event, or null when it already finished.
-std::shared_ptr<Completion> issue_here(const Put& put, const std::string& description) {
+std::shared_ptr<Completion> issue_here(const Put& put, const std::string& description,
+                                       std::optional<TransferTrace> transfer) {
   if (put.size == 0) return nullptr;
   // Allocated outside the try below: running out of pinned memory is thrown
   // by device_put like any allocation failure, not deferred to the wait.
@@ -173,9 +199,14 @@ std::shared_ptr<Completion> issue_here(const Put& put, const std::string& descri
   std::vector<std::shared_ptr<const void>> keep{put.destination};
   try {
     PluginEvent event = issue_copy(put, true, staging ? &*staging : nullptr, keep);
-    if (!event) return nullptr;
     const std::shared_ptr<LiveDevice>& issuer = put.plan.route == Route::kToHost ? put.source->device : put.to;
-    return std::make_shared<Completion>(description, issuer, std::move(event), std::move(keep));
+    if (!event) {  // done already (a small synchronous copy)
+      if (transfer) trace_finished(std::move(*transfer));
+      return nullptr;
+    }
+    auto arrival = std::make_shared<Completion>(description, issuer, std::move(event), std::move(keep));
+    if (transfer) arrival->trace_as(std::move(*transfer));
+    return arrival;
   } catch (const Error& error) {
     return Completion::failed(description, error);
   }
@@ -195,8 +226,15 @@ Array put_on(detail::Placement& placement, const Array& array, std::shared_ptr<L
   std::string description = fmt::format("device_put of {} from {} to {}", describe_bytes(state.nbytes),
                                         state.storage->device->selector(), to->selector());
 
-  std::shared_ptr<Completion> arrival =
-      put.plan.here ? issue_here(put, description) : placement.run(std::move(description), [put] { run_put(put); });
+  std::optional<TransferTrace> transfer;
+  if (trace::enabled()) {
+    transfer = TransferTrace{route_category(put.plan.route),    "device_put",   route_name(put.plan.route), put.size,
+                             state.storage->device->selector(), to->selector(), trace::Clock::now()};
+  }
+  std::shared_ptr<Completion> arrival = put.plan.here
+                                            ? issue_here(put, description, std::move(transfer))
+                                            : placement.run(
+                                                  std::move(description), [put] { run_put(put); }, std::move(transfer));
   return detail::make_result(placement, std::move(to), put.destination, std::move(arrival), state.dtype, state.shape,
                              detail::Extent{state.elements, state.nbytes});
 }

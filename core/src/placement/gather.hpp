@@ -40,9 +40,10 @@ DType staged_dtype(const LiveDevice& target, DType from, DType to);
 // falling back to the host for good if the device turns out unable to.
 // `staged` is passed, never asked again: another batch's transfer may stop
 // the device's widening in between, and the staging holds what was gathered.
-// `description` names the batch in errors.
+// `description` names the batch in errors; `trace_name` names its transfer
+// on the trace ("take_windows").
 Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target, std::shared_ptr<Block> block,
                  const StagingBuffer& staging, DType from, DType staged, DType to, std::vector<std::int64_t> shape,
-                 const Extent& extent, std::string description);
+                 const Extent& extent, std::string description, std::string_view trace_name = "batch");
 
 }  // namespace backplane::detail

@@ -19,8 +19,10 @@ std::shared_ptr<Placement> placement_of(Runtime& runtime) {
   return impl.placement;
 }
 
-std::shared_ptr<Completion> Placement::run(std::string description, std::function<void()> work) {
+std::shared_ptr<Completion> Placement::run(std::string description, std::function<void()> work,
+                                           std::optional<TransferTrace> transfer) {
   auto arrival = std::make_shared<Completion>(std::move(description));
+  if (transfer) arrival->trace_as(std::move(*transfer));
   auto shared_work = std::make_shared<std::function<void()>>(std::move(work));
   executor_.submit([arrival, shared_work]() mutable {
     ErrorCode code = ErrorCode::kOk;

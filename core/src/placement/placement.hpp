@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace backplane::detail {
@@ -31,8 +32,10 @@ class Placement : public std::enable_shared_from_this<Placement> {
   // Runs `work` on the transfer threads. The completion finishes when `work`
   // returns, or with the Error it throws (other exceptions become kInternal).
   // `work` is destroyed before the completion finishes, so what it holds is
-  // released by then.
-  std::shared_ptr<Completion> run(std::string description, std::function<void()> work);
+  // released by then. `transfer`, when given, is what the trace shows for it
+  // (from submission to the end of `work`; see Completion::trace_as).
+  std::shared_ptr<Completion> run(std::string description, std::function<void()> work,
+                                  std::optional<TransferTrace> transfer = std::nullopt);
 
  private:
   const std::shared_ptr<Registry> registry_;

@@ -31,6 +31,7 @@ StagedUpload::StagedUpload(LiveDevice& to, std::uint64_t total, ProgressCallback
   for (std::uint64_t index = 0; index < depth_; ++index) {
     buffers_.emplace_back(pinned, slot_size_);
     slots_[index].memory = buffers_.back().data();
+    if (trace::enabled()) slots_[index].lane = trace::LaneHold(fmt::format("{} staging", to.selector()));
   }
 }
 
@@ -50,7 +51,7 @@ std::byte* StagedUpload::next_slot() {
 void StagedUpload::send(BP_Buffer* destination, std::uint64_t offset, std::uint64_t staged, std::uint64_t size,
                         std::uint64_t tag) {
   Slot& slot = slots_[(filled_ - 1) % depth_];
-  Copy copy{PluginEvent(), tag, offset, size};
+  Copy copy{PluginEvent(), tag, offset, size, slot.lane.held() ? trace::Clock::now() : trace::Clock::time_point{}};
   copy.event = to_.copy_to_device_async(destination, offset, slot.memory + staged, size);
   slot.copies.push_back(std::move(copy));
 }
@@ -67,6 +68,10 @@ void StagedUpload::retire(Slot& slot) {
   for (Copy& copy : slot.copies) {
     std::optional<PluginFailure> copy_failure = copy.event.wait();
     arrived += copy.size;
+    if (slot.lane.held()) {
+      trace::complete(slot.lane.track(), "staging", "copy", copy.sent, trace::Clock::now(),
+                      {{"bytes", copy.size}, {"offset", copy.offset}, {"device", to_.selector()}});
+    }
     if (copy_failure && !failure) {
       failure.emplace(copy_failure->code,
                       fmt::format("{}: {}", label_(copy.tag, copy.offset, copy.size), copy_failure->message));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "registry/device.hpp"
+#include "trace/trace.hpp"
 
 #include <backplane/array.hpp>
 
@@ -46,6 +47,10 @@ class StagingBuffer {
 // while those run, it fills the next slot. A slot is reused once its copies
 // arrived. Progress counts bytes arrived on the device.
 //
+// On the trace each copy is a "staging" event on its slot's lane, from send
+// to the moment it was found done (when the slot was needed again, or at
+// finish()).
+//
 //   StagedUpload upload(device, total, progress);
 //   while (...) { std::byte* slot = upload.next_slot(); fill it; upload.send(...); }
 //   upload.finish();
@@ -83,10 +88,14 @@ class StagedUpload {
     std::uint64_t tag;
     std::uint64_t offset;
     std::uint64_t size;
+    trace::Clock::time_point sent;  // while tracing
   };
   struct Slot {
     std::byte* memory = nullptr;
     std::vector<Copy> copies;
+    // While tracing: the slot's own track, "sim:0 staging #k", so the copies
+    // out of one slot (which never overlap) share a row.
+    trace::LaneHold lane;
   };
   // Waits for the slot's copies; reports progress; throws the first failure
   // once all of them are done.

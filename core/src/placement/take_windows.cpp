@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <vector>
 
 namespace backplane {
@@ -79,19 +80,37 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
   for (std::size_t index = 0; index < offsets.size(); ++index) {
     rows[index] = tokens_data + static_cast<std::size_t>(offsets[index]) * element;
   }
+  std::optional<trace::Scope> gather;  // the gather alone, not the send after it
+  gather.emplace("gather", "gather");
+  if (gather->active()) {
+    gather->arg({"windows", batch});
+    gather->arg({"length", length});
+    gather->arg({"device", target->selector()});
+    gather->arg({"from", dtype_name(from)});
+  }
   if (target->host_addressable()) {  // the gather is the transfer
     gather_rows(rows, from, length, block->address(), to);
+    if (gather->active()) {
+      gather->arg({"bytes", extent.bytes});
+      gather->arg({"to", dtype_name(to)});
+    }
+    gather.reset();
     return detail::make_result(placement, std::move(target), std::move(block), nullptr, to, std::move(shape), extent);
   }
 
   const DType staged = staged_dtype(*target, from, to);
   detail::StagingBuffer staging(target->pinned(), extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8));
   gather_rows(rows, from, length, staging.data(), staged);
+  if (gather->active()) {
+    gather->arg({"bytes", extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8)});
+    gather->arg({"to", dtype_name(staged)});
+  }
+  gather.reset();
   std::string description =
       fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
                   describe_bytes(extent.bytes), source.device->selector(), target->selector());
   return send_batch(placement, target, std::move(block), staging, from, staged, to, std::move(shape), extent,
-                    std::move(description));
+                    std::move(description), "take_windows");
 }
 
 }  // namespace

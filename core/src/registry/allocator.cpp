@@ -1,5 +1,6 @@
 #include "registry/allocator.hpp"
 
+#include "trace/trace.hpp"
 #include "util/bytes.hpp"
 
 #include <fmt/format.h>
@@ -18,6 +19,8 @@ std::uint64_t round_up(std::uint64_t size) {
   return (size + kGranularity - 1) / kGranularity * kGranularity;
 }
 
+const char* memory_name(BP_MemoryKind kind) { return kind == BP_MEMORY_PINNED_HOST ? "pinned" : "device"; }
+
 }  // namespace
 
 Block::~Block() { allocator_->give_back(buffer_, address_, size_); }
@@ -27,6 +30,7 @@ CachingAllocator::~CachingAllocator() { empty_cache(); }
 std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
   const std::uint64_t rounded = round_up(size);
   std::optional<std::pair<std::uint64_t, Cached>> reused;
+  std::optional<Counters> traced;  // the counters after this change, while tracing
   {
     const std::lock_guard lock(mutex_);
     // A cached block fits when it wastes at most a quarter of itself.
@@ -38,9 +42,11 @@ std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
       counters_.cached -= found->first;
       counters_.in_use += found->first;
       counters_.peak = std::max(counters_.peak, counters_.in_use);
+      if (trace::enabled()) traced = counters_;
       break;
     }
   }
+  if (traced) trace_counters(*traced);
   if (reused) {
     const auto& [block_size, cached] = *reused;
     try {
@@ -51,6 +57,12 @@ std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
     }
   }
   Backend::Allocation allocation;
+  trace::Scope traced_call("allocation", "allocate");
+  if (traced_call.active()) {
+    traced_call.arg({"bytes", rounded});
+    traced_call.arg({"device", selector_});
+    traced_call.arg({"memory", memory_name(kind_)});
+  }
   try {
     allocation = backend_->allocate(ordinal_, kind_, rounded);
   } catch (const Error& error) {
@@ -68,7 +80,9 @@ std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
     ++counters_.backend_allocations;
     counters_.in_use += rounded;
     counters_.peak = std::max(counters_.peak, counters_.in_use);
+    if (trace::enabled()) traced = counters_;
   }
+  if (traced) trace_counters(*traced);
   try {
     return std::make_shared<Block>(shared_from_this(), allocation.buffer, allocation.address, rounded);
   } catch (...) {
@@ -94,21 +108,41 @@ void CachingAllocator::throw_out_of_memory(std::uint64_t size, std::uint64_t rel
 }
 
 void CachingAllocator::give_back(BP_Buffer* buffer, void* address, std::uint64_t size) noexcept {
+  std::optional<Counters> traced;
+  bool kept = false;
   {
     const std::lock_guard lock(mutex_);
     counters_.in_use -= size;
     try {
       cache_[size].push_back(Cached{buffer, address});
       counters_.cached += size;
-      return;
+      kept = true;
     } catch (...) {  // no memory for the cache entry: hand the block back instead
       ++counters_.backend_frees;
     }
+    if (trace::enabled()) traced = counters_;
+  }
+  if (traced) trace_counters(*traced);
+  if (kept) return;
+  trace::Scope traced_call("allocation", "free");
+  if (traced_call.active()) {
+    traced_call.arg({"bytes", size});
+    traced_call.arg({"device", selector_});
+    traced_call.arg({"memory", memory_name(kind_)});
   }
   backend_->free(buffer);  // outside the lock: see mutex_
 }
 
+void CachingAllocator::trace_counters(const Counters& now) const noexcept {
+  try {
+    trace::counter(fmt::format("{} memory {}", memory_name(kind_), selector_),
+                   {{"in_use", now.in_use}, {"cached", now.cached}});
+  } catch (...) {  // no memory for the name: the sample is lost
+  }
+}
+
 std::uint64_t CachingAllocator::empty_cache() {
+  trace::Scope traced_call("allocation", "empty_cache");
   std::map<std::uint64_t, std::vector<Cached>> released;
   {
     const std::lock_guard lock(mutex_);
@@ -124,8 +158,18 @@ std::uint64_t CachingAllocator::empty_cache() {
       ++frees;
     }
   }
-  const std::lock_guard lock(mutex_);
-  counters_.backend_frees += frees;
+  std::optional<Counters> traced;
+  {
+    const std::lock_guard lock(mutex_);
+    counters_.backend_frees += frees;
+    if (trace::enabled()) traced = counters_;
+  }
+  if (traced) {
+    trace_counters(*traced);
+    traced_call.arg({"bytes", bytes});
+    traced_call.arg({"frees", frees});
+    traced_call.arg({"device", selector_});
+  }
   return bytes;
 }
 

@@ -83,6 +83,8 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
     void* address;
   };
   void give_back(BP_Buffer* buffer, void* address, std::uint64_t size) noexcept;
+  // Records the counters as a trace counter sample ("device memory sim:0").
+  void trace_counters(const Counters& now) const noexcept;
   [[noreturn]] void throw_out_of_memory(std::uint64_t size, std::uint64_t released, const Error& cause) const;
 
   const std::shared_ptr<Backend> backend_;

@@ -4,6 +4,7 @@
 #include "loader/plugin_library.hpp"
 #include "loader/trust.hpp"
 #include "registry/probe_call.hpp"
+#include "trace/trace.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -261,7 +262,15 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
         continue;
       }
     }
+    const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
     DiscoveredBackend discovered = load_and_probe(candidate, policy, seen, timeout_ms);
+    if (trace::enabled()) {
+      trace::complete({}, "discovery", fmt::format("discover {}", discovered.info.name), begin, trace::Clock::now(),
+                      {{"file", candidate.file.string()},
+                       {"status", to_string(discovered.info.status)},
+                       {"reason", discovered.info.reason},
+                       {"isolation", to_string(policy.isolation)}});
+    }
     if (candidate.name.empty() && discovered.info.status != BackendStatus::kShadowed) {
       seen.emplace(discovered.info.name, candidate.file);
     }

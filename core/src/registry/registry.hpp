@@ -57,6 +57,9 @@ struct Registry {
   // BACKPLANE_BACKENDS or config `backends`: the set and its order.
   std::optional<std::vector<std::string>> backend_order;
   std::string backend_order_source;
+  // Backends given options by the user, and where: "[backend.cpu] in
+  // /etc/backplane.toml". One of them failing stops the automatic choice.
+  std::map<std::string, std::string, std::less<>> configured;
 
   std::mutex process_default_mutex;
   std::optional<Device> process_default;

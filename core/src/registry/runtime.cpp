@@ -2,6 +2,7 @@
 
 #include "config/selector.hpp"
 #include "loader/search_path.hpp"
+#include "trace/trace.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -100,6 +101,29 @@ ProbeIsolation probe_isolation(const Runtime::Options& options, const Environmen
   return config.probe_isolation.value_or(ProbeIsolation::kNone);
 }
 
+// BACKPLANE_TRACE, else `trace` in the config file: starts recording before
+// discovery, so the plugins' loading is on the timeline. A trace already being
+// recorded (started by code or an earlier runtime) is left alone; a file that
+// cannot be written is a warning, not a reason to refuse the runtime.
+void start_trace_if_asked(const Environment& environment, const Config& config, const std::string& config_name) {
+  std::optional<std::filesystem::path> path;
+  std::string origin;
+  if (auto text = environment.get("BACKPLANE_TRACE"); text && !text->empty()) {
+    path = *text;
+    origin = "BACKPLANE_TRACE=" + *text;
+  } else if (config.trace) {
+    path = config.trace;
+    origin = fmt::format("'trace' in {}", config_name);
+  }
+  if (!path || trace::active_path()) return;
+  try {
+    trace::start(*path);
+    log(LogLevel::kInfo, "recording a trace to {} ({})", path->string(), origin);
+  } catch (const Error& error) {
+    log(LogLevel::kWarn, "{}: no trace recorded: {}", origin, error.what());
+  }
+}
+
 }  // namespace
 
 void detail::Registry::ensure_discovered() {
@@ -107,6 +131,7 @@ void detail::Registry::ensure_discovered() {
     config = read_config(options, environment);
     for (const auto& warning : config.warnings) log(LogLevel::kWarn, "{}", warning);
     std::string config_name = config.path ? config.path->string() : std::string();
+    start_trace_if_asked(environment, config, config_name);
 
     DiscoveryPolicy policy;
     if (auto listed = environment.get("BACKPLANE_BACKENDS"); listed && !listed->empty()) {
@@ -125,10 +150,14 @@ void detail::Registry::ensure_discovered() {
         policy.disabled.emplace(name, fmt::format("[backend.{}] enabled = false in {}", name, config_name));
       }
       if (backend.priority) policy.priorities.emplace(name, *backend.priority);
-      if (!backend.options.empty()) policy.options.emplace(name, backend.options);
+      if (!backend.options.empty()) {
+        policy.options.emplace(name, backend.options);
+        configured.emplace(name, fmt::format("[backend.{}] in {}", name, config_name));
+      }
     }
     // Options given in code win over the config's keys of the same name.
     for (const auto& [name, code_options] : options.backend_options) {
+      if (!code_options.empty()) configured.insert_or_assign(name, "Runtime::Options::backend_options");
       PluginOptions& merged = policy.options[name];
       for (const auto& option : code_options) {
         auto same_key = [&](const auto& pair) { return pair.first == option.first; };

@@ -152,6 +152,18 @@ DefaultDevice Runtime::default_device() const {
                   fmt::format("{} puts '{}' first: {}", impl_->registry->backend_order_source, first, error.what()));
     }
   }
+  // A backend the user configured and that failed is the user's to fix,
+  // wherever its (unknown) priority would place it: quietly placing their
+  // data on another backend would hide the mistake.
+  for (const DiscoveredBackend* entry : impl_->registry->preference_order()) {
+    const auto configured = impl_->registry->configured.find(entry->info.name);
+    if (entry->info.status == BackendStatus::kFailed && configured != impl_->registry->configured.end()) {
+      throw Error(ErrorCode::kConfig,
+                  fmt::format("cannot choose the default device: backend '{}', configured by {}, failed: {}; fix "
+                              "its configuration, or name a device explicitly",
+                              entry->info.name, configured->second, entry->info.reason));
+    }
+  }
   std::vector<std::string> passed_over;
   for (const DiscoveredBackend* entry : impl_->registry->preference_order()) {
     const BackendInfo& info = entry->info;

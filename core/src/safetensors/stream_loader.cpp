@@ -12,6 +12,7 @@
 #include "placement/array_state.hpp"
 #include "placement/staging.hpp"
 #include "safetensors/text.hpp"
+#include "trace/trace.hpp"
 #include "util/bytes.hpp"
 
 #include <fmt/format.h>
@@ -55,6 +56,7 @@ class Stream {
   // Packs the next slot's worth of the selected tensors into `slot`, then
   // sends each piece to its tensor's buffer.
   void fill(std::byte* slot) {
+    trace::Scope reading("file_read", "read");
     pieces_.clear();
     std::uint64_t used = 0;
     while (used < upload_.slot_size() && tensor_ < tensors_.size()) {
@@ -79,6 +81,10 @@ class Stream {
       const std::uint64_t begin = file_offset(pieces_[first]);
       file_.read(begin, slot + pieces_[first].staged, file_offset(pieces_[last]) + pieces_[last].size - begin);
       first = last + 1;
+    }
+    if (reading.active()) {
+      reading.arg({"bytes", used});
+      reading.arg({"file", file_.name()});
     }
     for (const Piece& piece : pieces_) {
       try {
@@ -119,7 +125,21 @@ std::vector<Array> stream_tensors(::backplane::detail::Placement& placement, con
   } else {
     const std::uint64_t first = file.header().data_offset + tensors.front()->begin;
     file.advise_sequential(first, file.header().data_offset + tensors.back()->end - first);
+    const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
     Stream(file, *device, tensors, destinations, total, progress).run();
+    if (trace::enabled()) {
+      const auto end = trace::Clock::now();
+      const double seconds = std::chrono::duration<double>(end - begin).count();
+      trace::complete({}, "host_to_device", "stream_load", begin, end,
+                      {{"bytes", total},
+                       {"tensors", tensors.size()},
+                       {"file", file.name()},
+                       {"route", "streamed"},
+                       {"source", "file"},
+                       {"target", device->selector()},
+                       {"device", device->selector()},
+                       {"gbps", seconds > 0 ? static_cast<double>(total) / seconds / 1e9 : 0.0}});
+    }
   }
 
   std::vector<Array> arrays;

@@ -1,0 +1,231 @@
+// Writes a recorded session as Chrome trace JSON:
+//   {"traceEvents":[...], "displayTimeUnit":"ms", "otherData":{...}}
+// Metadata events first (process and track names), then the events by time.
+#include "trace/recorder.hpp"
+
+#include <backplane/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+namespace backplane::detail::trace {
+namespace {
+
+// The length of the UTF-8 sequence starting at text[index], 0 when invalid.
+std::size_t utf8_sequence(std::string_view text, std::size_t index) {
+  const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
+  const unsigned char lead = byte(index);
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;  // no surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (index + length > text.size()) return 0;
+  if (byte(index + 1) < low || byte(index + 1) > high) return 0;
+  for (std::size_t next = 2; next < length; ++next) {
+    if (byte(index + next) < 0x80 || byte(index + next) > 0xBF) return 0;
+  }
+  return length;
+}
+
+// Microseconds with three decimals: exact for nanosecond clocks.
+void append_microseconds(std::string& out, std::int64_t nanoseconds) {
+  const char* sign = nanoseconds < 0 ? "-" : "";
+  const std::uint64_t magnitude = nanoseconds < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(nanoseconds)
+                                                  : static_cast<std::uint64_t>(nanoseconds);
+  fmt::format_to(std::back_inserter(out), "{}{}.{:03}", sign, magnitude / 1000, magnitude % 1000);
+}
+
+void append_string(std::string& out, std::string_view text) {
+  out += '"';
+  append_json_string(out, text);
+  out += '"';
+}
+
+void append_args(std::string& out, const Args& args) {
+  out += "{";
+  bool first = true;
+  for (const Arg& arg : args) {
+    if (!first) out += ',';
+    first = false;
+    append_string(out, arg.key);
+    out += ':';
+    if (const auto* integer = std::get_if<std::int64_t>(&arg.value)) {
+      fmt::format_to(std::back_inserter(out), "{}", *integer);
+    } else if (const auto* number = std::get_if<double>(&arg.value)) {
+      if (std::isfinite(*number)) {
+        fmt::format_to(std::back_inserter(out), "{}", *number);
+      } else {
+        out += "null";  // JSON has no infinities
+      }
+    } else {
+      append_string(out, std::get<std::string>(arg.value));
+    }
+  }
+  out += "}";
+}
+
+std::string process_name(std::int64_t pid) {
+  std::string name = "process";
+  if (std::FILE* comm = std::fopen("/proc/self/comm", "r")) {
+    char text[64] = {};
+    if (std::fgets(text, sizeof text, comm) != nullptr) {
+      name = text;
+      while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+    }
+    std::fclose(comm);
+  }
+  return fmt::format("backplane: {} ({})", name, pid);
+}
+
+class Output {
+ public:
+  explicit Output(const std::filesystem::path& path) : path_(path), file_(std::fopen(path.c_str(), "w")) {
+    if (file_ == nullptr) fail();
+  }
+  ~Output() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+
+  std::string& buffer() { return buffer_; }
+  void flush_if_large() {
+    if (buffer_.size() >= (std::size_t{1} << 20)) flush();
+  }
+  void close() {
+    flush();
+    std::FILE* file = std::exchange(file_, nullptr);
+    if (std::fclose(file) != 0) fail();
+  }
+
+ private:
+  void flush() {
+    if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) fail();
+    buffer_.clear();
+  }
+  [[noreturn]] void fail() const {
+    const int error = errno;
+    throw Error(ErrorCode::kIo, fmt::format("cannot write the trace {}: {}", path_.string(), std::strerror(error)));
+  }
+
+  std::filesystem::path path_;
+  std::FILE* file_;
+  std::string buffer_;
+};
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  for (std::size_t index = 0; index < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[index]);
+    if (byte < 0x80) {
+      switch (byte) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (byte < 0x20) {
+            fmt::format_to(std::back_inserter(out), "\\u{:04x}", byte);
+          } else {
+            out += static_cast<char>(byte);
+          }
+      }
+      ++index;
+      continue;
+    }
+    const std::size_t length = utf8_sequence(text, index);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD for a byte that is not UTF-8
+      ++index;
+    } else {
+      out.append(text.substr(index, length));
+      index += length;
+    }
+  }
+}
+
+void write_trace(const std::filesystem::path& path, Collected collected) {
+  std::vector<Event>& events = collected.events;
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& left, const Event& right) { return left.begin_ns < right.begin_ns; });
+  if (events.size() > collected.capacity) {
+    const std::size_t excess = events.size() - collected.capacity;
+    events.erase(events.begin(), events.begin() + static_cast<std::ptrdiff_t>(excess));
+    collected.dropped += excess;
+  }
+  std::set<std::uint32_t> used;
+  for (const Event& event : events) used.insert(event.track);
+
+  Output output(path);
+  std::string& out = output.buffer();
+  const std::int64_t pid = collected.pid;
+  out += "{\"traceEvents\":[\n";
+  fmt::format_to(std::back_inserter(out),
+                 "{{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":0,"
+                 "\"args\":{{\"name\":",
+                 pid);
+  append_string(out, process_name(pid));
+  out += "}}";
+  for (std::uint32_t track : used) {
+    if (track == 0 || track > collected.track_names.size()) continue;
+    fmt::format_to(std::back_inserter(out),
+                   ",\n{{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":{},"
+                   "\"args\":{{\"name\":",
+                   pid, track);
+    append_string(out, collected.track_names[track - 1]);
+    out += "}}";
+  }
+  if (collected.dropped != 0) {
+    const std::int64_t at = events.empty() ? 0 : events.front().begin_ns;
+    out += ",\n{\"name\":\"dropped events\",\"cat\":\"trace\",\"ph\":\"i\",\"s\":\"g\",\"ts\":";
+    append_microseconds(out, at);
+    fmt::format_to(std::back_inserter(out),
+                   ",\"pid\":{},\"tid\":0,\"args\":{{\"dropped_events\":{},\"capacity\":{}}}}}", pid, collected.dropped,
+                   collected.capacity);
+  }
+  for (const Event& event : events) {
+    out += ",\n{\"name\":";
+    append_string(out, event.name);
+    out += ",\"cat\":";
+    append_string(out, event.category);
+    fmt::format_to(std::back_inserter(out), ",\"ph\":\"{}\",\"ts\":", event.phase);
+    append_microseconds(out, event.begin_ns);
+    if (event.phase == 'X') {
+      out += ",\"dur\":";
+      append_microseconds(out, event.duration_ns);
+    } else if (event.phase == 'i') {
+      out += ",\"s\":\"t\"";
+    }
+    fmt::format_to(std::back_inserter(out), ",\"pid\":{},\"tid\":{},\"args\":", pid, event.track);
+    append_args(out, event.args);
+    out += "}";
+    output.flush_if_large();
+  }
+  fmt::format_to(std::back_inserter(out),
+                 "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{{\"producer\":\"backplane {}\",\"dropped_events\":"
+                 "{},\"capacity\":{}}}}}\n",
+                 BACKPLANE_VERSION, collected.dropped, collected.capacity);
+  output.close();
+}
+
+}  // namespace backplane::detail::trace
