@@ -29,6 +29,11 @@ void selector(Bytes data);
 // validate_table on a table built from the bytes, with every pointer aimed at
 // a real buffer (or NULL) and every function pointer NULL or a trap.
 void plugin_table(Bytes data);
+// describe_token_file over the bytes as a whole file (named .bin and
+// .safetensors, with and without a dtype), and as the start of a larger file
+// whose size the last 8 bytes give: an accepted layout lies inside the file
+// and reads the same from the header bytes the loader reads.
+void token_headers(Bytes data);
 
 struct Target {
   std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
@@ -39,6 +44,7 @@ inline constexpr Target kTargets[] = {
     {"config", config},
     {"selector", selector},
     {"plugin_table", plugin_table},
+    {"token_headers", token_headers},
 };
 
 }  // namespace backplane::fuzz
