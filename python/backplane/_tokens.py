@@ -50,6 +50,8 @@ def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
         _lib.call("bp_tokens_load_files", runtime._live_handle(), os.fsencode(pattern), ctypes.byref(options),
                   ctypes.byref(files))
     except NotFoundError as error:
+        # An empty match, in the library's words; a tensor name a matching
+        # safetensors file lacks stays a NotFoundError.
         if "no file matches" in error.message:
             raise MissingFileError(error.status or 8, error.message, error.status_name, pattern) from None
         raise

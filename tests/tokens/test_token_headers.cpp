@@ -93,12 +93,13 @@ TEST_CASE("[tokens] Python literals: what numpy writes, and what ast.literal_eva
   const auto parse = [](std::string_view text) { return parse_python_literal(text, "t.npy", "NumPy header"); };
   const PythonLiteral dict = parse("{'descr': \"<u2\", 'fortran_order': True, 'shape': (3, 4,), 'x': [None, -0]} \n");
   REQUIRE(dict.kind == PythonLiteral::Kind::kDict);
-  REQUIRE(dict.entries.size() == 4);
-  CHECK(dict.entries[0].second.text == "<u2");
-  CHECK(dict.entries[1].second.truth);
-  CHECK(dict.entries[2].second.items.size() == 2);
-  CHECK(dict.entries[3].second.kind == PythonLiteral::Kind::kList);
-  CHECK_FALSE(dict.entries[3].second.items[1].negative);  // -0 is 0
+  REQUIRE(dict.items.size() == 4);
+  CHECK(dict.keys == std::vector<std::string>{"descr", "fortran_order", "shape", "x"});
+  CHECK(dict.items[0].text == "<u2");
+  CHECK(dict.items[1].truth);
+  CHECK(dict.items[2].items.size() == 2);
+  CHECK(dict.items[3].kind == PythonLiteral::Kind::kList);
+  CHECK_FALSE(dict.items[3].items[1].negative);  // -0 is 0
   // A parenthesised value without a comma is the value, not a tuple.
   CHECK(parse("(5)").kind == PythonLiteral::Kind::kInteger);
   CHECK(parse("(5,)").kind == PythonLiteral::Kind::kTuple);

@@ -107,8 +107,8 @@ DType integer_dtype(std::string_view descr, std::string_view file) {
 }
 
 const PythonLiteral& entry(const PythonLiteral& dict, std::string_view key) {
-  for (const auto& [name, value] : dict.entries) {
-    if (name == key) return value;
+  for (std::size_t index = 0; index < dict.keys.size(); ++index) {
+    if (dict.keys[index] == key) return dict.items[index];
   }
   // The caller has checked that every key is there.
   throw Error(ErrorCode::kInternal, fmt::format("NumPy header key '{}' missing after the check", key));
@@ -117,7 +117,7 @@ const PythonLiteral& entry(const PythonLiteral& dict, std::string_view key) {
 void check_keys(const PythonLiteral& dict, std::string_view file) {
   constexpr std::array<std::string_view, 3> kKeys{"descr", "fortran_order", "shape"};
   std::vector<std::string_view> seen;
-  for (const auto& [name, value] : dict.entries) {
+  for (const std::string& name : dict.keys) {
     if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
       invalid(file, fmt::format("has the key {}; numpy writes only 'descr', 'fortran_order' and 'shape'", quote(name)));
     }

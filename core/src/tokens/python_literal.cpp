@@ -159,7 +159,8 @@ class LiteralParser {
       std::string key = parse_string().text;
       if (!take(':')) fail("':' is expected after a key");
       PythonLiteral item = parse_value(depth);
-      dict.entries.emplace_back(std::move(key), std::move(item));
+      dict.keys.push_back(std::move(key));
+      dict.items.push_back(std::move(item));
       if (take(',')) continue;
       if (!take('}')) fail("',' or '}' is expected");
       break;

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace backplane::detail {
@@ -15,13 +14,16 @@ namespace backplane::detail {
 struct PythonLiteral {
   enum class Kind : std::uint8_t { kString, kInteger, kBoolean, kNone, kTuple, kList, kDict };
   Kind kind = Kind::kNone;
-  std::string text;                  // kString: the characters, escapes resolved to the escaped character
-  std::uint64_t magnitude = 0;       // kInteger: |value| (saturates at UINT64_MAX, see `too_large`)
-  bool negative = false;             // kInteger
-  bool too_large = false;            // kInteger: |value| does not fit in 64 bits
-  bool truth = false;                // kBoolean
-  std::vector<PythonLiteral> items;  // kTuple, kList
-  std::vector<std::pair<std::string, PythonLiteral>> entries;  // kDict: string keys, in order written
+  std::string text;             // kString: the characters, escapes resolved to the escaped character
+  std::uint64_t magnitude = 0;  // kInteger: |value| (saturates at UINT64_MAX, see `too_large`)
+  bool negative = false;        // kInteger
+  bool too_large = false;       // kInteger: |value| does not fit in 64 bits
+  bool truth = false;           // kBoolean
+  // kTuple, kList: the items; kDict: the values, keys[i] being the key of
+  // items[i], in the order written. (Not pairs: std::pair of a type still
+  // being defined is ill-formed, where std::vector of one is allowed.)
+  std::vector<PythonLiteral> items;
+  std::vector<std::string> keys;
 };
 
 // Python's name for a kind: "str", "int", "bool", "NoneType", "tuple", "list", "dict".
