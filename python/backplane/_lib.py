@@ -117,6 +117,15 @@ class bp_safetensors_load_options(ctypes.Structure):
     ]
 
 
+class bp_tokens_options(ctypes.Structure):  # API 0.5
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("dtype", c_int32),
+        ("name", c_char_p),
+        ("device", POINTER(bp_device)),
+    ]
+
+
 _status = c_int32
 # name: (argument types, result type); a bp_status result is checked by call().
 # Pointers to caller-owned arrays (offsets, shapes) are declared c_void_p so
@@ -192,6 +201,11 @@ _PROTOTYPES = {
     "bp_tensor_map_metadata_n": ([c_void_p, c_size_t, c_text_p, c_size_p, c_text_p, c_size_p], _status),
     "bp_safetensors_save_n": ([c_char_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, c_void_p,
                                c_void_p, c_int64], _status),
+    "bp_tokens_load": ([c_void_p, c_char_p, POINTER(bp_tokens_options), POINTER(c_void_p)], _status),
+    "bp_tokens_load_files": ([c_void_p, c_char_p, POINTER(bp_tokens_options), POINTER(c_void_p)], _status),
+    "bp_token_files_destroy": ([c_void_p], None),
+    "bp_token_files_count": ([c_void_p, POINTER(c_size_t)], _status),
+    "bp_token_files_get": ([c_void_p, c_size_t, POINTER(c_void_p)], _status),
 }
 
 # Declared only when the loaded library has them (newer than the oldest
