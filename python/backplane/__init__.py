@@ -1,5 +1,5 @@
 """backplane from Python: backends, devices, the default device, arrays,
-training batches, DLPack exchange and safetensors files.
+training batches, DLPack exchange, safetensors and token files.
 
     import backplane
     for backend in backplane.backends():            # never raises to list
@@ -30,6 +30,7 @@ from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSyste
 from ._runtime import DeviceLike, Runtime
 from ._scopes import DefaultDeviceScope
 from ._trace import Trace, trace  # tracing (docs/tracing.md)
+from ._tokens import load_tokens
 
 __all__ = [
     "Array", "Backend", "BatchStats", "BatchStream", "CancelledError", "ConfigError", "DefaultDevice",
@@ -37,7 +38,7 @@ __all__ = [
     "InvalidArgumentError", "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError",
     "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
     "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",
-    "devices", "dtype_bits", "from_dlpack", "library_path", "safetensors", "take_windows", "version",
+    "devices", "dtype_bits", "from_dlpack", "library_path", "load_tokens", "safetensors", "take_windows", "version",
 ]
 __all__ += ["Trace", "trace"]  # tracing (docs/tracing.md)
 

@@ -41,10 +41,9 @@ _INT64_LIMIT = 1 << 63
 _UINT64_LIMIT = 1 << 64
 _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 _INVALID_ARGUMENT = 1
-_UNSUPPORTED = 4
 _OUT_OF_RANGE = 7
 
-_stream_next = _lib.lib.bp_batch_stream_next if _lib.has("bp_batch_stream_next") else None
+_stream_next = _lib.lib.bp_batch_stream_next
 
 
 @dataclass(frozen=True)
@@ -260,10 +259,6 @@ class BatchStream:
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and
         replaces the current one only once that has worked."""
-        if _stream_next is None:
-            raise _lib.error_for(_UNSUPPORTED, f"batches(): the loaded library {_lib.library_path()} (version "
-                                               f"{_lib.text(_lib.lib.bp_version())}) has no batch stream (C API "
-                                               "0.5); install a matching libbackplane", "unsupported")
         seed = self._seed
         if seed is None:
             seed = _saved_seed(state) if state is not None else 0
@@ -293,7 +288,7 @@ class BatchStream:
         handle = self._handle
         if handle is None:
             raise _invalid("the stream was used after close()")
-        status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)  # type: ignore[misc]
+        status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)
         if status != 0:
             _lib.raise_status(status)
         self._step += 1

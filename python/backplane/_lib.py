@@ -153,6 +153,15 @@ class bp_batch_stream_stats(ctypes.Structure):
     ]
 
 
+class bp_tokens_options(ctypes.Structure):  # API 0.5
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("dtype", c_int32),
+        ("name", c_char_p),
+        ("device", POINTER(bp_device)),
+    ]
+
+
 _status = c_int32
 # name: (argument types, result type); a bp_status result is checked by call().
 # Pointers to caller-owned arrays (offsets, shapes) are declared c_void_p so
@@ -228,6 +237,18 @@ _PROTOTYPES = {
     "bp_tensor_map_metadata_n": ([c_void_p, c_size_t, c_text_p, c_size_p, c_text_p, c_size_p], _status),
     "bp_safetensors_save_n": ([c_char_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_void_p, c_void_p,
                                c_void_p, c_int64], _status),
+    "bp_tokens_load": ([c_void_p, c_char_p, POINTER(bp_tokens_options), POINTER(c_void_p)], _status),
+    "bp_tokens_load_files": ([c_void_p, c_char_p, POINTER(bp_tokens_options), POINTER(c_void_p)], _status),
+    "bp_token_files_destroy": ([c_void_p], None),
+    "bp_token_files_count": ([c_void_p, POINTER(c_size_t)], _status),
+    "bp_token_files_get": ([c_void_p, c_size_t, POINTER(c_void_p)], _status),
+    "bp_batch_stream_create": ([c_void_p, c_void_p, c_size_t, POINTER(bp_batch_stream_options), POINTER(c_void_p)],
+                               _status),
+    "bp_batch_stream_destroy": ([c_void_p], None),
+    "bp_batch_stream_next": ([c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
+    "bp_batch_stream_state": ([c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
+    "bp_batch_stream_stats_get": ([c_void_p, POINTER(bp_batch_stream_stats)], _status),
+    "bp_batch_stream_windows": ([c_void_p, c_int64, c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
 }
 
 # Declared only when the loaded library has them (newer than the oldest
@@ -249,14 +270,6 @@ _OPTIONAL_PROTOTYPES = {
     "bp_default_device_push_scope": ([c_void_p, c_char_p, POINTER(c_uint64)], _status),
     "bp_default_device_pop_scope": ([c_void_p, c_uint64], _status),
     "bp_default_device_describe": ([c_void_p, POINTER(bp_device), POINTER(c_int32), POINTER(c_char_p)], _status),
-    # API 0.5: the batch stream (batches() needs it and says so when it is missing).
-    "bp_batch_stream_create": ([c_void_p, c_void_p, c_size_t, POINTER(bp_batch_stream_options), POINTER(c_void_p)],
-                               _status),
-    "bp_batch_stream_destroy": ([c_void_p], None),
-    "bp_batch_stream_next": ([c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
-    "bp_batch_stream_state": ([c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
-    "bp_batch_stream_stats_get": ([c_void_p, POINTER(bp_batch_stream_stats)], _status),
-    "bp_batch_stream_windows": ([c_void_p, c_int64, c_void_p, c_void_p, c_size_t, POINTER(c_size_t)], _status),
 }
 
 

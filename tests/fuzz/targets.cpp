@@ -3,6 +3,7 @@
 #include "config/config.hpp"
 #include "config/selector.hpp"
 #include "loader/table_validation.hpp"
+#include "tokens/token_layout.hpp"
 
 #include <backplane/batch_stream.hpp>
 #include <backplane/error.hpp>
@@ -12,7 +13,9 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -90,6 +93,38 @@ void round_trip(const safetensors::Header& header) {
     require(copy->dtype == tensor.dtype && copy->shape == tensor.shape, "round-trip keeps dtype and shape");
   }
   require(again.metadata == header.metadata, "round-trip keeps the metadata");
+}
+
+// ---- token_headers: a layout the loader would map ----
+
+void check_token_layout(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
+                        const TokenRequest& request) {
+  TokenLayout layout;
+  try {
+    layout = describe_token_file(prefix, file_size, file, request);
+  } catch (const Error&) {
+    return;
+  }
+  require(dtype_is_integer(layout.dtype), "tokens are integers");
+  require(!request.dtype || *request.dtype == layout.dtype, "the dtype asked for is the one found");
+  require(layout.format == detect_token_format(prefix, file), "the layout's format is the one detected");
+  std::uint64_t data_bytes = 0;
+  std::uint64_t end = 0;
+  require(!__builtin_mul_overflow(layout.count, static_cast<std::uint64_t>(dtype_bits(layout.dtype) / 8), &data_bytes),
+          "the byte count fits 64 bits");
+  require(!__builtin_add_overflow(layout.data_offset, data_bytes, &end), "the end offset fits 64 bits");
+  require(end <= file_size, "the tokens lie inside the file");
+  require(layout.format == TokenFormat::kSafetensors || end == file_size, "the tokens end where the file does");
+  // The loader reads min(4096, size) bytes, then what token_header_bytes asks.
+  const std::uint64_t needed = token_header_bytes(layout.format, prefix, file_size);
+  require(needed <= file_size, "the header never asks for more than the file");
+  const std::uint64_t loader_reads = std::max<std::uint64_t>(needed, std::min<std::uint64_t>(prefix.size(), 4096));
+  require(loader_reads <= prefix.size(), "an accepted header lies inside the bytes given");
+  const TokenLayout again =
+      describe_token_file(prefix.first(static_cast<std::size_t>(loader_reads)), file_size, file, request);
+  require(again.format == layout.format && again.dtype == layout.dtype && again.data_offset == layout.data_offset &&
+              again.count == layout.count,
+          "the header bytes the loader reads give the same layout");
 }
 
 // ---- plugin_table: pointers only ever aimed at real memory ----
@@ -258,6 +293,22 @@ void batch_stream_state(Bytes data) {
                 again.sources[index].fingerprint == state.sources[index].fingerprint,
             "sources round-trip");
   }
+}
+
+void token_headers(Bytes data) {
+  const std::span<const std::byte> file = std::as_bytes(data);
+  for (const std::string_view name : {"fuzz.bin", "fuzz.safetensors"}) {
+    for (const std::optional<DType> dtype : {std::optional<DType>(), std::optional<DType>(DType::kU16)}) {
+      check_token_layout(file, file.size(), name, TokenRequest{dtype, {}});
+    }
+  }
+  // The same header at the start of a file of any size up to 2^64 - 1, as
+  // no test machine could write.
+  if (data.size() < 8) return;
+  std::uint64_t claimed = 0;
+  std::memcpy(&claimed, data.data() + data.size() - 8, 8);
+  const auto prefix = file.first(data.size() - 8);
+  check_token_layout(prefix, std::max<std::uint64_t>(claimed, prefix.size()), "fuzz.bin", {});
 }
 
 }  // namespace backplane::fuzz

@@ -32,6 +32,11 @@ void plugin_table(Bytes data);
 // BatchStreamState::from_json; an accepted state round-trips through
 // to_json to the same state.
 void batch_stream_state(Bytes data);
+// describe_token_file over the bytes as a whole file (named .bin and
+// .safetensors, with and without a dtype), and as the start of a larger file
+// whose size the last 8 bytes give: an accepted layout lies inside the file
+// and reads the same from the header bytes the loader reads.
+void token_headers(Bytes data);
 
 struct Target {
   std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
@@ -43,6 +48,7 @@ inline constexpr Target kTargets[] = {
     {"selector", selector},
     {"plugin_table", plugin_table},
     {"batch_stream_state", batch_stream_state},
+    {"token_headers", token_headers},
 };
 
 }  // namespace backplane::fuzz

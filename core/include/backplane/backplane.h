@@ -24,7 +24,9 @@
  * name_sizes), since the format allows NUL bytes in them. 0.4 DLPack device
  * types come from the backends (bp_backend_info.dlpack_device_type,
  * bp_array_dlpack_device), so any backend that declares one takes part.
- * 0.5 the batch stream (bp_batch_stream_*) and tracing (bp_trace_*).
+ * 0.5 token files (bp_tokens_load, bp_tokens_load_files), the timeline
+ * (bp_trace_start, bp_trace_stop), bp_dlpack_capsule_destructor, the batch
+ * stream (bp_batch_stream_*).
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -721,6 +723,69 @@ bp_status bp_trace_start(const char* path, const bp_trace_options* options);
 /* Stops recording and writes the file; OK (and nothing written) when no trace
  * was being recorded. IO when the file cannot be written. */
 bp_status bp_trace_stop(void);
+
+/* ----------------------------------------------------------- tokens -- */
+
+/* API 0.5. Token files (docs/tokens.md): the training set as a 1-D array of
+ * integer tokens, a zero-copy view of one read-only memory map of the whole
+ * file (pages are read when first touched; the map lives until the last
+ * handle, view or transfer using it is gone; do not write through a DLPack
+ * export of it). Formats, recognised by content first, name second: a NumPy
+ * .npy file (1.0, 2.0, 3.0; little-endian integers; the shape flattened), an
+ * llm.c shard (magic 20240520 version 1: U16; magic 20240801 version 7:
+ * U32), a file named *.safetensors (its one tensor, or the one named,
+ * flattened), else raw tokens of the dtype given. */
+
+typedef struct bp_tokens_options {
+  size_t struct_size;
+  /* The dtype of a raw file; for the other formats a check: the header's
+   * must be this one. 0: from the header (a raw file then fails). */
+  bp_dtype dtype;
+  /* The tensor to read from a safetensors file holding several; NULL or "":
+   * the file's only tensor. Read during the call only. */
+  const char* name;
+  /* A host-addressable device; NULL: the runtime's "cpu" device (not the
+   * default device, which may be a GPU: token files stay in host memory and
+   * batches move with bp_take_windows). */
+  const bp_device* device;
+} bp_tokens_options;
+
+/* Loads the token file `path` as a new 1-D array (destroy it with
+ * bp_array_destroy). `options` may be NULL for the defaults; set
+ * options->struct_size to sizeof. Errors, each naming the file:
+ * NOT_FOUND (no such file, no tensor of that name), INVALID_FILE (a header
+ * that lies: a wrong llm.c version, a token count or shape that does not
+ * match the file's size, a dtype that is not an integer, a big-endian or
+ * Fortran-ordered NumPy array, a truncated header, an empty raw file or one
+ * that is not a whole number of tokens; the message names the field),
+ * INVALID_ARGUMENT (a raw file without dtype, a dtype that is not an
+ * integer or contradicts the header, a name for a file that is not
+ * safetensors or none for one holding several tensors, not a regular file,
+ * a device that is not host-addressable, a struct_size too small), IO and
+ * OUT_OF_MEMORY when reading or mapping fails, and what bp_device_resolve
+ * reports for the device. */
+bp_status bp_tokens_load(bp_runtime* runtime, const char* path, const bp_tokens_options* options, bp_array** out);
+
+/* The token files matching a pattern, each with its path. Opaque; destroy
+ * when done (the arrays handed out live on). Strings are valid until it is
+ * destroyed. */
+typedef struct bp_token_files bp_token_files;
+
+/* Loads every file matching the glob(3) `pattern` (*, ?, [...]; a path that
+ * exists as written matches itself) as bp_tokens_load does, with the same
+ * options, in bytewise order of their paths. Errors: NOT_FOUND naming the
+ * pattern when nothing matches; the first failing file's error (nothing is
+ * handed out then). */
+bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const bp_tokens_options* options,
+                               bp_token_files** out);
+void bp_token_files_destroy(bp_token_files* files);
+
+bp_status bp_token_files_count(const bp_token_files* files, size_t* out);
+/* The path of file `index` as glob(3) wrote it; OUT_OF_RANGE past the end. */
+bp_status bp_token_files_path(const bp_token_files* files, size_t index, const char** out);
+/* A new handle to the tokens of file `index` (destroy it with
+ * bp_array_destroy); OUT_OF_RANGE past the end. */
+bp_status bp_token_files_get(const bp_token_files* files, size_t index, bp_array** out);
 
 #ifdef __cplusplus
 } /* extern "C" */

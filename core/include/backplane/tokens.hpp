@@ -1,12 +1,14 @@
 // Token files: the training set as zero-copy, read-only 1-D arrays on a cpu
-// device, whatever format it was written in. docs/batch-stream.md is the guide.
+// device, whatever format it was written in. docs/tokens.md lists the formats
+// and errors; docs/batch-stream.md is the guide to sampling batches from them.
 //
 // Formats, recognised by their content first and their name second:
-//   - an llm.c / modded-nanogpt shard: a header of 256 little-endian int32
-//     (magic 20240520 with version 1 for U16 tokens, or magic 20240801 with
-//     version 7 for U32 tokens; then the token count), the tokens after it;
 //   - a NumPy `.npy` file (format 1.0, 2.0 or 3.0) of one little-endian
 //     integer array, in C order (its shape is flattened);
+//   - an llm.c / modded-nanogpt shard: a header of 256 little-endian int32
+//     (magic 20240520 with version 1 for U16 tokens, or magic 20240801 with
+//     version 7 for U32 tokens; then the token count, read as unsigned), the
+//     tokens after it;
 //   - a safetensors file (name ending in `.safetensors`): its one tensor, or
 //     the tensor `name`, flattened;
 //   - anything else is raw tokens of `dtype`, which must then be given.
@@ -15,9 +17,14 @@
 // Error model: every function throws backplane::Error. kNotFound: no such file
 // (or no file matches a pattern, or no tensor of that name); kInvalidFile: a
 // header that lies (wrong version, a token count or shape that does not match
-// the file's size, a dtype that is not an integer) with a message naming the
-// file and the field; kInvalidArgument: a raw file without `dtype`, a `dtype`
-// that contradicts the header, a file that is not a regular file.
+// the file's size, a dtype that is not an integer, a big-endian or Fortran-
+// ordered NumPy array, a truncated header, an empty or ragged raw file) with a
+// message naming the file and the field; kInvalidArgument: a raw file without
+// `dtype`, a `dtype` that is not an integer or contradicts the header, a
+// `name` for a file that is not safetensors (or none for one holding several
+// tensors), a file that is not a regular file, a device that is not
+// host-addressable; kIo / kOutOfMemory when reading or mapping fails; and
+// what Runtime::resolve throws for the device.
 //
 // Thread-safety: reentrant; the returned arrays are immutable values.
 #ifndef BACKPLANE_TOKENS_HPP
@@ -46,13 +53,18 @@ struct TokenFileOptions {
   std::optional<Device> device;
 };
 
-// One token file as a 1-D array over a read-only mapping of the file (pages
-// are read from disk when first touched).
+// One token file as a 1-D array over a read-only mapping of the whole file
+// (pages are read from disk when first touched, and shared with every other
+// process mapping the file). The mapping lives until the last array, view or
+// transfer using it is gone. Do not write through a DLPack export of it: the
+// pages are read-only (SIGSEGV). The file must not be truncated while mapped
+// (reading a page past its new end raises SIGBUS); replace files by rename.
 Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options = {});
 
-// Every file whose path matches the glob `pattern` (a plain path matches
-// itself), sorted by path (bytewise), loaded as load_tokens does.
-// Throws kNotFound when nothing matches.
+// Every file whose path matches the glob(3) `pattern` (*, ?, [...]; a path
+// that exists as written matches itself), sorted by path (bytewise), loaded
+// as load_tokens does with the same options. Throws kNotFound naming the
+// pattern when nothing matches, and the first file's error that fails.
 std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern, const TokenFileOptions& options = {});
 
 }  // namespace backplane

@@ -7,6 +7,7 @@
 #include "batches/sampler.hpp"
 #include "placement/array_state.hpp"
 #include "placement/gather.hpp"
+#include "trace/trace.hpp"
 #include "util/bytes.hpp"
 #include "util/fork.hpp"
 #include "util/page_advice.hpp"
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -101,6 +103,12 @@ class BatchStream::Impl {
   void record_arrival_locked(Prepared& entry, Clock::time_point now);
 
   const std::uint64_t generation_ = detail::fork_generation();
+  // For the trace's track names: "batch stream 3 transfers #0".
+  const std::uint64_t trace_id_ = next_trace_id();
+  static std::uint64_t next_trace_id() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
   BatchStreamOptions options_;
   std::shared_ptr<detail::Placement> placement_;
   std::vector<std::shared_ptr<detail::LiveDevice>> targets_;
@@ -399,8 +407,18 @@ std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {
       entry->arrays.push_back(gather_for(device, std::span(drawn).subspan(device * share, share), step));
     }
     entry->issued = Clock::now();
-    entry->arrived =
-        std::all_of(targets_.begin(), targets_.end(), [](const auto& target) { return target->host_addressable(); });
+    if (detail::trace::enabled()) {
+      detail::trace::complete(
+          {}, "batch_stream", "gather", start, entry->issued,
+          {{"step", step},
+           {"windows", static_cast<std::int64_t>(drawn.size())},
+           {"bytes", static_cast<std::int64_t>(drawn.size()) * (options_.context + 1) * (dtype_bits(from_) / 8)}});
+    }
+    for (const Array& array : entry->arrays) {
+      const auto& arrival = detail::ArrayAccess::state(array, "BatchStream").storage->arrival;
+      if (arrival) entry->arrivals.push_back(arrival);
+    }
+    entry->arrived = entry->arrivals.empty();  // host targets: the gather was the transfer
     std::lock_guard lock(mutex_);
     stats_.gather_seconds += seconds(entry->issued - start);
   } catch (...) {
@@ -413,6 +431,14 @@ void BatchStream::Impl::record_arrival_locked(Prepared& entry, Clock::time_point
   if (entry.arrived) return;
   entry.arrived = true;
   stats_.transfer_seconds += seconds(now - entry.issued);
+  if (detail::trace::enabled()) {
+    // Copies of successive steps overlap: each on a lane free since its issue.
+    const detail::trace::LaneHold lane(fmt::format("batch stream {} transfers", trace_id_), entry.issued);
+    std::uint64_t bytes = 0;
+    for (const Array& array : entry.arrays) bytes += array.nbytes();
+    detail::trace::complete(lane.track(), "batch_stream", "transfer", entry.issued, now,
+                            {{"step", entry.step}, {"bytes", static_cast<std::int64_t>(bytes)}});
+  }
 }
 
 void BatchStream::Impl::produce() {
@@ -494,6 +520,13 @@ std::vector<Array> BatchStream::Impl::next() {
   stats_.windows += static_cast<std::uint64_t>(options_.batch_size);
   stats_.bytes += bytes;
   stats_.wait_seconds += seconds(now - start);
+  if (detail::trace::enabled()) {
+    // On the caller's track: the step from the previous batch in hand to
+    // this one, and inside it the wait for this one.
+    const Clock::time_point step_begin = stats_.steps == 1 ? start : last_return_;
+    detail::trace::complete({}, "batch_stream", "step", step_begin, now, {{"step", entry->step}});
+    detail::trace::complete({}, "batch_stream", "wait", start, now, {{"step", entry->step}});
+  }
   last_return_ = now;
   return entry->arrays;
 }

@@ -1,0 +1,116 @@
+// bp_tokens_*, bp_token_files_*: token files as zero-copy arrays.
+#include "c_api/c_api_support.hpp"
+#include "tokens/glob_paths.hpp"
+
+#include <backplane/tokens.hpp>
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct bp_token_files {
+  std::vector<std::pair<std::string, backplane::Array>> files;  // bytewise path order
+};
+
+namespace backplane::c_api {
+using namespace ::backplane::detail;
+namespace {
+
+LiveHandles<bp_token_files> live_token_files;
+
+std::shared_ptr<const bp_token_files> token_files_of(const bp_token_files* files, const char* function) {
+  auto live = live_token_files.acquire(files);
+  if (!live) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: files is NULL or destroyed", function));
+  return live;
+}
+
+const std::pair<std::string, Array>& file_at(const bp_token_files& files, size_t index, const char* function) {
+  if (index >= files.files.size()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: index {} is out of range: {} files", function, index, files.files.size()));
+  }
+  return files.files[index];
+}
+
+TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, const char* function) {
+  TokenFileOptions cxx;
+  if (options == nullptr) return cxx;
+  if (options->struct_size < sizeof(bp_tokens_options)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: options->struct_size {} is smaller than {} (set it to sizeof)", function,
+                            options->struct_size, sizeof(bp_tokens_options)));
+  }
+  if (options->dtype != 0) cxx.dtype = dtype_of(options->dtype, function);
+  if (options->name != nullptr) cxx.name = options->name;
+  // NULL is the runtime's cpu device, which load_tokens picks itself.
+  if (options->device != nullptr) cxx.device = device_or_default(runtime, options->device);
+  return cxx;
+}
+
+}  // namespace
+}  // namespace backplane::c_api
+
+using namespace backplane;
+using namespace backplane::c_api;
+
+extern "C" {
+
+bp_status bp_tokens_load(bp_runtime* runtime, const char* path, const bp_tokens_options* options, bp_array** out) {
+  return guarded([&] {
+    const auto runtime_lease = runtime_of(runtime, "bp_tokens_load");
+    require_non_null(path, "bp_tokens_load", "path");
+    require_non_null(out, "bp_tokens_load", "out");
+    const TokenFileOptions cxx_options = options_of(*runtime_lease, options, "bp_tokens_load");
+    *out = new_array_handle(load_tokens(*runtime_lease, path, cxx_options));
+  });
+}
+
+bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const bp_tokens_options* options,
+                               bp_token_files** out) {
+  return guarded([&] {
+    const auto runtime_lease = runtime_of(runtime, "bp_tokens_load_files");
+    require_non_null(pattern, "bp_tokens_load_files", "pattern");
+    require_non_null(out, "bp_tokens_load_files", "out");
+    const TokenFileOptions cxx_options = options_of(*runtime_lease, options, "bp_tokens_load_files");
+    // load_token_files without losing which path gave which array.
+    auto files = std::make_shared<bp_token_files>();
+    for (std::string& path : glob_paths(pattern)) {
+      Array array = load_tokens(*runtime_lease, path, cxx_options);
+      files->files.emplace_back(std::move(path), std::move(array));
+    }
+    *out = live_token_files.add(std::move(files));
+  });
+}
+
+void bp_token_files_destroy(bp_token_files* files) {
+  live_token_files.remove(files);  // NULL or destroyed twice: nothing
+}
+
+bp_status bp_token_files_count(const bp_token_files* files, size_t* out) {
+  return guarded([&] {
+    const auto live = token_files_of(files, "bp_token_files_count");
+    require_non_null(out, "bp_token_files_count", "out");
+    *out = live->files.size();
+  });
+}
+
+bp_status bp_token_files_path(const bp_token_files* files, size_t index, const char** out) {
+  return guarded([&] {
+    const auto live = token_files_of(files, "bp_token_files_path");
+    require_non_null(out, "bp_token_files_path", "out");
+    *out = file_at(*live, index, "bp_token_files_path").first.c_str();
+  });
+}
+
+bp_status bp_token_files_get(const bp_token_files* files, size_t index, bp_array** out) {
+  return guarded([&] {
+    const auto live = token_files_of(files, "bp_token_files_get");
+    require_non_null(out, "bp_token_files_get", "out");
+    *out = new_array_handle(file_at(*live, index, "bp_token_files_get").second);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,62 @@
+#include "tokens/glob_paths.hpp"
+
+#include "safetensors/text.hpp"
+
+#include <backplane/error.hpp>
+
+#include <fmt/format.h>
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace backplane::detail {
+namespace {
+
+using safetensors::detail::quote;
+
+class GlobResult {
+ public:
+  GlobResult() = default;
+  ~GlobResult() { ::globfree(&result_); }
+  GlobResult(const GlobResult&) = delete;
+  GlobResult& operator=(const GlobResult&) = delete;
+  glob_t* get() noexcept { return &result_; }
+
+ private:
+  glob_t result_{};
+};
+
+bool exists(const std::string& path) {
+  struct stat status {};
+  return ::lstat(path.c_str(), &status) == 0;
+}
+
+}  // namespace
+
+std::vector<std::string> glob_paths(std::string_view pattern) {
+  if (pattern.empty()) throw Error(ErrorCode::kInvalidArgument, "load_token_files: the pattern is empty");
+  if (pattern.find('\0') != std::string_view::npos) {
+    throw Error(ErrorCode::kInvalidArgument, "load_token_files: the pattern holds a NUL byte");
+  }
+  const std::string text(pattern);
+  GlobResult result;
+  // GLOB_NOSORT: glob sorts by the locale's collation; the order here is bytewise.
+  const int status = ::glob(text.c_str(), GLOB_NOSORT, nullptr, result.get());
+  std::vector<std::string> paths;
+  if (status == 0) {
+    for (std::size_t index = 0; index < result.get()->gl_pathc; ++index)
+      paths.emplace_back(result.get()->gl_pathv[index]);
+  } else if (status == GLOB_NOSPACE) {
+    throw Error(ErrorCode::kOutOfMemory, fmt::format("out of memory while matching {}", quote(text)));
+  } else if (status != GLOB_NOMATCH) {
+    throw Error(ErrorCode::kIo, fmt::format("matching {} failed (glob error {})", quote(text), status));
+  }
+  if (paths.empty() && exists(text)) paths.push_back(text);
+  if (paths.empty()) throw Error(ErrorCode::kNotFound, fmt::format("no file matches {}", quote(text)));
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+}  // namespace backplane::detail

@@ -1,0 +1,63 @@
+// One token file opened for load_tokens: one descriptor, its first bytes
+// read with pread (a file that shrinks meanwhile is an error, not a SIGBUS),
+// then one read-only shared mapping of the whole file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace backplane::detail {
+
+// The whole file mapped PROT_READ, MAP_SHARED: the pages are the page
+// cache's, shared by every process reading the file, and nothing is ever
+// written back. Unmapped when the last owner (the arrays over it) is gone.
+class TokenFileMapping {
+ public:
+  TokenFileMapping(int fd, std::uint64_t size, const std::string& file);
+  ~TokenFileMapping();
+  TokenFileMapping(const TokenFileMapping&) = delete;
+  TokenFileMapping& operator=(const TokenFileMapping&) = delete;
+
+  const std::byte* data() const noexcept { return base_; }
+  std::uint64_t size() const noexcept { return size_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+class TokenFile {
+ public:
+  // Opens `path` read-only (O_CLOEXEC) and checks it is a regular file.
+  // Throws Error(kNotFound) when it does not exist, Error(kInvalidArgument)
+  // when it is not a regular file or cannot be opened.
+  explicit TokenFile(const std::filesystem::path& path);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  std::uint64_t size() const noexcept { return size_; }
+
+  // The first min(bytes, size()) bytes, read once and kept (a later, longer
+  // request reads only the rest). Throws Error(kIo) naming the file when a
+  // read fails or the file ends early.
+  std::span<const std::byte> prefix(std::uint64_t bytes);
+
+  // Maps the whole file (size() > 0). Throws Error(kOutOfMemory) or
+  // Error(kIo) naming the file when mmap fails.
+  std::shared_ptr<const TokenFileMapping> map() const;
+
+ private:
+  std::string name_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::vector<std::byte> prefix_;
+};
+
+}  // namespace backplane::detail

@@ -1,0 +1,115 @@
+"""Token files (llm.c shards, NumPy .npy, safetensors, raw) as zero-copy
+host arrays: backplane.load_tokens. docs/tokens.md lists the formats."""
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, List, Optional, Tuple, Union, overload
+
+from . import _dtypes, _lib
+from ._array import Array
+from ._errors import MissingFileError, NotFoundError
+from ._runtime import DeviceLike, Runtime
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_PATTERN_CHARACTERS = frozenset("*?[")
+
+
+def _options(runtime: Runtime, dtype: Any, name: Optional[str], device: Optional[DeviceLike]) -> Any:
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    options = _lib.bp_tokens_options(
+        struct_size=ctypes.sizeof(_lib.bp_tokens_options),
+        dtype=0 if dtype is None else _dtypes.code(dtype),
+        name=None if name is None else name.encode(),
+    )
+    # None is the runtime's cpu device, not the default device (nor a scope's):
+    # token files stay in host memory whatever the default is.
+    c_device = None if device is None else runtime._c_device(device)
+    if c_device is not None:
+        options.device = ctypes.pointer(c_device)
+    return options
+
+
+def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
+    handle = ctypes.c_void_p()
+    try:
+        _lib.call("bp_tokens_load", runtime._live_handle(), os.fsencode(path), ctypes.byref(options),
+                  ctypes.byref(handle))
+    except NotFoundError as error:
+        if not os.path.lexists(path):  # catchable as FileNotFoundError
+            raise MissingFileError(error.status or 8, error.message, error.status_name, os.fspath(path)) from None
+        raise
+    return Array(runtime, handle)
+
+
+def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
+    files = ctypes.c_void_p()
+    try:
+        _lib.call("bp_tokens_load_files", runtime._live_handle(), os.fsencode(pattern), ctypes.byref(options),
+                  ctypes.byref(files))
+    except NotFoundError as error:
+        # An empty match, in the library's words; a tensor name a matching
+        # safetensors file lacks stays a NotFoundError.
+        if "no file matches" in error.message:
+            raise MissingFileError(error.status or 8, error.message, error.status_name, pattern) from None
+        raise
+    try:
+        count = ctypes.c_size_t()
+        _lib.call("bp_token_files_count", files, ctypes.byref(count))
+        arrays = []
+        for index in range(count.value):
+            handle = ctypes.c_void_p()
+            _lib.call("bp_token_files_get", files, index, ctypes.byref(handle))
+            arrays.append(Array(runtime, handle))
+        return arrays
+    finally:
+        _lib.lib.bp_token_files_destroy(files)
+
+
+def is_pattern(path: Any) -> bool:
+    """True for a str holding a glob character (*, ? or [)."""
+    return isinstance(path, str) and not _PATTERN_CHARACTERS.isdisjoint(path)
+
+
+@overload
+def load_tokens(path: "os.PathLike[str]", *, dtype: Any = None, name: Optional[str] = None,
+                device: Optional[DeviceLike] = None, runtime: Optional[Runtime] = None) -> Array: ...
+
+
+@overload
+def load_tokens(path: str, *, dtype: Any = None, name: Optional[str] = None, device: Optional[DeviceLike] = None,
+                runtime: Optional[Runtime] = None) -> Any: ...  # an Array, or a list of them for a pattern
+
+
+@overload
+def load_tokens(path: Union[List[PathLike], Tuple[PathLike, ...]], *, dtype: Any = None, name: Optional[str] = None,
+                device: Optional[DeviceLike] = None, runtime: Optional[Runtime] = None) -> List[Array]: ...
+
+
+def load_tokens(path: Union[PathLike, List[PathLike], Tuple[PathLike, ...]], *, dtype: Any = None,
+                name: Optional[str] = None, device: Optional[DeviceLike] = None,
+                runtime: Optional[Runtime] = None) -> Any:
+    """Token files as 1-D integer Arrays over a read-only memory map of each
+    file (nothing is read but the header; NumPy views share the pages).
+
+    `path`: one file -> one Array; a str holding *, ? or [ is a glob pattern
+    -> a list of Arrays, one per matching file in bytewise order of the paths
+    (a path that exists as written matches itself); a list or tuple of paths
+    -> a list of Arrays in the order given (each a path, never a pattern).
+    `dtype`: required for raw files; for the other formats a check of the
+    header's. `name`: the tensor of a safetensors file holding several.
+    `device`: a host-addressable device, default "cpu" (not the default
+    device: token files stay in host memory; batches() moves windows).
+    Raises MissingFileError (a FileNotFoundError) for a missing file or a
+    pattern nothing matches, InvalidFileError naming the file and the field
+    for a header that lies, InvalidArgumentError for a raw file without
+    dtype or a dtype that contradicts the header."""
+    runtime = runtime or Runtime.default()
+    options = _options(runtime, dtype, name, device)
+    if isinstance(path, (list, tuple)):
+        return [_load_one(runtime, item, options) for item in path]
+    if isinstance(path, str) and is_pattern(path):
+        return _load_pattern(runtime, path, options)
+    return _load_one(runtime, path, options)
