@@ -15,6 +15,15 @@ and the ratio of each to backplane. "cold" drops the file's pages (madvise +
 posix_fadvise DONTNEED) and remaps before each pass, so every call faults its
 windows in from the file system.
 
+The batch stream (backplane.batches over load_tokens): the caller's time per
+step against NumPy fancy indexing + astype of the same windows (goal >= 3x);
+a training loop with a fixed fake step of --compute-ms and its
+data_stall_fraction on cpu and opencl:0 (goal <= 1%); cold pages: windows/s
+against NumPy memmap fancy indexing (goal >= 5x) and against a ceiling of
+--readers threads of random window-sized preads on the same file (goal >=
+0.5x); and the time from batches(..., state=) at step 1,000,000 to the first
+batch (goal <= 10 ms).
+
 The per-call overhead line: the public call against the bare C call through
 ctypes with prepared arguments, minus what ctypes itself costs for a trivial
 call (bp_array_is_ready), i.e. the Python wrapper's own cost beyond the C++
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import mmap
 import os
 import statistics
@@ -56,6 +66,9 @@ def per_call(function: Callable[[Any], Any], offsets: List[Any], repeats: int = 
 
 
 def drop_pages(path: str) -> None:
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        if any(line.rstrip().endswith(path) for line in maps):
+            print(f"warning: {path} is still mapped here: its pages may stay cached")
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -69,6 +82,10 @@ def main() -> int:
     parser.add_argument("--context", type=int, default=1024)
     parser.add_argument("--batches", default="32,256")
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--compute-ms", type=float, default=5.0, help="the fake training step (busy wait)")
+    parser.add_argument("--loop-steps", type=int, default=200)
+    parser.add_argument("--readers", type=int, default=8, help="threads of the pread ceiling")
+    parser.add_argument("--only-stream", action="store_true", help="only the batch stream's rows")
     args = parser.parse_args()
     window = args.context + 1
     runtime = backplane.Runtime.default()
@@ -116,8 +133,12 @@ def main() -> int:
         else:
             print(f"skipped: nanogpt and torch.stack rows: {sys.executable} cannot import torch")
 
+        batches_list = [int(b) for b in args.batches.split(",")]
+        stream_rows(runtime, path, data_offset, args, batches_list)
+        if args.only_stream:
+            return 0
         rng = np.random.default_rng(2)
-        for batch in [int(b) for b in args.batches.split(",")]:
+        for batch in batches_list:
             print(f"\nB={batch}          warm µs/call   ratio    cold µs/call   ratio")
             results: Dict[str, List[float]] = {}
             for name, function in rows.items():
@@ -145,6 +166,147 @@ def main() -> int:
         widening(runtime, window)
         overhead(runtime, path, window)
     return 0
+
+
+def busy_wait(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: Any, batch_sizes: List[int]) -> None:
+    """The batch stream against its baselines, each in this run."""
+    import threading
+
+    window = args.context + 1
+    tokens_count = args.tokens
+    print(f"\nbatch stream (load_tokens + batches, T={args.context}, int64):")
+
+    # 1. The caller's time per step, warm, host target.
+    tokens = backplane.load_tokens(path, runtime=runtime)
+    memmap = np.memmap(path, dtype=np.uint16, mode="r", offset=data_offset, shape=(tokens_count,))
+    memmap[::2048].sum()  # warm both views of the file
+    np.asarray(memmap).sum()
+    rng = np.random.default_rng(7)
+    for batch in batch_sizes:
+        offsets = [rng.integers(0, tokens_count - window, size=batch) for _ in range(args.calls)]
+        numpy_time = per_call(lambda ix: memmap[ix[:, None] + np.arange(window)].astype(np.int64), offsets)
+        # The caller's own time: inside next() only, in a loop whose step
+        # (a short busy wait) gives the producer the time a model would.
+        with backplane.batches(tokens, batch, args.context, device="cpu", runtime=runtime) as stream:
+            iterator = iter(stream)
+            next(iterator)
+            inside = []
+            for _ in range(args.calls):
+                busy_wait(args.compute_ms / 1e3)
+                start = time.perf_counter()
+                next(iterator)
+                inside.append(time.perf_counter() - start)
+            ours = statistics.median(inside)
+        print(f"  B={batch:<4} caller's time per step: stream next() {ours * 1e6:8.1f} µs, NumPy fancy indexing + "
+              f"astype {numpy_time * 1e6:8.1f} µs: {numpy_time / ours:.2f}x (goal >= 3x)")
+
+    # 2. A training loop with a fixed step.
+    targets = ["cpu"] + [device for device in ("opencl:0",) if _has_device(runtime, device)]
+    for target in targets:
+        for batch in batch_sizes:
+            # A device batch stays a device Array (the model would take it as is).
+            keep = None if target == "cpu" else _Held
+            with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime,
+                                   steps=args.loop_steps, to=keep) as stream:
+                for x, y in stream:
+                    busy_wait(args.compute_ms / 1e3)
+                stats = stream.stats()
+            print(f"  training loop on {target:<8} B={batch:<4} ({args.compute_ms:.0f} ms step): data_stall_fraction "
+                  f"{stats.data_stall_fraction:.4f} (goal <= 0.01), {stats.wait_seconds / stats.steps * 1e6:.0f} µs "
+                  f"waited a step")
+    del tokens, memmap, iterator, stream
+    gc.collect()
+
+    # 3. Cold pages: the file's pages dropped before each pass (which needs
+    # no mapping of the file left in this process).
+    steps = max(8, args.calls // 2)
+    for batch in batch_sizes:
+        drop_pages(path)
+        cold_map = np.memmap(path, dtype=np.uint16, mode="r", offset=data_offset, shape=(tokens_count,))
+        plan = [rng.integers(0, tokens_count - window, size=batch) for _ in range(steps)]
+        start = time.perf_counter()
+        for ix in plan:
+            cold_map[ix[:, None] + np.arange(window)].astype(np.int64)
+        numpy_rate = batch * steps / (time.perf_counter() - start)
+        cold_map._mmap.madvise(mmap.MADV_DONTNEED)
+        del cold_map
+
+        drop_pages(path)
+        descriptor = os.open(path, os.O_RDONLY)
+        flat = [int(o) for ix in plan for o in ix]
+        position = iter(range(len(flat)))
+        lock = threading.Lock()
+
+        def reader() -> None:
+            while True:
+                with lock:
+                    index = next(position, None)
+                if index is None:
+                    return
+                os.pread(descriptor, window * 2, data_offset + flat[index] * 2)
+
+        start = time.perf_counter()
+        readers = [threading.Thread(target=reader) for _ in range(args.readers)]
+        for thread in readers:
+            thread.start()
+        for thread in readers:
+            thread.join()
+        ceiling = batch * steps / (time.perf_counter() - start)
+        os.close(descriptor)
+
+        drop_pages(path)
+        cold_tokens = backplane.load_tokens(path, runtime=runtime)
+        with backplane.batches(cold_tokens, batch, args.context, device="cpu", runtime=runtime, seed=batch,
+                               steps=steps) as stream:
+            start = time.perf_counter()
+            for _ in stream:
+                pass
+            stream_rate = batch * steps / (time.perf_counter() - start)
+        del cold_tokens, stream
+        gc.collect()
+        drop_pages(path)
+        print(f"  cold B={batch:<4} windows/s: stream {stream_rate:9.0f}, NumPy memmap {numpy_rate:9.0f} "
+              f"({stream_rate / numpy_rate:.2f}x, goal >= 5x), ceiling of {args.readers} pread threads "
+              f"{ceiling:9.0f} ({stream_rate / ceiling:.2f}x, goal >= 0.5x)")
+
+    # 4. Resume at step 1,000,000.
+    tokens = backplane.load_tokens(path, runtime=runtime)
+    with backplane.batches(tokens, 256, args.context, device="cpu", runtime=runtime) as stream:
+        next(iter(stream))
+        saved = stream.state_dict()
+    saved["step"] = 1_000_000
+    samples = []
+    for _ in range(7):
+        start = time.perf_counter()
+        with backplane.batches(tokens, 256, args.context, device="cpu", runtime=runtime, state=saved) as stream:
+            next(iter(stream))
+        samples.append(time.perf_counter() - start)
+    print(f"  resume at step 1,000,000 to the first batch (B=256): {statistics.median(samples) * 1e3:.2f} ms "
+          f"(goal <= 10 ms)")
+
+
+class _Held:
+    """A batch on a device kept as the Array it is: x and y are the same."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __getitem__(self, _: Any) -> "_Held":
+        return self
+
+
+def _has_device(runtime: backplane.Runtime, selector: str) -> bool:
+    try:
+        runtime.device(selector)
+        return True
+    except backplane.Error:
+        return False
 
 
 def widening(runtime: backplane.Runtime, window: int) -> None:
