@@ -234,8 +234,8 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
         for ix in plan:
             cold_map[ix[:, None] + np.arange(window)].astype(np.int64)
         numpy_rate = batch * steps / (time.perf_counter() - start)
-        cold_map._mmap.madvise(mmap.MADV_DONTNEED)
         del cold_map
+        gc.collect()
 
         drop_pages(path)
         descriptor = os.open(path, os.O_RDONLY)
