@@ -56,7 +56,11 @@ struct BatchStreamOptions {
   std::uint64_t seed = 0;
   std::int64_t rank = 0;        // in [0, world_size)
   std::int64_t world_size = 1;  // ranks sharing each global step
-  std::int64_t prefetch = 2;    // steps prepared ahead of the one handed out, in [1, kMaxPrefetch]
+  // Steps prepared ahead of the one handed out, in [1, kMaxPrefetch]. The
+  // stream holds at most `prefetch` batches; with the caller's current one
+  // (and, in a `for` loop, the previous one still alive during next()), a
+  // steady loop keeps prefetch + 2 batches' memory at most, and reuses it.
+  std::int64_t prefetch = 2;
   // One weight per source (>= 0, not all zero), the share of windows drawn
   // from it; empty: in proportion to each source's window starts.
   std::vector<double> weights;

@@ -2,7 +2,8 @@
 // the windows, gather them on the pool, send them to the device) into a
 // queue of at most `prefetch` steps; next() takes the oldest. While the queue
 // is full the producer waits for the arrival of the batches it sent, so
-// transfer times are measured where the copies end, not where they are used.
+// transfer times are measured where the copies end; a copy that next() sees
+// end first is timed there (an upper bound, when it sat ready in the queue).
 #include "batches/gather_pool.hpp"
 #include "batches/sampler.hpp"
 #include "placement/array_state.hpp"
@@ -96,6 +97,7 @@ class BatchStream::Impl {
   void open_sources(std::vector<Array> sources);
   void check_resume(const BatchStreamState& saved) const;
   void produce();
+  void produce_steps();
   std::shared_ptr<Prepared> prepare(std::int64_t step);
   Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t step);
   void advise(std::int64_t step) const;
@@ -124,10 +126,13 @@ class BatchStream::Impl {
   std::condition_variable changed_;
   std::deque<std::shared_ptr<Prepared>> queue_;
   std::int64_t next_to_prepare_ = 0;
-  std::int64_t next_to_hand_out_ = 0;
+  // Atomic so that step() and state() take no lock: a child forked while the
+  // producer held the lock can still read where the stream stood.
+  std::atomic<std::int64_t> next_to_hand_out_{0};
   bool stopping_ = false;
   bool producer_failed_ = false;
   std::exception_ptr consumer_failure_;
+  std::exception_ptr producer_error_;  // the producer thread itself failed
   BatchStreamStats stats_;
   std::optional<Clock::time_point> first_call_;
   Clock::time_point last_return_;
@@ -139,8 +144,9 @@ void BatchStream::Impl::check_options(std::size_t source_count) {
   if (options_.batch_size < 1) {
     refuse(ErrorCode::kInvalidArgument, fmt::format("batch_size must be at least 1, got {}", options_.batch_size));
   }
-  if (options_.context < 1) {
-    refuse(ErrorCode::kInvalidArgument, fmt::format("context must be at least 1, got {}", options_.context));
+  if (options_.context < 1 || options_.context == INT64_MAX) {
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("context must be at least 1 and below 2^63 - 1, got {}", options_.context));
   }
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size) {
     refuse(ErrorCode::kInvalidArgument,
@@ -212,8 +218,8 @@ void BatchStream::Impl::open_sources(std::vector<Array> sources) {
     source.droppable = detail::is_droppable_file_mapping(range);
     if (options_.release_pages && !source.droppable) {
       refuse(ErrorCode::kInvalidArgument,
-             fmt::format("release_pages: source {} is not a read-only file mapping, and giving back the pages of "
-                         "other memory would lose its data; load it with load_tokens",
+             fmt::format("release_pages: source {} is not a read-only file mapping (as /proc/self/maps shows it), "
+                         "and giving back the pages of other memory would lose its data; load it with load_tokens",
                          index));
     }
     detail::advise_random(range);
@@ -278,7 +284,8 @@ BatchStream::Impl::Impl(Runtime& runtime, std::vector<Array> sources, BatchStrea
   identity_.weights = options_.weights;
   if (resume != nullptr) {
     check_resume(*resume);
-    next_to_prepare_ = next_to_hand_out_ = resume->step;
+    next_to_prepare_ = resume->step;
+    next_to_hand_out_.store(resume->step);
   }
   std::vector<std::uint64_t> starts;
   for (const Source& source : sources_) starts.push_back(source.starts);
@@ -295,7 +302,10 @@ void BatchStream::Impl::check_resume(const BatchStreamState& saved) const {
     refuse(ErrorCode::kInvalidArgument,
            fmt::format("cannot resume: the state was saved with {} {}, this stream has {}", what, saved_value, value));
   };
-  if (saved.step < 0) refuse(ErrorCode::kInvalidArgument, fmt::format("cannot resume at step {}", saved.step));
+  // Steps are counted in int64 with prefetch steps of look-ahead on top.
+  if (saved.step < 0 || saved.step > INT64_MAX - 2 * kMaxPrefetch) {
+    refuse(ErrorCode::kInvalidArgument, fmt::format("cannot resume at step {}", saved.step));
+  }
   if (saved.seed != identity_.seed) differs("seed", saved.seed, identity_.seed);
   if (saved.context != identity_.context) differs("context", saved.context, identity_.context);
   if (saved.global_batch != identity_.global_batch) {
@@ -442,6 +452,19 @@ void BatchStream::Impl::record_arrival_locked(Prepared& entry, Clock::time_point
 }
 
 void BatchStream::Impl::produce() {
+  try {
+    produce_steps();
+  } catch (...) {
+    // Out of memory outside a step's own preparation: the consumer gets it
+    // from next() (no allocation here), and nothing more is produced.
+    std::lock_guard lock(mutex_);
+    producer_error_ = std::current_exception();
+    producer_failed_ = true;
+    changed_.notify_all();
+  }
+}
+
+void BatchStream::Impl::produce_steps() {
   for (std::int64_t ahead = 0; ahead < options_.prefetch; ++ahead) advise(next_to_prepare_ + ahead);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
@@ -492,7 +515,11 @@ std::vector<Array> BatchStream::Impl::next() {
   std::unique_lock lock(mutex_);
   if (consumer_failure_) std::rethrow_exception(consumer_failure_);
   if (!first_call_) first_call_ = start;
-  changed_.wait(lock, [&] { return !queue_.empty(); });
+  changed_.wait(lock, [&] { return !queue_.empty() || producer_error_; });
+  if (queue_.empty()) {
+    consumer_failure_ = producer_error_;
+    std::rethrow_exception(consumer_failure_);
+  }
   const std::shared_ptr<Prepared> entry = queue_.front();
   if (entry->failure) {
     consumer_failure_ = entry->failure;
@@ -507,7 +534,7 @@ std::vector<Array> BatchStream::Impl::next() {
       array.block_until_ready();
       bytes += array.nbytes();
     }
-  } catch (const Error&) {
+  } catch (...) {
     lock.lock();
     consumer_failure_ = std::current_exception();
     throw;
@@ -515,7 +542,7 @@ std::vector<Array> BatchStream::Impl::next() {
   const Clock::time_point now = Clock::now();
   lock.lock();
   record_arrival_locked(*entry, now);
-  ++next_to_hand_out_;
+  next_to_hand_out_.store(entry->step + 1);
   ++stats_.steps;
   stats_.windows += static_cast<std::uint64_t>(options_.batch_size);
   stats_.bytes += bytes;
@@ -531,10 +558,7 @@ std::vector<Array> BatchStream::Impl::next() {
   return entry->arrays;
 }
 
-std::int64_t BatchStream::Impl::step() const {
-  std::lock_guard lock(mutex_);
-  return next_to_hand_out_;
-}
+std::int64_t BatchStream::Impl::step() const { return next_to_hand_out_.load(); }
 
 BatchStreamState BatchStream::Impl::state() const {
   BatchStreamState state = identity_;
@@ -545,9 +569,12 @@ BatchStreamState BatchStream::Impl::state() const {
 BatchStreamStats BatchStream::Impl::stats() const {
   BatchStreamStats stats;
   {
-    std::lock_guard lock(mutex_);
+    // In a forked child no other thread uses the stream, and the lock may
+    // have been held by one that stayed in the parent.
+    std::unique_lock lock(mutex_, std::defer_lock);
+    if (!inherited()) lock.lock();
     stats = stats_;
-    if (first_call_) stats.elapsed_seconds = seconds(last_return_ - *first_call_);
+    if (first_call_ && stats_.steps > 0) stats.elapsed_seconds = seconds(last_return_ - *first_call_);
   }
   if (stats.elapsed_seconds > 0) {
     stats.windows_per_second = static_cast<double>(stats.windows) / stats.elapsed_seconds;

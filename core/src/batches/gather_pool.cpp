@@ -1,12 +1,29 @@
 #include "batches/gather_pool.hpp"
 
+#include <backplane/error.hpp>
+
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <system_error>
 #include <utility>
 
 namespace backplane::detail {
 
 GatherPool::GatherPool(unsigned threads) {
-  for (unsigned index = 1; index < threads; ++index) threads_.emplace_back([this] { worker(); });
+  try {
+    for (unsigned index = 1; index < threads; ++index) threads_.emplace_back([this] { worker(); });
+  } catch (const std::system_error& error) {
+    // No destructor runs for a constructor that throws: stop what started.
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_ready_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+    throw Error(ErrorCode::kUnavailable, fmt::format("BatchStream: cannot start gather thread {} of {}: {}",
+                                                     threads_.size() + 1, threads, error.what()));
+  }
 }
 
 GatherPool::~GatherPool() {
