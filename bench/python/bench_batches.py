@@ -212,6 +212,12 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
         for batch in batch_sizes:
             # A device batch stays a device Array (the model would take it as is).
             keep = None if target == "cpu" else _Held
+            # First use of a device builds its kernels (PoCL compiles the
+            # widening kernel): not part of a steady loop's stall.
+            with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime, steps=3,
+                                   to=keep) as warm_up:
+                for _ in warm_up:
+                    pass
             with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime,
                                    steps=args.loop_steps, to=keep) as stream:
                 for x, y in stream:
