@@ -283,7 +283,8 @@ TEST_CASE("[batches] bad options are refused when the stream is made, naming the
   };
   CHECK(contains(with([](auto& o) { o.batch_size = 0; }), "batch_size must be at least 1, got 0"));
   CHECK(contains(with([](auto& o) { o.context = 0; }), "context must be at least 1"));
-  CHECK(contains(with([](auto& o) { o.context = INT64_MAX; }), "below 2^63 - 1, got 9223372036854775807"));
+  CHECK(contains(with([](auto& o) { o.context = INT64_MAX; }),
+                 "context must be below 2^63 - 1 (a window is context + 1 tokens), got 9223372036854775807"));
   CHECK(contains(with([](auto& o) { o.rank = 4, o.world_size = 4; }), "rank 4 is not in [0, world_size = 4)"));
   CHECK(contains(with([](auto& o) { o.prefetch = 0; }), "prefetch must be in [1, 64], got 0"));
   CHECK(contains(with([](auto& o) { o.weights = {1.0, 2.0}; }), "2 weights for 1 sources"));

@@ -144,9 +144,12 @@ void BatchStream::Impl::check_options(std::size_t source_count) {
   if (options_.batch_size < 1) {
     refuse(ErrorCode::kInvalidArgument, fmt::format("batch_size must be at least 1, got {}", options_.batch_size));
   }
-  if (options_.context < 1 || options_.context == INT64_MAX) {
+  if (options_.context < 1) {
+    refuse(ErrorCode::kInvalidArgument, fmt::format("context must be at least 1, got {}", options_.context));
+  }
+  if (options_.context == INT64_MAX) {
     refuse(ErrorCode::kInvalidArgument,
-           fmt::format("context must be at least 1 and below 2^63 - 1, got {}", options_.context));
+           fmt::format("context must be below 2^63 - 1 (a window is context + 1 tokens), got {}", options_.context));
   }
   if (options_.world_size < 1 || options_.rank < 0 || options_.rank >= options_.world_size) {
     refuse(ErrorCode::kInvalidArgument,
