@@ -46,35 +46,8 @@ using bench::Clock;
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-struct TokenFile {
-  std::string path;
-  std::uint64_t bytes = 0;
-  ~TokenFile() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-};
-
-bool write_tokens(const std::string& path, std::uint64_t bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return false;
-  std::vector<std::uint64_t> piece((16u << 20) / 8);
-  std::uint64_t state = 0x9E3779B97F4A7C15ull;
-  for (std::uint64_t written = 0; written < bytes;) {
-    for (auto& word : piece) {
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      word = state;
-    }
-    const std::uint64_t n = std::min<std::uint64_t>(piece.size() * 8, bytes - written);
-    if (std::fwrite(piece.data(), 1, n, file) != n) {
-      std::fclose(file);
-      return false;
-    }
-    written += n;
-  }
-  return std::fclose(file) == 0 && ::fsync(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) == 0;
-}
+using bench::TokenFile;
+using bench::write_tokens;
 
 // Maps the file; the returned array owns the mapping.
 Array map_tokens(Runtime& runtime, const TokenFile& file) {

@@ -33,35 +33,8 @@ namespace {
 
 using namespace backplane;
 
-struct TokenFile {
-  std::string path;
-  ~TokenFile() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-};
-
-// Random tokens, written in 64 MiB pieces.
-bool write_tokens(const std::string& path, std::uint64_t bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return false;
-  std::vector<std::uint64_t> piece((64u << 20) / 8);
-  std::uint64_t state = 0x9E3779B97F4A7C15ull;
-  for (std::uint64_t written = 0; written < bytes;) {
-    for (auto& word : piece) {  // xorshift64: fast enough not to dominate
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      word = state;
-    }
-    const std::uint64_t n = std::min<std::uint64_t>(piece.size() * 8, bytes - written);
-    if (std::fwrite(piece.data(), 1, n, file) != n) {
-      std::fclose(file);
-      return false;
-    }
-    written += n;
-  }
-  return std::fclose(file) == 0;
-}
+using bench::TokenFile;
+using bench::write_tokens;
 
 // Lines "nanogpt ... batches/s: X" from the Python script, or its "skipped" line.
 std::string run_python(const std::string& python, const std::string& script, const std::string& file,

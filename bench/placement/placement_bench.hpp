@@ -6,8 +6,11 @@
 
 #include <backplane/backplane.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -86,6 +89,40 @@ std::pair<double, double> paired_medians(int repeats, Baseline&& baseline, Ours&
   std::sort(baseline_samples.begin(), baseline_samples.end());
   std::sort(our_samples.begin(), our_samples.end());
   return {baseline_samples[baseline_samples.size() / 2], our_samples[our_samples.size() / 2]};
+}
+
+// A token file of random uint16 in a scratch directory, deleted with the object.
+struct TokenFile {
+  std::string path;
+  std::uint64_t bytes = 0;
+  ~TokenFile() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
+// Random tokens, written in 64 MiB pieces and flushed to disk (so that a
+// benchmark can later drop them from the page cache).
+inline bool write_tokens(const std::string& path, std::uint64_t bytes) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return false;
+  std::vector<std::uint64_t> piece((64u << 20) / 8);
+  std::uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (std::uint64_t written = 0; written < bytes;) {
+    for (auto& word : piece) {  // xorshift64: fast enough not to dominate
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      word = state;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(piece.size() * 8, bytes - written);
+    if (std::fwrite(piece.data(), 1, n, file) != n) {
+      std::fclose(file);
+      return false;
+    }
+    written += n;
+  }
+  const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
+  return std::fclose(file) == 0 && flushed;
 }
 
 }  // namespace backplane::bench
