@@ -52,6 +52,12 @@ class Flags {
     return std::nullopt;
   }
 
+  // "--name" alone: a switch.
+  bool has(std::string_view name) const {
+    const std::string flag = "--" + std::string(name);
+    return std::find(arguments_.begin(), arguments_.end(), flag) != arguments_.end();
+  }
+
   std::int64_t integer(std::string_view name, std::int64_t fallback) const {
     const auto value = text(name);
     return value ? std::strtoll(value->c_str(), nullptr, 10) : fallback;

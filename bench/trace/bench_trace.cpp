@@ -2,9 +2,11 @@
 // onto cpu:0 and onto the simulated accelerator sim:0, with tracing off and on
 // in the same run (goal: on within 5% of off). Off is the library as shipped:
 // every hook is one relaxed atomic load. The trace file's writing is not
-// timed; it happens between runs.
+// timed; it happens between runs. --off-only measures tracing off alone (and
+// works in a build whose hooks are compiled out): bench/trace/hooks-compiled-out
+// runs it from two builds in turn.
 //
-//   bench_trace PLUGIN_DIR FIXTURE_DIR [--steps=2000] [--repeats=9] [--batch=32] [--length=1024]
+//   bench_trace PLUGIN_DIR FIXTURE_DIR [--steps=2000] [--repeats=9] [--batch=32] [--length=1024] [--off-only]
 #include "../bench_util.hpp"
 #include "../placement/placement_bench.hpp"
 
@@ -35,13 +37,14 @@ int main(int argc, char** argv) {
   if (flags.positional().size() != 2) {
     fmt::print(stderr,
                "usage: bench_trace PLUGIN_DIR FIXTURE_DIR [--steps=2000] [--repeats=9] [--batch=32] "
-               "[--length=1024]\n");
+               "[--length=1024] [--off-only]\n");
     return 2;
   }
   const std::int64_t steps = flags.integer("steps", 2000);
   const int repeats = static_cast<int>(flags.integer("repeats", 9));
   const std::int64_t batch = flags.integer("batch", 32);
   const std::int64_t length = flags.integer("length", 1024);
+  const bool off_only = flags.has("off-only");
 
   Runtime::Options options = bench::isolated_options(flags.positional());
   Runtime runtime(options);
@@ -83,12 +86,18 @@ int main(int argc, char** argv) {
     std::uintmax_t events = 0;
     for (int repeat = 0; repeat < repeats; ++repeat) {
       off.push_back(run());
+      if (off_only) continue;
       trace_start(path, TraceOptions{std::size_t{4} << 20});
       on.push_back(run());
       trace_stop();
       events = std::filesystem::file_size(path);
     }
     const double off_seconds = median(off);
+    if (off_only) {
+      fmt::print("  {}: off {:9.1f} batches/s ({:6.2f} us/batch)\n", device.selector(), steps / off_seconds,
+                 off_seconds / steps * 1e6);
+      continue;
+    }
     const double on_seconds = median(on);
     fmt::print(
         "  {}: off {:9.1f} batches/s ({:6.2f} us/batch)   on {:9.1f} batches/s ({:6.2f} us/batch)   "

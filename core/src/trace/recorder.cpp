@@ -187,6 +187,10 @@ void counter(std::string name, Args values) noexcept {
 }
 
 void start(const std::filesystem::path& path, std::size_t capacity) {
+  if (!BACKPLANE_TRACE_HOOKS) {
+    throw Error(ErrorCode::kUnsupported,
+                "trace_start: this build of backplane has its trace hooks compiled out (-Dtrace_hooks=false)");
+  }
   if (capacity == 0) throw Error(ErrorCode::kInvalidArgument, "trace_start: the capacity must be at least 1 event");
   Recorder& state = recorder();
   const std::lock_guard lock(state.mutex);

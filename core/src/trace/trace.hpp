@@ -66,8 +66,18 @@ using Clock = std::chrono::steady_clock;
 // Written only by start() and stop(); read on every hook.
 extern std::atomic<bool> g_enabled;
 
-// True while a trace is being recorded. One relaxed load.
+#ifndef BACKPLANE_TRACE_HOOKS
+#define BACKPLANE_TRACE_HOOKS 1
+#endif
+
+// True while a trace is being recorded. One relaxed load. A build configured
+// with -Dtrace_hooks=false makes it a constant false, so that the recording
+// points compile away and their cost can be measured against that build.
+#if BACKPLANE_TRACE_HOOKS
 inline bool enabled() noexcept { return g_enabled.load(std::memory_order_relaxed); }
+#else
+constexpr bool enabled() noexcept { return false; }
+#endif
 
 // A row of the timeline; Track{} (id 0) is the calling thread's own track.
 struct Track {
