@@ -285,7 +285,7 @@ BP_Error* hostmem_memory_free(BP_MemoryFreeArgs* args) {
 
 BP_Error* hostmem_copy_to_device(BP_CopyToDeviceArgs* args) {
   CHECK_ARGS(args, "copy_to_device");
-  HostmemBuffer destination;
+  HostmemBuffer destination = {0};  /* lookup() fills it; zeroed so -O3 sees no uninitialised read */
   BP_Error* error = lookup(args->backend, args->destination, "copy_to_device", "destination", &destination);
   if (error == NULL && args->source == NULL && args->size != 0) {
     error = fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: copy_to_device: source is NULL with size %llu",
@@ -300,7 +300,7 @@ BP_Error* hostmem_copy_to_device(BP_CopyToDeviceArgs* args) {
 
 BP_Error* hostmem_copy_to_host(BP_CopyToHostArgs* args) {
   CHECK_ARGS(args, "copy_to_host");
-  HostmemBuffer source;
+  HostmemBuffer source = {0};
   BP_Error* error = lookup(args->backend, args->source, "copy_to_host", "source", &source);
   if (error == NULL && args->destination == NULL && args->size != 0) {
     error = fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: copy_to_host: destination is NULL with size %llu",
@@ -314,8 +314,8 @@ BP_Error* hostmem_copy_to_host(BP_CopyToHostArgs* args) {
 
 BP_Error* hostmem_copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) {
   CHECK_ARGS(args, "copy_device_to_device");
-  HostmemBuffer source;
-  HostmemBuffer destination;
+  HostmemBuffer source = {0};
+  HostmemBuffer destination = {0};
   BP_Error* error = lookup(args->backend, args->source, "copy_device_to_device", "source", &source);
   if (error == NULL) {
     error = lookup(args->backend, args->destination, "copy_device_to_device", "destination", &destination);

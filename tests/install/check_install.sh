@@ -10,8 +10,10 @@
 #   4. a C program (backplane.h) and a C++ program (including every public C++
 #      header, so each installed header is self-contained) built with
 #      `pkg-config --cflags --libs backplane` list the backends;
-#   5. the whole prefix moved elsewhere: the CLI still finds its own plugins
-#      next to the library.
+#   5. the same plugin and a C++ program built with CMake through
+#      find_package(backplane CONFIG);
+#   6. the whole prefix moved elsewhere: the CLI still finds its own plugins
+#      next to the library, and CMake still finds the package.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR PREFIX LIBDIR BINDIR
 set -euo pipefail
 
@@ -36,7 +38,8 @@ root=$work/stage$prefix
 for file in "$libdir/libbackplane.so" "$bindir/backplane" "$libdir/backplane/plugins/backplane-cpu.so" \
             "$libdir/backplane/backplane-probe" \
             include/backplane/plugin.h include/backplane/backplane.h include/backplane/backplane.hpp \
-            "$libdir/pkgconfig/backplane.pc" "$libdir/pkgconfig/backplane-plugin.pc"; do
+            "$libdir/pkgconfig/backplane.pc" "$libdir/pkgconfig/backplane-plugin.pc" \
+            "$libdir/cmake/backplane/backplaneConfig.cmake" "$libdir/cmake/backplane/backplaneConfigVersion.cmake"; do
   [ -e "$root/$file" ] || fail "not installed: $file"
 done
 soname=$(objdump -p "$root/$libdir/libbackplane.so" | awk '/SONAME/ {print $2}')
@@ -141,6 +144,45 @@ for program in list-c list-cpp; do
   echo "   $program: $(tr '\n' ' ' <"$work/$program.out")"
 done
 
+step "CMake: find_package(backplane CONFIG) for the plugin template and a C++ program"
+# The plugin (C) is built plain, as with make; the program (C++) links the
+# library, so it is sanitized when the library is.
+cmake_build() {  # cmake_build SOURCE BUILD PREFIX: configure and build, quietly unless it fails
+  { cmake -S "$1" -B "$2" -DCMAKE_PREFIX_PATH="$3" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS=-Werror \
+      -DCMAKE_CXX_FLAGS="-Werror ${SANITIZER_FLAGS:-}" -DCMAKE_EXE_LINKER_FLAGS="${SANITIZER_FLAGS:-}" &&
+    cmake --build "$2"; } >"$2.log" 2>&1 || { cat "$2.log" >&2; fail "cmake build of $1"; }
+}
+cp -r "$source_dir/examples/plugin-template" "$work/cmake-template"
+rm -f "$work/cmake-template/backplane-hostmem.so"
+cmake_build "$work/cmake-template" "$work/cmake-template-build" "$root"
+mkdir -p "$work/cmake-plugins" && chmod 755 "$work/cmake-plugins"
+cp "$work/cmake-template-build/backplane-hostmem.so" "$work/cmake-plugins/"
+"$root/$bindir/backplane" conformance "$work/cmake-plugins/backplane-hostmem.so" >"$work/cmake-conformance.log" ||
+  { cat "$work/cmake-conformance.log" >&2; fail "conformance of the CMake-built plugin"; }
+echo "   plugin: $(tail -n 1 "$work/cmake-conformance.log")"
+mkdir -p "$work/cmake-client"
+cp "$work/list.cpp" "$work/cmake-client/"
+cat >"$work/cmake-client/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.16)
+project(list_backends CXX)
+find_package(backplane 0.1 CONFIG REQUIRED)
+add_executable(list-cmake list.cpp)
+target_link_libraries(list-cmake PRIVATE backplane::backplane)
+EOF
+cmake_build "$work/cmake-client" "$work/cmake-client-build" "$root"
+BACKPLANE_PLUGIN_PATH=$work/cmake-plugins "$work/cmake-client-build/list-cmake" >"$work/list-cmake.out"
+grep -qx 'cpu available' "$work/list-cmake.out" || fail "list-cmake: $(cat "$work/list-cmake.out")"
+grep -qx 'hostmem available' "$work/list-cmake.out" || fail "list-cmake: $(cat "$work/list-cmake.out")"
+echo "   list-cmake: $(tr '\n' ' ' <"$work/list-cmake.out")"
+# A project asking for a version this install is not is refused, by the version file.
+sed 's/find_package(backplane 0.1 /find_package(backplane 7.0 /' "$work/cmake-client/CMakeLists.txt" \
+  >"$work/cmake-client/CMakeLists.v7" && mkdir -p "$work/cmake-v7" &&
+  cp "$work/list.cpp" "$work/cmake-v7/" && mv "$work/cmake-client/CMakeLists.v7" "$work/cmake-v7/CMakeLists.txt"
+if cmake -S "$work/cmake-v7" -B "$work/cmake-v7-build" -DCMAKE_PREFIX_PATH="$root" >"$work/cmake-v7.log" 2>&1; then
+  fail "find_package(backplane 7.0) accepted this install"
+fi
+grep -q 'compatible with requested version "7.0"' "$work/cmake-v7.log" || { cat "$work/cmake-v7.log" >&2; fail "no version refusal"; }
+
 step "relocation: the prefix moved to $work/moved"
 mv "$root" "$work/moved"
 "$work/moved/$bindir/backplane" info --json >"$work/info-moved.json" 2>"$work/info-moved.err"
@@ -154,4 +196,10 @@ if [ ${#pkg_config[@]} -eq 1 ]; then
     fail "relocated plugindir is $moved_plugindir"
   echo "   pkg-config follows the move: plugindir=$moved_plugindir"
 fi
+cmake_build "$work/cmake-client" "$work/cmake-client-moved" "$work/moved"
+"$work/cmake-client-moved/list-cmake" >"$work/list-cmake-moved.out"
+grep -qx 'cpu available' "$work/list-cmake-moved.out" || fail "list-cmake (moved): $(cat "$work/list-cmake-moved.out")"
+found=$(sed -n 's/^backplane_DIR:PATH=//p' "$work/cmake-client-moved/CMakeCache.txt")
+[[ $found == "$work/moved/"* ]] || fail "CMake found the package at $found, outside the moved prefix"
+echo "   CMake finds the moved package: $found"
 echo "install test passed"
