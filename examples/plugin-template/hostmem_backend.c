@@ -285,7 +285,7 @@ BP_Error* hostmem_memory_free(BP_MemoryFreeArgs* args) {
 
 BP_Error* hostmem_copy_to_device(BP_CopyToDeviceArgs* args) {
   CHECK_ARGS(args, "copy_to_device");
-  HostmemBuffer destination = {0};  /* lookup() fills it; zeroed so -O3 sees no uninitialised read */
+  HostmemBuffer destination = {0}; /* lookup() fills it; zeroed so -O3 sees no uninitialised read */
   BP_Error* error = lookup(args->backend, args->destination, "copy_to_device", "destination", &destination);
   if (error == NULL && args->source == NULL && args->size != 0) {
     error = fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: copy_to_device: source is NULL with size %llu",

@@ -17,6 +17,8 @@
 #ifndef BACKPLANE_ARRAY_HPP
 #define BACKPLANE_ARRAY_HPP
 
+#include <backplane/api.h>
+
 #include <backplane/backplane.hpp>
 #include <backplane/dtype.hpp>
 #include <backplane/error.hpp>
@@ -39,7 +41,7 @@ struct ArrayAccess;
 // A dense, row-major, contiguous n-dimensional array living on one device.
 // A cheap handle (copying it shares the data); a default-constructed Array is
 // empty (valid() == false) and every other member then throws kInvalidArgument.
-class Array {
+class BACKPLANE_API Array {
  public:
   Array() = default;
 
@@ -136,7 +138,7 @@ class Array {
 // Called on a transfer thread; must not throw.
 using ProgressCallback = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
-struct PutOptions {
+struct BACKPLANE_API PutOptions {
   ProgressCallback progress;  // empty: no reports
 };
 
@@ -148,9 +150,10 @@ struct PutOptions {
 // source is large; any other pair -> through host memory, chunked the same way.
 // The destination buffer is allocated before returning, so out of memory is
 // thrown here; copy failures surface at block_until_ready.
-Array device_put(Runtime& runtime, const Array& array, const Device& device, const PutOptions& options = {});
+BACKPLANE_API Array device_put(Runtime& runtime, const Array& array, const Device& device,
+                               const PutOptions& options = {});
 // Same, with the runtime that made `array` (which must still exist).
-Array device_put(const Array& array, const Device& device, const PutOptions& options = {});
+BACKPLANE_API Array device_put(const Array& array, const Device& device, const PutOptions& options = {});
 
 // nanoGPT's get_batch: B = offsets.size() windows tokens[o, o + length) of the
 // 1-D host array `tokens` (CPU or wrapped memory), gathered into one [B, length]
@@ -160,14 +163,14 @@ Array device_put(const Array& array, const Device& device, const PutOptions& opt
 // Throws kOutOfRange naming the first offset whose window does not fit;
 // kUnsupported for a source that is not host-addressable or not 1-D, or a
 // conversion between non-integer dtypes.
-Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
-                   const Device& device, std::optional<DType> output = std::nullopt);
-Array take_windows(const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
-                   const Device& device, std::optional<DType> output = std::nullopt);
+BACKPLANE_API Array take_windows(Runtime& runtime, const Array& tokens, std::span<const std::int64_t> offsets,
+                                 std::int64_t length, const Device& device, std::optional<DType> output = std::nullopt);
+BACKPLANE_API Array take_windows(const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
+                                 const Device& device, std::optional<DType> output = std::nullopt);
 
 // The caching allocator of one device. Device memory holds arrays; pinned host
 // memory holds staging buffers (only on backends that offer it).
-struct MemoryStats {
+struct BACKPLANE_API MemoryStats {
   std::uint64_t in_use = 0;               // bytes of device blocks held by arrays or transfers
   std::uint64_t cached = 0;               // bytes of device blocks kept for reuse
   std::uint64_t peak = 0;                 // highest in_use so far
@@ -177,11 +180,11 @@ struct MemoryStats {
   std::uint64_t pinned_cached = 0;
   std::uint64_t pinned_backend_allocations = 0;
 };
-MemoryStats memory_stats(Runtime& runtime, const Device& device);
+BACKPLANE_API MemoryStats memory_stats(Runtime& runtime, const Device& device);
 
 // Returns every cached (unused) block of `device`, device and pinned, to the
 // backend. Blocks in use are untouched.
-void empty_cache(Runtime& runtime, const Device& device);
+BACKPLANE_API void empty_cache(Runtime& runtime, const Device& device);
 
 }  // namespace backplane
 

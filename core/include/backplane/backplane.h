@@ -31,6 +31,8 @@
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
 
+#include <backplane/api.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,7 +45,7 @@ extern "C" {
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
-const char* bp_version(void);
+BACKPLANE_API const char* bp_version(void);
 
 /* ----------------------------------------------------------- status -- */
 
@@ -66,10 +68,10 @@ typedef int32_t bp_status;
 
 /* The message of the last failing call on this thread ("" if none). Valid
  * until the next failing call on this thread. */
-const char* bp_last_error(void);
+BACKPLANE_API const char* bp_last_error(void);
 
 /* A short name for a status code ("out of range"). Static string. */
-const char* bp_status_name(bp_status status);
+BACKPLANE_API const char* bp_status_name(bp_status status);
 
 /* ---------------------------------------------------------- runtime -- */
 
@@ -91,17 +93,17 @@ typedef struct bp_runtime_options {
 
 /* A new, independent runtime. `options` may be NULL for the defaults.
  * Discovery runs on first use. Destroy with bp_runtime_destroy. */
-bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out);
+BACKPLANE_API bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out);
 
 /* The process-wide runtime. Never destroy it (bp_runtime_destroy ignores it). */
-bp_status bp_runtime_default(bp_runtime** out);
+BACKPLANE_API bp_status bp_runtime_default(bp_runtime** out);
 
-void bp_runtime_destroy(bp_runtime* runtime);
+BACKPLANE_API void bp_runtime_destroy(bp_runtime* runtime);
 
 /* The config file used: path, or NULL when none was found. Valid until the
  * runtime is destroyed. Fails with BP_STATUS_CONFIG / BP_STATUS_NOT_FOUND
  * when the config file is unusable (so does every call needing discovery). */
-bp_status bp_runtime_config_path(bp_runtime* runtime, const char** out);
+BACKPLANE_API bp_status bp_runtime_config_path(bp_runtime* runtime, const char** out);
 
 /* --------------------------------------------------------- backends -- */
 
@@ -131,15 +133,15 @@ typedef struct bp_backend_info {
 } bp_backend_info;
 
 /* Number of plugins found (every status counts). */
-bp_status bp_backend_count(bp_runtime* runtime, size_t* out);
+BACKPLANE_API bp_status bp_backend_count(bp_runtime* runtime, size_t* out);
 
 /* Fills `out` (set out->struct_size first; the API 0.3 size, without
  * dlpack_device_type, is accepted too) for index 0..count-1. */
-bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out);
+BACKPLANE_API bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out);
 
 /* *out = 1 when a backend of that name is available, else 0. Never an error
  * for an unknown name: availability is a value. */
-bp_status bp_backend_is_available(bp_runtime* runtime, const char* name, int32_t* out);
+BACKPLANE_API bp_status bp_backend_is_available(bp_runtime* runtime, const char* name, int32_t* out);
 
 /* ---------------------------------------------------------- devices -- */
 
@@ -162,25 +164,26 @@ typedef struct bp_device_info bp_device_info;
 /* Resolves "cpu", "cpu:0", "cuda:1". Errors name the problem and the
  * backends that exist: INVALID_ARGUMENT (syntax), NOT_FOUND (no such
  * backend), UNAVAILABLE (with the backend's reason), OUT_OF_RANGE. */
-bp_status bp_device_resolve(bp_runtime* runtime, const char* selector, bp_device* out);
+BACKPLANE_API bp_status bp_device_resolve(bp_runtime* runtime, const char* selector, bp_device* out);
 
 /* Writes "cpu:0" into `buffer` (NUL-terminated). OUT_OF_RANGE when it does
  * not fit in `capacity` bytes. */
-bp_status bp_device_selector(const bp_device* device, char* buffer, size_t capacity);
+BACKPLANE_API bp_status bp_device_selector(const bp_device* device, char* buffer, size_t capacity);
 
 /* Number of devices of an available backend. */
-bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out);
+BACKPLANE_API bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out);
 
-bp_status bp_device_info_create(bp_runtime* runtime, const bp_device* device, bp_device_info** out);
-void bp_device_info_destroy(bp_device_info* info);
+BACKPLANE_API bp_status bp_device_info_create(bp_runtime* runtime, const bp_device* device, bp_device_info** out);
+BACKPLANE_API void bp_device_info_destroy(bp_device_info* info);
 /* Strings are valid until the info is destroyed. */
-const char* bp_device_info_name(const bp_device_info* info);
-bp_device_kind bp_device_info_kind(const bp_device_info* info);
-uint64_t bp_device_info_memory_total(const bp_device_info* info);
-uint64_t bp_device_info_memory_free(const bp_device_info* info);
-size_t bp_device_info_attribute_count(const bp_device_info* info);
+BACKPLANE_API const char* bp_device_info_name(const bp_device_info* info);
+BACKPLANE_API bp_device_kind bp_device_info_kind(const bp_device_info* info);
+BACKPLANE_API uint64_t bp_device_info_memory_total(const bp_device_info* info);
+BACKPLANE_API uint64_t bp_device_info_memory_free(const bp_device_info* info);
+BACKPLANE_API size_t bp_device_info_attribute_count(const bp_device_info* info);
 /* Key and value of attribute `index`; OUT_OF_RANGE past the end. */
-bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key, const char** value);
+BACKPLANE_API bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key,
+                                                 const char** value);
 
 /* ---------------------------------------------------- default device -- */
 
@@ -198,27 +201,27 @@ typedef int32_t bp_device_source;
 
 /* The default device and (when `source` is not NULL) what decided it. A
  * device the user named that cannot be used is an error with its reason. */
-bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source);
+BACKPLANE_API bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source);
 
 /* A short description of a source ("BACKPLANE_DEFAULT_DEVICE"). Static. */
-const char* bp_device_source_name(bp_device_source source);
+BACKPLANE_API const char* bp_device_source_name(bp_device_source source);
 
 /* As bp_default_device, plus (when `description` is not NULL) what decided
  * it in words: bp_device_source_name's text, except that BP_SOURCE_LOCAL_RANK
  * names the variable and its value ("LOCAL_RANK=1"). `source` may be NULL.
  * The string belongs to the library and stays valid until the next call of
  * this function on the same thread. */
-bp_status bp_default_device_describe(bp_runtime* runtime, bp_device* out, bp_device_source* source,
-                                     const char** description);
+BACKPLANE_API bp_status bp_default_device_describe(bp_runtime* runtime, bp_device* out, bp_device_source* source,
+                                                   const char** description);
 
 /* The process-wide setting; `selector` NULL clears it. Validated at once. */
-bp_status bp_default_device_set(bp_runtime* runtime, const char* selector);
+BACKPLANE_API bp_status bp_default_device_set(bp_runtime* runtime, const char* selector);
 
 /* Scoped override on the calling thread: makes `selector` the default until
  * the scope is exited on the same thread. Nestable; each runtime has its own
  * scopes. *token (not NULL) receives a number naming this scope, unique in
  * the process and never 0. Errors: as bp_device_resolve. */
-bp_status bp_default_device_push_scope(bp_runtime* runtime, const char* selector, uint64_t* token);
+BACKPLANE_API bp_status bp_default_device_push_scope(bp_runtime* runtime, const char* selector, uint64_t* token);
 
 /* Exits the scope `token`, which must be the innermost open scope of this
  * runtime on this thread. Otherwise INVALID_ARGUMENT and nothing changes:
@@ -227,7 +230,7 @@ bp_status bp_default_device_push_scope(bp_runtime* runtime, const char* selector
  * entered later, is still open; exit scopes innermost first"); also for a
  * token of another runtime, and for a token not open on this thread (already
  * exited, pushed on another thread, or never handed out). */
-bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token);
+BACKPLANE_API bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token);
 
 /* The same without tokens: push is push_scope; pop exits the innermost scope
  * this runtime pushed through the C API on this thread, with pop_scope's
@@ -235,8 +238,8 @@ bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token);
  * open makes it fail). Popping with nothing pushed for this runtime on this
  * thread is INVALID_ARGUMENT. Prefer the token pair: a pop cannot tell
  * whether it closes the scope its caller meant. */
-bp_status bp_default_device_push(bp_runtime* runtime, const char* selector);
-bp_status bp_default_device_pop(bp_runtime* runtime);
+BACKPLANE_API bp_status bp_default_device_push(bp_runtime* runtime, const char* selector);
+BACKPLANE_API bp_status bp_default_device_pop(bp_runtime* runtime);
 
 /* ----------------------------------------------------------- dtypes -- */
 
@@ -268,14 +271,14 @@ typedef int32_t bp_dtype;
 
 /* The safetensors name ("U16", "BF16"); "" for a value that is not a dtype.
  * Static string. */
-const char* bp_dtype_name(bp_dtype dtype);
+BACKPLANE_API const char* bp_dtype_name(bp_dtype dtype);
 
 /* Inverse of bp_dtype_name, case-sensitive. INVALID_ARGUMENT naming the text
  * for an unknown name. */
-bp_status bp_dtype_from_name(const char* name, bp_dtype* out);
+BACKPLANE_API bp_status bp_dtype_from_name(const char* name, bp_dtype* out);
 
 /* Bits per element (4, 6, 8, 16, 32, 64); 0 for a value that is not a dtype. */
-int32_t bp_dtype_bits(bp_dtype dtype);
+BACKPLANE_API int32_t bp_dtype_bits(bp_dtype dtype);
 
 /* ----------------------------------------------------------- arrays -- */
 
@@ -297,38 +300,39 @@ typedef struct bp_array bp_array;
  * Returns when the data has arrived: `data` may be reused at once. Errors:
  * INVALID_ARGUMENT (unknown dtype, negative extent, `size` not the byte size
  * of shape and dtype), OUT_OF_MEMORY, and what bp_device_resolve reports. */
-bp_status bp_array_create(bp_runtime* runtime, const bp_device* device, bp_dtype dtype, const int64_t* shape,
-                          size_t rank, const void* data, uint64_t size, bp_array** out);
+BACKPLANE_API bp_status bp_array_create(bp_runtime* runtime, const bp_device* device, bp_dtype dtype,
+                                        const int64_t* shape, size_t rank, const void* data, uint64_t size,
+                                        bp_array** out);
 
 /* Releases the handle. NULL and already destroyed handles are ignored. */
-void bp_array_destroy(bp_array* array);
+BACKPLANE_API void bp_array_destroy(bp_array* array);
 
-bp_status bp_array_dtype(const bp_array* array, bp_dtype* out);
-bp_status bp_array_rank(const bp_array* array, size_t* out);
+BACKPLANE_API bp_status bp_array_dtype(const bp_array* array, bp_dtype* out);
+BACKPLANE_API bp_status bp_array_rank(const bp_array* array, size_t* out);
 /* Writes the rank extents into `shape`; OUT_OF_RANGE when `capacity` (in
  * elements) is smaller than the rank. `shape` may be NULL for rank 0. */
-bp_status bp_array_shape(const bp_array* array, int64_t* shape, size_t capacity);
-bp_status bp_array_nbytes(const bp_array* array, uint64_t* out);
-bp_status bp_array_device(const bp_array* array, bp_device* out);
+BACKPLANE_API bp_status bp_array_shape(const bp_array* array, int64_t* shape, size_t capacity);
+BACKPLANE_API bp_status bp_array_nbytes(const bp_array* array, uint64_t* out);
+BACKPLANE_API bp_status bp_array_device(const bp_array* array, bp_device* out);
 
 /* The backend's address of the first byte (a host pointer on CPU, a device
  * pointer on CUDA; NULL where the backend has none). Does not wait for the
  * data. Valid while the array (any handle or view of its buffer) lives. */
-bp_status bp_array_native_address(const bp_array* array, void** out);
+BACKPLANE_API bp_status bp_array_native_address(const bp_array* array, void** out);
 
 /* *out = 1 when both are views of the same buffer (device_put to the device
  * an array already lives on returns a handle to the same data). */
-bp_status bp_array_shares_buffer(const bp_array* first, const bp_array* second, int32_t* out);
+BACKPLANE_API bp_status bp_array_shares_buffer(const bp_array* first, const bp_array* second, int32_t* out);
 
 /* Waits for the data, then copies nbytes into `destination`, which holds
  * `capacity` bytes. INVALID_ARGUMENT when capacity < nbytes; a failed
  * transfer's code and message. */
-bp_status bp_array_copy_to_host(const bp_array* array, void* destination, uint64_t capacity);
+BACKPLANE_API bp_status bp_array_copy_to_host(const bp_array* array, void* destination, uint64_t capacity);
 
 /* Rows [begin, end) along axis 0 as a new handle sharing the buffer.
  * OUT_OF_RANGE for bounds outside [0, shape[0]] or begin > end;
  * INVALID_ARGUMENT for a scalar or a sub-byte slice not on whole bytes. */
-bp_status bp_array_slice(const bp_array* array, int64_t begin, int64_t end, bp_array** out);
+BACKPLANE_API bp_status bp_array_slice(const bp_array* array, int64_t begin, int64_t end, bp_array** out);
 
 /* Progress of a transfer or load: bytes done of total. Called on a transfer
  * thread, possibly concurrently with the caller; must not block for long.
@@ -343,16 +347,16 @@ typedef int32_t (*bp_cancellable_progress_callback)(uint64_t done, uint64_t tota
  * `progress` may be NULL; when set, `user_data` must stay valid until the
  * transfer ends (bp_array_wait / bp_array_is_ready say so). Out of memory is
  * reported here; copy failures by bp_array_wait. */
-bp_status bp_array_device_put(bp_runtime* runtime, const bp_array* array, const bp_device* device,
-                              bp_progress_callback progress, void* user_data, bp_array** out);
+BACKPLANE_API bp_status bp_array_device_put(bp_runtime* runtime, const bp_array* array, const bp_device* device,
+                                            bp_progress_callback progress, void* user_data, bp_array** out);
 
 /* Blocks until the data has arrived (block_until_ready). Returns the
  * transfer's error, every time, for a failed transfer. */
-bp_status bp_array_wait(const bp_array* array);
+BACKPLANE_API bp_status bp_array_wait(const bp_array* array);
 
 /* *out = 1 once the data has arrived or its transfer failed; 0 while it is
  * still moving. Never reports the transfer's error (bp_array_wait does). */
-bp_status bp_array_is_ready(const bp_array* array, int32_t* out);
+BACKPLANE_API bp_status bp_array_is_ready(const bp_array* array, int32_t* out);
 
 /* The batch sampler: `count` windows tokens[offsets[i], offsets[i] + length)
  * of the 1-D host array `tokens`, gathered into one new [count, length] array
@@ -361,8 +365,9 @@ bp_status bp_array_is_ready(const bp_array* array, int32_t* out);
  * integers are converted (e.g. BP_DTYPE_I64). OUT_OF_RANGE names the first
  * offset whose window does not fit; UNSUPPORTED for a source that is not on a
  * host-addressable device or not 1-D, or a conversion between non-integers. */
-bp_status bp_take_windows(bp_runtime* runtime, const bp_array* tokens, const int64_t* offsets, size_t count,
-                          int64_t length, const bp_device* device, bp_dtype output, bp_array** out);
+BACKPLANE_API bp_status bp_take_windows(bp_runtime* runtime, const bp_array* tokens, const int64_t* offsets,
+                                        size_t count, int64_t length, const bp_device* device, bp_dtype output,
+                                        bp_array** out);
 
 /* ----------------------------------------------------------- memory -- */
 
@@ -381,10 +386,10 @@ typedef struct bp_memory_stats {
 } bp_memory_stats;
 
 /* `device` NULL: the default device. */
-bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_memory_stats* out);
+BACKPLANE_API bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_memory_stats* out);
 
 /* Returns the device's cached (unused) blocks to the backend. */
-bp_status bp_empty_cache(bp_runtime* runtime, const bp_device* device);
+BACKPLANE_API bp_status bp_empty_cache(bp_runtime* runtime, const bp_device* device);
 
 /* ----------------------------------------------------------- DLPack -- */
 
@@ -403,14 +408,14 @@ struct DLManagedTensor;
  * declares no DLPack device type and whose memory is not host memory, and
  * for dtypes DLPack cannot describe (F8, F6, F4); the transfer's error when
  * the data never arrived. */
-bp_status bp_array_to_dlpack(const bp_array* array, struct DLManagedTensor** out);
+BACKPLANE_API bp_status bp_array_to_dlpack(const bp_array* array, struct DLManagedTensor** out);
 
 /* API 0.4: the DLPack device (DLDeviceType and device_id) the array exports
  * as, without exporting it: the type its backend declares (backend ABI 1.2)
  * with the device ordinal as device_id (0 for kDLCPU); kDLCPU for a backend
  * that declares none but whose memory is host memory. Errors: UNSUPPORTED,
  * naming the backend, when neither applies. Does not wait for the data. */
-bp_status bp_array_dlpack_device(const bp_array* array, int32_t* device_type, int32_t* device_id);
+BACKPLANE_API bp_status bp_array_dlpack_device(const bp_array* array, int32_t* device_type, int32_t* device_id);
 
 /* Imports a DLPack tensor without a copy. Where it lands:
  * - host memory (kDLCPU, kDLCUDAHost, kDLROCMHost): on the calling thread's
@@ -436,11 +441,11 @@ bp_status bp_array_dlpack_device(const bp_array* array, int32_t* device_type, in
  * the end of its allocation; UNAVAILABLE when the backends that declare the
  * type, or all host-addressable backends, are unavailable; the default
  * device's error when the default device cannot be decided. */
-bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tensor, bp_array** out);
+BACKPLANE_API bp_status bp_array_from_dlpack(bp_runtime* runtime, struct DLManagedTensor* tensor, bp_array** out);
 
 /* Calls tensor->deleter(tensor) when both are non-NULL: for callers (such as
  * ctypes) that cannot call a function pointer from a struct easily. */
-void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
+BACKPLANE_API void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
 
 /* A PyCapsule destructor (its argument is the PyObject* capsule) for
  * "dltensor" capsules made from bp_array_to_dlpack's tensor, for Python
@@ -449,7 +454,7 @@ void bp_dlpack_tensor_delete(struct DLManagedTensor* tensor);
  * destroyed while a consumer's exception is pending (the consumer refused
  * it) runs no Python code: the consumer's error reaches the user and the
  * tensor is freed. Uses the interpreter's own PyCapsule functions. */
-void bp_dlpack_capsule_destructor(void* capsule);
+BACKPLANE_API void bp_dlpack_capsule_destructor(void* capsule);
 
 /* ------------------------------------------------------ safetensors -- */
 
@@ -462,14 +467,14 @@ typedef struct bp_safetensors_header bp_safetensors_header;
  * NOT_FOUND (no such file), INVALID_ARGUMENT (not a regular file, cannot be
  * opened), INVALID_FILE (a format rule is broken: the message names the file,
  * the rule and the tensor, as the reference implementation reports it). */
-bp_status bp_safetensors_inspect(const char* path, bp_safetensors_header** out);
-void bp_safetensors_header_destroy(bp_safetensors_header* header);
+BACKPLANE_API bp_status bp_safetensors_inspect(const char* path, bp_safetensors_header** out);
+BACKPLANE_API void bp_safetensors_header_destroy(bp_safetensors_header* header);
 
 /* N (the JSON's length), 8 + N (where data starts) and the file's size. Any
  * output pointer may be NULL. */
-bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size, uint64_t* data_offset,
-                                      uint64_t* file_size);
-bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out);
+BACKPLANE_API bp_status bp_safetensors_header_sizes(const bp_safetensors_header* header, uint64_t* header_size,
+                                                    uint64_t* data_offset, uint64_t* file_size);
+BACKPLANE_API bp_status bp_safetensors_header_tensor_count(const bp_safetensors_header* header, size_t* out);
 
 /* Text from a safetensors file (tensor names, metadata keys and values) may
  * hold NUL bytes ("\u0000" in the JSON). The *_n functions and size fields
@@ -494,20 +499,21 @@ typedef struct bp_safetensors_tensor_info {
 } bp_safetensors_tensor_info;
 
 /* OUT_OF_RANGE past the end. */
-bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size_t index,
-                                       bp_safetensors_tensor_info* out);
+BACKPLANE_API bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size_t index,
+                                                     bp_safetensors_tensor_info* out);
 
 /* Number of __metadata__ entries, or -1 when the file has none (absent or
  * null); then key/value of entry `index` in key order (OUT_OF_RANGE past the
  * end; INVALID_ARGUMENT naming the key when the key or value holds a NUL:
  * use the _n form). */
-bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* header, int64_t* out);
-bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, size_t index, const char** key,
-                                         const char** value);
+BACKPLANE_API bp_status bp_safetensors_header_metadata_count(const bp_safetensors_header* header, int64_t* out);
+BACKPLANE_API bp_status bp_safetensors_header_metadata(const bp_safetensors_header* header, size_t index,
+                                                       const char** key, const char** value);
 /* API 0.3: as bp_safetensors_header_metadata, with the sizes in bytes (NUL
  * bytes included) in *key_size and *value_size; never refuses a NUL. */
-bp_status bp_safetensors_header_metadata_n(const bp_safetensors_header* header, size_t index, const char** key,
-                                           size_t* key_size, const char** value, size_t* value_size);
+BACKPLANE_API bp_status bp_safetensors_header_metadata_n(const bp_safetensors_header* header, size_t index,
+                                                         const char** key, size_t* key_size, const char** value,
+                                                         size_t* value_size);
 
 /* Tensors loaded from a file: name -> array, plus the file's metadata.
  * Opaque; destroy when done (the arrays handed out live on). Strings are
@@ -540,29 +546,30 @@ typedef struct bp_safetensors_load_options {
  * others the data streams through pinned staging and is ready on return.
  * Errors: as bp_safetensors_inspect, NOT_FOUND naming an unknown tensor name,
  * IO when a read fails, OUT_OF_MEMORY and the device's errors. */
-bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_device* device,
-                              const bp_safetensors_load_options* options, bp_tensor_map** out);
-void bp_tensor_map_destroy(bp_tensor_map* map);
+BACKPLANE_API bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_device* device,
+                                            const bp_safetensors_load_options* options, bp_tensor_map** out);
+BACKPLANE_API void bp_tensor_map_destroy(bp_tensor_map* map);
 
-bp_status bp_tensor_map_count(const bp_tensor_map* map, size_t* out);
+BACKPLANE_API bp_status bp_tensor_map_count(const bp_tensor_map* map, size_t* out);
 /* Names in bytewise order; OUT_OF_RANGE past the end; INVALID_ARGUMENT
  * naming the tensor for a name with a NUL byte (use bp_tensor_map_name_n). */
-bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char** out);
+BACKPLANE_API bp_status bp_tensor_map_name(const bp_tensor_map* map, size_t index, const char** out);
 /* API 0.3: as bp_tensor_map_name, with the name's size in bytes (NUL bytes
  * included) in *size; never refuses a NUL. */
-bp_status bp_tensor_map_name_n(const bp_tensor_map* map, size_t index, const char** out, size_t* size);
+BACKPLANE_API bp_status bp_tensor_map_name_n(const bp_tensor_map* map, size_t index, const char** out, size_t* size);
 /* A new handle to the tensor (destroy it with bp_array_destroy); NOT_FOUND
  * naming the tensor when the map has none of that name. */
-bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array** out);
+BACKPLANE_API bp_status bp_tensor_map_get(const bp_tensor_map* map, const char* name, bp_array** out);
 /* API 0.3: as bp_tensor_map_get for the `size` bytes at `name` (NUL bytes
  * included). `name` may be NULL when size is 0. */
-bp_status bp_tensor_map_get_n(const bp_tensor_map* map, const char* name, size_t size, bp_array** out);
+BACKPLANE_API bp_status bp_tensor_map_get_n(const bp_tensor_map* map, const char* name, size_t size, bp_array** out);
 /* As the header's metadata functions: -1 when the file has no __metadata__. */
-bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out);
-bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key, const char** value);
+BACKPLANE_API bp_status bp_tensor_map_metadata_count(const bp_tensor_map* map, int64_t* out);
+BACKPLANE_API bp_status bp_tensor_map_metadata(const bp_tensor_map* map, size_t index, const char** key,
+                                               const char** value);
 /* API 0.3: as bp_safetensors_header_metadata_n. */
-bp_status bp_tensor_map_metadata_n(const bp_tensor_map* map, size_t index, const char** key, size_t* key_size,
-                                   const char** value, size_t* value_size);
+BACKPLANE_API bp_status bp_tensor_map_metadata_n(const bp_tensor_map* map, size_t index, const char** key,
+                                                 size_t* key_size, const char** value, size_t* value_size);
 
 /* Writes `count` arrays (on any devices; waits for arrays still arriving)
  * named names[i] to `path`, atomically, in the reference layout.
@@ -572,19 +579,20 @@ bp_status bp_tensor_map_metadata_n(const bp_tensor_map* map, size_t index, const
  * __metadata__, sub-byte tensor not filling whole bytes, text that is not
  * UTF-8), NOT_FOUND / INVALID_ARGUMENT for a directory that is missing or not
  * writable, an array's transfer error. */
-bp_status bp_safetensors_save(const char* path, const char* const* names, const bp_array* const* arrays, size_t count,
-                              const char* const* metadata_keys, const char* const* metadata_values,
-                              int64_t metadata_count);
+BACKPLANE_API bp_status bp_safetensors_save(const char* path, const char* const* names, const bp_array* const* arrays,
+                                            size_t count, const char* const* metadata_keys,
+                                            const char* const* metadata_values, int64_t metadata_count);
 
 /* API 0.3: as bp_safetensors_save, with the size in bytes of each text
  * (NUL bytes included, written as \u0000): names[i] is name_sizes[i] bytes,
  * metadata_keys[i] metadata_key_sizes[i], metadata_values[i]
  * metadata_value_sizes[i]. A size array may be NULL: its texts are then
  * NUL-terminated. */
-bp_status bp_safetensors_save_n(const char* path, const char* const* names, const size_t* name_sizes,
-                                const bp_array* const* arrays, size_t count, const char* const* metadata_keys,
-                                const size_t* metadata_key_sizes, const char* const* metadata_values,
-                                const size_t* metadata_value_sizes, int64_t metadata_count);
+BACKPLANE_API bp_status bp_safetensors_save_n(const char* path, const char* const* names, const size_t* name_sizes,
+                                              const bp_array* const* arrays, size_t count,
+                                              const char* const* metadata_keys, const size_t* metadata_key_sizes,
+                                              const char* const* metadata_values, const size_t* metadata_value_sizes,
+                                              int64_t metadata_count);
 
 /* ----------------------------------------------------- batch stream -- */
 
@@ -651,12 +659,12 @@ typedef struct bp_batch_stream_options {
  * (malformed JSON, a missing field, another format version) and
  * INVALID_ARGUMENT naming both values for a state of another stream; what
  * bp_device_resolve reports for the devices. */
-bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
-                                 const bp_batch_stream_options* options, bp_batch_stream** out);
+BACKPLANE_API bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
+                                               const bp_batch_stream_options* options, bp_batch_stream** out);
 
 /* Destroys the stream (its threads stop; batches handed out live on). NULL
  * and already destroyed handles are ignored. */
-void bp_batch_stream_destroy(bp_batch_stream* stream);
+BACKPLANE_API void bp_batch_stream_destroy(bp_batch_stream* stream);
 
 /* The next step's batch: one new [B / device_count, T + 1] array handle per
  * device, in the order of the devices, written to out[0 .. *count) (destroy
@@ -667,7 +675,7 @@ void bp_batch_stream_destroy(bp_batch_stream* stream);
  * copy, out of memory) is returned by the call that would hand it out, with
  * its code and message; the stream then stays failed, and its state still
  * names that step, so that a new stream can retry it. */
-bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t capacity, size_t* count);
+BACKPLANE_API bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t capacity, size_t* count);
 
 /* Where the stream stands: a small JSON object (docs/batch-stream.md lists
  * its fields) naming the next global step to hand out, enough to resume it
@@ -676,7 +684,7 @@ bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t c
  * to the JSON's length in bytes (without the NUL) whether or not it fits, so
  * that a call with capacity 0 (`buffer` may then be NULL) sizes the buffer;
  * OUT_OF_RANGE naming the bytes needed when capacity < *length + 1. */
-bp_status bp_batch_stream_state(bp_batch_stream* stream, char* buffer, size_t capacity, size_t* length);
+BACKPLANE_API bp_status bp_batch_stream_state(bp_batch_stream* stream, char* buffer, size_t capacity, size_t* length);
 
 /* What the stream did so far (seconds of wall time, steady clock). Set
  * struct_size to sizeof before the call. */
@@ -694,15 +702,15 @@ typedef struct bp_batch_stream_stats {
   uint64_t resident_bytes;    /* of the sources' file mappings, in this process */
 } bp_batch_stream_stats;
 
-bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out);
+BACKPLANE_API bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out);
 
 /* This rank's windows at global step `step` (any step >= 0, without
  * preparing it), in batch order: window i comes from source sources[i] and
  * starts at token starts[i]. *count is set to the number of windows (B)
  * whether or not they fit; OUT_OF_RANGE when `capacity` is smaller, and for
  * a negative step. Either output array may be NULL when not wanted. */
-bp_status bp_batch_stream_windows(bp_batch_stream* stream, int64_t step, int32_t* sources, int64_t* starts,
-                                  size_t capacity, size_t* count);
+BACKPLANE_API bp_status bp_batch_stream_windows(bp_batch_stream* stream, int64_t step, int32_t* sources,
+                                                int64_t* starts, size_t capacity, size_t* count);
 
 /* ------------------------------------------------------------ trace -- */
 
@@ -719,10 +727,10 @@ typedef struct bp_trace_options {
 /* Starts recording to `path` (created at once). `options` may be NULL.
  * Errors: IO naming the path when it cannot be created; INVALID_ARGUMENT for
  * a NULL path, a struct_size too small, or a trace already being recorded. */
-bp_status bp_trace_start(const char* path, const bp_trace_options* options);
+BACKPLANE_API bp_status bp_trace_start(const char* path, const bp_trace_options* options);
 /* Stops recording and writes the file; OK (and nothing written) when no trace
  * was being recorded. IO when the file cannot be written. */
-bp_status bp_trace_stop(void);
+BACKPLANE_API bp_status bp_trace_stop(void);
 
 /* ----------------------------------------------------------- tokens -- */
 
@@ -764,7 +772,8 @@ typedef struct bp_tokens_options {
  * a device that is not host-addressable, a struct_size too small), IO and
  * OUT_OF_MEMORY when reading or mapping fails, and what bp_device_resolve
  * reports for the device. */
-bp_status bp_tokens_load(bp_runtime* runtime, const char* path, const bp_tokens_options* options, bp_array** out);
+BACKPLANE_API bp_status bp_tokens_load(bp_runtime* runtime, const char* path, const bp_tokens_options* options,
+                                       bp_array** out);
 
 /* The token files matching a pattern, each with its path. Opaque; destroy
  * when done (the arrays handed out live on). Strings are valid until it is
@@ -776,16 +785,16 @@ typedef struct bp_token_files bp_token_files;
  * options, in bytewise order of their paths. Errors: NOT_FOUND naming the
  * pattern when nothing matches; the first failing file's error (nothing is
  * handed out then). */
-bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const bp_tokens_options* options,
-                               bp_token_files** out);
-void bp_token_files_destroy(bp_token_files* files);
+BACKPLANE_API bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const bp_tokens_options* options,
+                                             bp_token_files** out);
+BACKPLANE_API void bp_token_files_destroy(bp_token_files* files);
 
-bp_status bp_token_files_count(const bp_token_files* files, size_t* out);
+BACKPLANE_API bp_status bp_token_files_count(const bp_token_files* files, size_t* out);
 /* The path of file `index` as glob(3) wrote it; OUT_OF_RANGE past the end. */
-bp_status bp_token_files_path(const bp_token_files* files, size_t index, const char** out);
+BACKPLANE_API bp_status bp_token_files_path(const bp_token_files* files, size_t index, const char** out);
 /* A new handle to the tokens of file `index` (destroy it with
  * bp_array_destroy); OUT_OF_RANGE past the end. */
-bp_status bp_token_files_get(const bp_token_files* files, size_t index, bp_array** out);
+BACKPLANE_API bp_status bp_token_files_get(const bp_token_files* files, size_t index, bp_array** out);
 
 #ifdef __cplusplus
 } /* extern "C" */

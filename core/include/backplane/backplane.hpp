@@ -8,6 +8,8 @@
 #ifndef BACKPLANE_BACKPLANE_HPP
 #define BACKPLANE_BACKPLANE_HPP
 
+#include <backplane/api.h>
+
 #include <backplane/error.hpp>
 
 #include <cstdint>
@@ -27,7 +29,7 @@ namespace backplane {
 #define BACKPLANE_VERSION_PATCH 0
 
 // The version of the library actually loaded, e.g. "0.1.0".
-std::string_view version() noexcept;
+BACKPLANE_API std::string_view version() noexcept;
 
 // Exactly one per plugin found; see docs/plugin-abi.md for each meaning.
 enum class BackendStatus {
@@ -38,7 +40,7 @@ enum class BackendStatus {
   kDisabled,      // switched off by BACKPLANE_BACKENDS or the config file
   kShadowed,      // a plugin of the same name was found earlier
 };
-std::string_view to_string(BackendStatus status) noexcept;
+BACKPLANE_API std::string_view to_string(BackendStatus status) noexcept;
 
 // Where discovery first runs a plugin's code (docs/configuration.md).
 enum class ProbeIsolation {
@@ -46,18 +48,18 @@ enum class ProbeIsolation {
   kProcess,  // first in a short-lived child process: a plugin that crashes,
              // exits or hangs there is `failed` and never loaded by the caller
 };
-std::string_view to_string(ProbeIsolation isolation) noexcept;
+BACKPLANE_API std::string_view to_string(ProbeIsolation isolation) noexcept;
 
 // Where a plugin search path entry came from, in search order.
 enum class SearchOrigin { kCode, kEnvironment, kConfig, kInstallDir, kCoreDir };
-std::string_view to_string(SearchOrigin origin) noexcept;
+BACKPLANE_API std::string_view to_string(SearchOrigin origin) noexcept;
 
-struct SearchPathEntry {
+struct BACKPLANE_API SearchPathEntry {
   std::filesystem::path path;
   SearchOrigin origin;
 };
 
-struct BackendInfo {
+struct BACKPLANE_API BackendInfo {
   std::string name;
   BackendStatus status;
   std::string reason;  // why this status, in words a user can act on
@@ -75,9 +77,9 @@ struct BackendInfo {
 };
 
 enum class DeviceKind { kCpu, kGpu, kAccelerator };
-std::string_view to_string(DeviceKind kind) noexcept;
+BACKPLANE_API std::string_view to_string(DeviceKind kind) noexcept;
 
-struct DeviceInfo {
+struct BACKPLANE_API DeviceInfo {
   std::string backend;
   int ordinal = 0;
   std::string name;
@@ -90,7 +92,7 @@ struct DeviceInfo {
 };
 
 // A device picked by selector: backend name plus ordinal ("cuda:1").
-struct Device {
+struct BACKPLANE_API Device {
   std::string backend;
   int ordinal = 0;
 
@@ -110,9 +112,9 @@ enum class DeviceSource {
   // OMPI_COMM_WORLD_LOCAL_RANK or SLURM_LOCALID (the first one set).
   kLocalRank,
 };
-std::string_view to_string(DeviceSource source) noexcept;
+BACKPLANE_API std::string_view to_string(DeviceSource source) noexcept;
 
-struct DefaultDevice {
+struct BACKPLANE_API DefaultDevice {
   Device device;
   DeviceSource source;
   // For the automatic choice: why higher-priority backends were passed over
@@ -124,7 +126,7 @@ struct DefaultDevice {
 };
 
 // The configuration file the runtime used (see docs/configuration.md).
-struct ConfigSummary {
+struct BACKPLANE_API ConfigSummary {
   std::optional<std::filesystem::path> path;    // empty when none was found
   std::vector<std::filesystem::path> searched;  // where it looked, in order
   std::vector<std::string> warnings;            // e.g. unknown top-level keys
@@ -134,7 +136,7 @@ namespace detail {
 struct RuntimeAccess;
 }  // namespace detail
 
-class Runtime {
+class BACKPLANE_API Runtime {
  public:
   struct Options {
     // Searched first, before BACKPLANE_PLUGIN_PATH: files or directories.
@@ -216,7 +218,7 @@ class Runtime {
 // both scopes and removes only its own entry: the inner scope keeps deciding
 // the default until it is destroyed, so code never runs on a device that no
 // open scope chose.
-class DefaultDeviceScope {
+class BACKPLANE_API DefaultDeviceScope {
  public:
   // Resolves the selector first (throws as Runtime::resolve).
   DefaultDeviceScope(const Runtime& runtime, std::string_view selector);

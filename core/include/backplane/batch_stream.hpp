@@ -31,6 +31,8 @@
 #ifndef BACKPLANE_BATCH_STREAM_HPP
 #define BACKPLANE_BATCH_STREAM_HPP
 
+#include <backplane/api.h>
+
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 #include <backplane/dtype.hpp>
@@ -44,7 +46,7 @@
 
 namespace backplane {
 
-struct BatchStreamOptions {
+struct BACKPLANE_API BatchStreamOptions {
   std::int64_t batch_size = 0;  // B: windows per step on this rank (>= 1)
   std::int64_t context = 0;     // T: each window is T + 1 tokens (>= 1)
   // The targets; empty: the runtime's default device on the creating thread.
@@ -78,7 +80,7 @@ inline constexpr std::int64_t kMaxPrefetch = 64;
 // Where a stream stands, enough to continue it exactly. to_json() gives a
 // small JSON object (docs/batch-stream.md lists its fields); any rank's state
 // resumes any rank.
-struct BatchStreamState {
+struct BACKPLANE_API BatchStreamState {
   struct Source {
     std::uint64_t tokens = 0;  // elements
     DType dtype = DType::kU8;
@@ -99,7 +101,7 @@ struct BatchStreamState {
 };
 
 // What the stream did so far. Seconds are wall time on a steady clock.
-struct BatchStreamStats {
+struct BACKPLANE_API BatchStreamStats {
   std::int64_t steps = 0;            // batches handed out
   std::uint64_t windows = 0;         // windows handed out
   std::uint64_t bytes = 0;           // bytes of those batches, as handed out
@@ -113,12 +115,12 @@ struct BatchStreamStats {
 };
 
 // One window of a step: the source it comes from and its first token.
-struct Window {
+struct BACKPLANE_API Window {
   std::int32_t source = 0;
   std::int64_t start = 0;
 };
 
-class BatchStream {
+class BACKPLANE_API BatchStream {
  public:
   // `sources`: 1-D arrays of integer tokens on host-addressable devices. A
   // window never straddles two. With `resume`, the stream starts at its step.

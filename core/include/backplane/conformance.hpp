@@ -19,6 +19,8 @@
 #ifndef BACKPLANE_CONFORMANCE_HPP
 #define BACKPLANE_CONFORMANCE_HPP
 
+#include <backplane/api.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -36,15 +38,15 @@ enum class Outcome {
   kNotApplicable,  // the plugin does not advertise the feature, has no device, or is unavailable
 };
 // "pass", "FAIL", "n/a".
-std::string_view to_string(Outcome outcome) noexcept;
+BACKPLANE_API std::string_view to_string(Outcome outcome) noexcept;
 
-struct CheckResult {
+struct BACKPLANE_API CheckResult {
   std::string name;  // stable, "<area>: <what is checked>", e.g. "copies: device->device between devices"
   Outcome outcome = Outcome::kPass;
   std::string detail;  // why it failed or does not apply; on a pass, optional context
 };
 
-struct Options {
+struct BACKPLANE_API Options {
   // Passed to backend_create, as the config file's [backend.NAME] keys would be.
   std::vector<std::pair<std::string, std::string>> plugin_options;
   // Seeds the random data; the same seed gives the same data and sizes.
@@ -62,7 +64,7 @@ struct Options {
   bool isolate = false;
 };
 
-struct Report {
+struct BACKPLANE_API Report {
   std::filesystem::path plugin_file;
   bool loaded = false;         // the table was read and validated
   std::string backend_name;    // from the table; empty when not loaded
@@ -82,7 +84,7 @@ struct Report {
 
 // Loads `plugin_file` and runs every check. A file named backplane-<name>.so
 // must declare backend <name>; any other file name is accepted as it is.
-Report run(const std::filesystem::path& plugin_file, const Options& options = {});
+BACKPLANE_API Report run(const std::filesystem::path& plugin_file, const Options& options = {});
 
 }  // namespace backplane::conformance
 

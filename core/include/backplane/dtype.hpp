@@ -12,6 +12,8 @@
 #ifndef BACKPLANE_DTYPE_HPP
 #define BACKPLANE_DTYPE_HPP
 
+#include <backplane/api.h>
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -54,20 +56,20 @@ inline constexpr std::array<DType, 22> kAllDTypes = {
 
 // Bits per element: 4 (F4), 6 (F6_*), 8 (BOOL, U8, I8, F8_*), 16, 32, 64 (C64).
 // 0 for a value that is not a DType.
-int dtype_bits(DType dtype) noexcept;
+BACKPLANE_API int dtype_bits(DType dtype) noexcept;
 
 // The safetensors name: "U16", "BF16", "F8_E4M3FNUZ"; "" for a non-DType.
-std::string_view dtype_name(DType dtype) noexcept;
+BACKPLANE_API std::string_view dtype_name(DType dtype) noexcept;
 
 // Inverse of dtype_name; case-sensitive ("u16" is not a dtype).
-std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+BACKPLANE_API std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 
 // True for the integer dtypes U8..U64 and I8..I64 (not BOOL).
-bool dtype_is_integer(DType dtype) noexcept;
+BACKPLANE_API bool dtype_is_integer(DType dtype) noexcept;
 
 // Bytes needed for `elements` elements: ceil(elements * bits / 8), or nullopt
 // when that overflows 64 bits.
-std::optional<std::uint64_t> dtype_storage_bytes(DType dtype, std::uint64_t elements) noexcept;
+BACKPLANE_API std::optional<std::uint64_t> dtype_storage_bytes(DType dtype, std::uint64_t elements) noexcept;
 
 }  // namespace backplane
 

@@ -7,6 +7,8 @@
 #ifndef BACKPLANE_ERROR_HPP
 #define BACKPLANE_ERROR_HPP
 
+#include <backplane/api.h>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -32,9 +34,9 @@ enum class ErrorCode : std::int32_t {
   kCancelled = 13,       // the caller stopped the operation (a progress callback said so)
 };
 
-std::string_view to_string(ErrorCode code) noexcept;
+BACKPLANE_API std::string_view to_string(ErrorCode code) noexcept;
 
-class Error : public std::runtime_error {
+class BACKPLANE_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const noexcept { return code_; }

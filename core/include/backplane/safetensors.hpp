@@ -17,6 +17,8 @@
 #ifndef BACKPLANE_SAFETENSORS_HPP
 #define BACKPLANE_SAFETENSORS_HPP
 
+#include <backplane/api.h>
+
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 #include <backplane/dtype.hpp>
@@ -53,11 +55,11 @@ enum class Rule : std::uint8_t {
 };
 
 // "InvalidOffset", ...: the reference's variant name.
-std::string_view rule_name(Rule rule) noexcept;
+BACKPLANE_API std::string_view rule_name(Rule rule) noexcept;
 
 // A file that breaks a format rule. what() reads
 // "FILE: not a valid safetensors file: RULE (tensor 'NAME'): detail".
-class FormatError : public Error {
+class BACKPLANE_API FormatError : public Error {
  public:
   FormatError(Rule rule, std::string file, std::optional<std::string> tensor, const std::string& detail);
   ~FormatError() override;
@@ -80,21 +82,21 @@ class FormatError : public Error {
 // 22 in the reference's enum order, which is ascending alignment: the writer
 // orders tensors by it. Sub-byte types (F4: 4 bits, F6_*: 6 bits) pack
 // elements without padding, so only whole bytes' worth of elements is valid.
-struct DTypeInfo {
+struct BACKPLANE_API DTypeInfo {
   std::string_view name;
   std::uint32_t bits;
 };
-std::span<const DTypeInfo> dtypes() noexcept;
+BACKPLANE_API std::span<const DTypeInfo> dtypes() noexcept;
 // nullptr when `name` is not a dtype the reference knows.
-const DTypeInfo* find_dtype(std::string_view name) noexcept;
+BACKPLANE_API const DTypeInfo* find_dtype(std::string_view name) noexcept;
 
 // One tensor of a validated header.
 struct TensorEntry;
 // The placement layer's DType of a validated entry (whose name is always
 // known). The file order uses dtypes() rank, not DType's numeric values.
-DType dtype_of(const TensorEntry& tensor);
+BACKPLANE_API DType dtype_of(const TensorEntry& tensor);
 
-struct TensorEntry {
+struct BACKPLANE_API TensorEntry {
   std::string name;
   std::string dtype;  // one of dtypes()
   std::uint32_t dtype_bits = 0;
@@ -110,7 +112,7 @@ using Metadata = std::map<std::string, std::string>;
 
 // A header that passed every rule: reading [data_offset + begin,
 // data_offset + end) of the file gives each tensor's bytes.
-struct Header {
+struct BACKPLANE_API Header {
   std::vector<TensorEntry> tensors;  // in data order: by (begin, end, name)
   std::optional<Metadata> metadata;  // absent when the file has none or null
   std::uint64_t header_size = 0;     // N, the JSON's length including padding
@@ -127,24 +129,25 @@ struct Header {
 // Never reads tensor data. Throws FormatError for a broken rule,
 // Error(kInvalidArgument) when `file_prefix` is shorter than required or
 // longer than `file_size`.
-Header parse_header(std::span<const std::byte> file_prefix, std::uint64_t file_size, std::string_view file_name);
+BACKPLANE_API Header parse_header(std::span<const std::byte> file_prefix, std::uint64_t file_size,
+                                  std::string_view file_name);
 
 // Opens `path` and reads its 8-byte length and JSON header only (never the
 // tensor data), then validates as parse_header does. Throws Error(kNotFound)
 // when the file does not exist, Error(kInvalidArgument) when it cannot be
 // opened or is not a regular file, FormatError for a broken rule.
-Header read_header(const std::filesystem::path& path);
+BACKPLANE_API Header read_header(const std::filesystem::path& path);
 
 // --- Writing -----------------------------------------------------------
 
 // A tensor to write: its bytes are little-endian, row-major, dense, and
 // exactly shape-product x dtype bits / 8 long.
-struct TensorSpec {
+struct BACKPLANE_API TensorSpec {
   std::string name;
   std::string dtype;
   std::vector<std::uint64_t> shape;
 };
-struct HostTensor {
+struct BACKPLANE_API HostTensor {
   TensorSpec spec;
   std::span<const std::byte> data;  // borrowed for the duration of the call
 };
@@ -153,7 +156,7 @@ struct HostTensor {
 // (descending alignment) then name (bytewise), packed back to back; compact
 // JSON with `__metadata__` first (keys sorted); the JSON padded with spaces
 // to a multiple of 8 bytes.
-struct FilePlan {
+struct BACKPLANE_API FilePlan {
   std::string prefix;              // the 8-byte little-endian N, then the N header bytes
   Header header;                   // what a reader will see; tensors in the order written
                                    // (a reader lists zero-size tensors that share an offset by name)
@@ -164,24 +167,24 @@ struct FilePlan {
 // that is duplicated or `__metadata__`, an unknown dtype, a sub-byte tensor
 // that does not fill whole bytes, a size overflow, text that is not UTF-8, or
 // a header longer than kMaxHeaderSize: each would make a file no reader accepts.
-FilePlan plan_file(std::span<const TensorSpec> tensors, const std::optional<Metadata>& metadata);
+BACKPLANE_API FilePlan plan_file(std::span<const TensorSpec> tensors, const std::optional<Metadata>& metadata);
 
 // The whole file in memory. Also throws Error(kInvalidArgument) when a
 // tensor's data length does not match its shape and dtype.
-std::vector<std::byte> serialize(std::span<const HostTensor> tensors,
-                                 const std::optional<Metadata>& metadata = std::nullopt);
+BACKPLANE_API std::vector<std::byte> serialize(std::span<const HostTensor> tensors,
+                                               const std::optional<Metadata>& metadata = std::nullopt);
 
 // Writes the file atomically: into a temporary file in the same directory,
 // flushed to disk, then renamed over `path`; on any failure `path` is
 // untouched and the temporary file removed. Throws as serialize does, and
 // Error(kNotFound) / Error(kInvalidArgument) when the directory is missing or
 // not writable.
-void save(const std::filesystem::path& path, std::span<const HostTensor> tensors,
-          const std::optional<Metadata>& metadata = std::nullopt);
+BACKPLANE_API void save(const std::filesystem::path& path, std::span<const HostTensor> tensors,
+                        const std::optional<Metadata>& metadata = std::nullopt);
 
 // --- Loading and saving Arrays -------------------------------------------
 
-struct LoadOptions {
+struct BACKPLANE_API LoadOptions {
   // The tensors to load; empty loads every tensor. A name the file does not
   // have is Error(kNotFound) naming it and listing a few that exist.
   std::vector<std::string> names;
@@ -192,7 +195,7 @@ struct LoadOptions {
   ProgressCallback progress;
 };
 
-struct Loaded {
+struct BACKPLANE_API Loaded {
   std::map<std::string, Array> tensors;
   std::optional<Metadata> metadata;  // the file's __metadata__, absent when none or null
   Header header;                     // the whole header, also of tensors not loaded
@@ -221,15 +224,15 @@ struct Loaded {
 // for a dimension above INT64_MAX (valid when another dimension is 0, but not
 // representable as an Array shape), Error(kOutOfMemory) and the device's
 // errors, and what Runtime::resolve / default_device throw.
-Loaded load(Runtime& runtime, const std::filesystem::path& path, std::optional<Device> device = std::nullopt,
-            const LoadOptions& options = {});
+BACKPLANE_API Loaded load(Runtime& runtime, const std::filesystem::path& path,
+                          std::optional<Device> device = std::nullopt, const LoadOptions& options = {});
 
 // Writes `arrays` (on any devices; device data is copied to host memory one
 // tensor at a time, waiting for arrays still arriving) as save() of
 // HostTensors does: the same layout, atomically, refusing the same input
 // (Error(kInvalidArgument) naming the tensor), plus an empty Array.
-void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
-          const std::optional<Metadata>& metadata = std::nullopt);
+BACKPLANE_API void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
+                        const std::optional<Metadata>& metadata = std::nullopt);
 
 }  // namespace backplane::safetensors
 

@@ -30,6 +30,8 @@
 #ifndef BACKPLANE_TOKENS_HPP
 #define BACKPLANE_TOKENS_HPP
 
+#include <backplane/api.h>
+
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 #include <backplane/dtype.hpp>
@@ -42,7 +44,7 @@
 
 namespace backplane {
 
-struct TokenFileOptions {
+struct BACKPLANE_API TokenFileOptions {
   // The element type of a raw file; for the other formats, a check: the
   // header's dtype must be this one.
   std::optional<DType> dtype;
@@ -59,13 +61,15 @@ struct TokenFileOptions {
 // transfer using it is gone. Do not write through a DLPack export of it: the
 // pages are read-only (SIGSEGV). The file must not be truncated while mapped
 // (reading a page past its new end raises SIGBUS); replace files by rename.
-Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options = {});
+BACKPLANE_API Array load_tokens(Runtime& runtime, const std::filesystem::path& path,
+                                const TokenFileOptions& options = {});
 
 // Every file whose path matches the glob(3) `pattern` (*, ?, [...]; a path
 // that exists as written matches itself), sorted by path (bytewise), loaded
 // as load_tokens does with the same options. Throws kNotFound naming the
 // pattern when nothing matches, and the first file's error that fails.
-std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern, const TokenFileOptions& options = {});
+BACKPLANE_API std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern,
+                                                  const TokenFileOptions& options = {});
 
 }  // namespace backplane
 

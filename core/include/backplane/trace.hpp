@@ -16,13 +16,15 @@
 // library costs one relaxed atomic load.
 #pragma once
 
+#include <backplane/api.h>
+
 #include <cstddef>
 #include <filesystem>
 #include <optional>
 
 namespace backplane {
 
-struct TraceOptions {
+struct BACKPLANE_API TraceOptions {
   // The most events kept; when more are recorded the oldest are dropped and
   // the file says how many ("otherData": {"dropped_events": N}). An event
   // takes on the order of 100-200 bytes in memory.
@@ -33,14 +35,14 @@ struct TraceOptions {
 // Errors: Error(kIo) naming the path when it cannot be created;
 // Error(kInvalidArgument) when a trace is already being recorded (the message
 // names its file) or options.capacity is 0.
-void trace_start(const std::filesystem::path& path, const TraceOptions& options = {});
+BACKPLANE_API void trace_start(const std::filesystem::path& path, const TraceOptions& options = {});
 
 // Stops recording and writes the file. Returns its path, or nullopt when no
 // trace was being recorded. Error(kIo) when the file cannot be written
 // (recording has stopped nonetheless).
-std::optional<std::filesystem::path> trace_stop();
+BACKPLANE_API std::optional<std::filesystem::path> trace_stop();
 
 // The file of the trace being recorded, or nullopt.
-std::optional<std::filesystem::path> trace_active();
+BACKPLANE_API std::optional<std::filesystem::path> trace_active();
 
 }  // namespace backplane
