@@ -72,6 +72,7 @@ struct Prepared {
   std::vector<std::shared_ptr<detail::Completion>> arrivals;
   std::exception_ptr failure;
   Clock::time_point issued;
+  detail::trace::Range transfer;  // NVTX: from `issued` to the arrival
   bool arrived = false;
 };
 
@@ -136,6 +137,9 @@ class BatchStream::Impl {
   BatchStreamStats stats_;
   std::optional<Clock::time_point> first_call_;
   Clock::time_point last_return_;
+  // NVTX: the step in progress, from the previous batch handed out (or the
+  // first next() call) to the next.
+  detail::trace::Range step_range_;
   std::thread producer_;
 };
 
@@ -416,11 +420,14 @@ std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {
     const std::vector<Window> drawn = windows(step);
     const std::size_t share = drawn.size() / targets_.size();
     const Clock::time_point start = Clock::now();
+    detail::trace::Range gathering("gather");
     for (std::size_t device = 0; device < targets_.size(); ++device) {
       entry->arrays.push_back(gather_for(device, std::span(drawn).subspan(device * share, share), step));
     }
     entry->issued = Clock::now();
-    if (detail::trace::enabled()) {
+    gathering.end();
+    entry->transfer = detail::trace::Range("transfer");
+    if (detail::trace::recording()) {
       detail::trace::complete(
           {}, "batch_stream", "gather", start, entry->issued,
           {{"step", step},
@@ -444,7 +451,8 @@ void BatchStream::Impl::record_arrival_locked(Prepared& entry, Clock::time_point
   if (entry.arrived) return;
   entry.arrived = true;
   stats_.transfer_seconds += seconds(now - entry.issued);
-  if (detail::trace::enabled()) {
+  entry.transfer.end();
+  if (detail::trace::recording()) {
     // Copies of successive steps overlap: each on a lane free since its issue.
     const detail::trace::LaneHold lane(fmt::format("batch stream {} transfers", trace_id_), entry.issued);
     std::uint64_t bytes = 0;
@@ -515,9 +523,13 @@ std::vector<Array> BatchStream::Impl::next() {
            "stream here (from state() if it should continue)");
   }
   const Clock::time_point start = Clock::now();
+  detail::trace::Range waiting("wait");
   std::unique_lock lock(mutex_);
   if (consumer_failure_) std::rethrow_exception(consumer_failure_);
-  if (!first_call_) first_call_ = start;
+  if (!first_call_) {
+    first_call_ = start;
+    step_range_ = detail::trace::Range("step");
+  }
   changed_.wait(lock, [&] { return !queue_.empty() || producer_error_; });
   if (queue_.empty()) {
     consumer_failure_ = producer_error_;
@@ -550,7 +562,10 @@ std::vector<Array> BatchStream::Impl::next() {
   stats_.windows += static_cast<std::uint64_t>(options_.batch_size);
   stats_.bytes += bytes;
   stats_.wait_seconds += seconds(now - start);
-  if (detail::trace::enabled()) {
+  waiting.end();
+  // The next step's range runs until the next batch is handed out.
+  step_range_ = detail::trace::Range("step");
+  if (detail::trace::recording()) {
     // On the caller's track: the step from the previous batch in hand to
     // this one, and inside it the wait for this one.
     const Clock::time_point step_begin = stats_.steps == 1 ? start : last_return_;

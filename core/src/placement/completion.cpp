@@ -46,6 +46,8 @@ namespace {
 
 void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::time_point begin,
                      const std::string* failure) {
+  transfer.nvtx.end();
+  if (!trace::recording()) return;
   const auto end = trace::Clock::now();
   const double seconds = std::chrono::duration<double>(end - begin).count();
   trace::Args args{{"bytes", transfer.bytes},

@@ -40,6 +40,8 @@ struct TransferTrace {
   std::string target;  // "sim:0"
   // When the transfer began (the call that issued it); the epoch means "now".
   trace::Clock::time_point begin{};
+  // Its NVTX range, started where `begin` was taken; ended when recorded.
+  trace::Range nvtx{};
 };
 
 // Records a transfer that finished on the calling thread without a

@@ -230,6 +230,7 @@ Array put_on(detail::Placement& placement, const Array& array, std::shared_ptr<L
   if (trace::enabled()) {
     transfer = TransferTrace{route_category(put.plan.route),    "device_put",   route_name(put.plan.route), put.size,
                              state.storage->device->selector(), to->selector(), trace::Clock::now()};
+    transfer->nvtx = trace::Range("device_put", put.size);
   }
   std::shared_ptr<Completion> arrival = put.plan.here
                                             ? issue_here(put, description, std::move(transfer))

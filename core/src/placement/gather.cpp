@@ -101,6 +101,7 @@ Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target
     const char* route = staged != to ? "widen_on_device" : target->asynchronous() ? "async" : "blocking";
     transfer =
         TransferTrace{"host_to_device", std::string(trace_name), route, staged_bytes, "host", target->selector()};
+    transfer->nvtx = trace::Range(trace_name, staged_bytes);
   }
   std::shared_ptr<Completion> arrival;
   if (staged != to) {

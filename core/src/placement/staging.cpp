@@ -51,7 +51,12 @@ std::byte* StagedUpload::next_slot() {
 void StagedUpload::send(BP_Buffer* destination, std::uint64_t offset, std::uint64_t staged, std::uint64_t size,
                         std::uint64_t tag) {
   Slot& slot = slots_[(filled_ - 1) % depth_];
-  Copy copy{PluginEvent(), tag, offset, size, slot.lane.held() ? trace::Clock::now() : trace::Clock::time_point{}};
+  Copy copy{PluginEvent(),
+            tag,
+            offset,
+            size,
+            slot.lane.held() ? trace::Clock::now() : trace::Clock::time_point{},
+            trace::Range("copy", size)};
   copy.event = to_.copy_to_device_async(destination, offset, slot.memory + staged, size);
   slot.copies.push_back(std::move(copy));
 }
@@ -68,6 +73,7 @@ void StagedUpload::retire(Slot& slot) {
   for (Copy& copy : slot.copies) {
     std::optional<PluginFailure> copy_failure = copy.event.wait();
     arrived += copy.size;
+    copy.nvtx.end();
     if (slot.lane.held()) {
       trace::complete(slot.lane.track(), "staging", "copy", copy.sent, trace::Clock::now(),
                       {{"bytes", copy.size}, {"offset", copy.offset}, {"device", to_.selector()}});

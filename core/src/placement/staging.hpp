@@ -89,6 +89,7 @@ class StagedUpload {
     std::uint64_t offset;
     std::uint64_t size;
     trace::Clock::time_point sent;  // while tracing
+    trace::Range nvtx;              // from the issue to the moment it is found done
   };
   struct Slot {
     std::byte* memory = nullptr;

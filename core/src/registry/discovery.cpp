@@ -263,8 +263,12 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
       }
     }
     const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
+    // The plugin's name is known only once probed: the range is named by file.
+    trace::Range probing;
+    if (trace::tools_attached()) probing = trace::Range(fmt::format("discover {}", candidate.file.filename().string()));
     DiscoveredBackend discovered = load_and_probe(candidate, policy, seen, timeout_ms);
-    if (trace::enabled()) {
+    probing.end();
+    if (trace::recording()) {
       trace::complete({}, "discovery", fmt::format("discover {}", discovered.info.name), begin, trace::Clock::now(),
                       {{"file", candidate.file.string()},
                        {"status", to_string(discovered.info.status)},

@@ -132,6 +132,8 @@ void detail::Registry::ensure_discovered() {
     for (const auto& warning : config.warnings) log(LogLevel::kWarn, "{}", warning);
     std::string config_name = config.path ? config.path->string() : std::string();
     start_trace_if_asked(environment, config, config_name);
+    // An NVTX tool (Nsight Systems) sees the spans with no trace recorded.
+    trace::attach_tools();
 
     DiscoveryPolicy policy;
     if (auto listed = environment.get("BACKPLANE_BACKENDS"); listed && !listed->empty()) {

@@ -126,8 +126,10 @@ std::vector<Array> stream_tensors(::backplane::detail::Placement& placement, con
     const std::uint64_t first = file.header().data_offset + tensors.front()->begin;
     file.advise_sequential(first, file.header().data_offset + tensors.back()->end - first);
     const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
+    trace::Range loading("stream_load", total);
     Stream(file, *device, tensors, destinations, total, progress).run();
-    if (trace::enabled()) {
+    loading.end();
+    if (trace::recording()) {
       const auto end = trace::Clock::now();
       const double seconds = std::chrono::duration<double>(end - begin).count();
       trace::complete({}, "host_to_device", "stream_load", begin, end,

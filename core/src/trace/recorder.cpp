@@ -23,6 +23,7 @@
 namespace backplane::detail::trace {
 
 std::atomic<bool> g_enabled{false};
+std::atomic<bool> g_recording{false};
 
 namespace {
 
@@ -86,7 +87,7 @@ void record(Event event) noexcept {
   // sees the session over and records nothing (both sides sequentially
   // consistent).
   buffer->writing.store(true, std::memory_order_seq_cst);
-  if (g_enabled.load(std::memory_order_seq_cst) &&
+  if (g_recording.load(std::memory_order_seq_cst) &&
       fork_generation() == state.generation.load(std::memory_order_relaxed)) {
     if (event.track == 0) event.track = buffer->track;
     const std::size_t capacity = state.capacity.load(std::memory_order_relaxed);
@@ -115,7 +116,7 @@ std::int64_t since_origin(Clock::time_point time) noexcept {
 }
 
 Track track(std::string_view name) {
-  if (!enabled()) return {};
+  if (!recording()) return {};
   Recorder& state = recorder();
   const std::lock_guard lock(state.mutex);
   if (auto found = state.named_tracks.find(name); found != state.named_tracks.end()) return Track{found->second};
@@ -125,7 +126,7 @@ Track track(std::string_view name) {
 }
 
 Track acquire_lane(std::string_view base, Clock::time_point begin) {
-  if (!enabled()) return {};
+  if (!recording()) return {};
   Recorder& state = recorder();
   const std::lock_guard lock(state.mutex);
   auto found = state.lanes.find(base);
@@ -161,7 +162,7 @@ void release_lane(Track lane) noexcept {
 
 void complete(Track track, std::string_view category, std::string name, Clock::time_point begin, Clock::time_point end,
               Args args) noexcept {
-  if (!enabled()) return;
+  if (!recording()) return;
   try {
     record(Event{'X', track.id, since_origin(begin), since_origin(std::max(begin, end)) - since_origin(begin),
                  std::string(category), std::move(name), std::move(args)});
@@ -170,7 +171,7 @@ void complete(Track track, std::string_view category, std::string name, Clock::t
 }
 
 void instant(Track track, std::string_view category, std::string name, Args args) noexcept {
-  if (!enabled()) return;
+  if (!recording()) return;
   try {
     record(
         Event{'i', track.id, since_origin(Clock::now()), 0, std::string(category), std::move(name), std::move(args)});
@@ -179,7 +180,7 @@ void instant(Track track, std::string_view category, std::string name, Args args
 }
 
 void counter(std::string name, Args values) noexcept {
-  if (!enabled()) return;
+  if (!recording()) return;
   try {
     record(Event{'C', 0, since_origin(Clock::now()), 0, "memory", std::move(name), std::move(values)});
   } catch (...) {
@@ -215,14 +216,25 @@ void start(const std::filesystem::path& path, std::size_t capacity) {
   state.stored.store(0, std::memory_order_relaxed);
   state.generation.store(fork_generation(), std::memory_order_relaxed);
   state.pid = static_cast<std::int64_t>(getpid());
-  g_enabled.store(true, std::memory_order_seq_cst);
+  g_recording.store(true, std::memory_order_seq_cst);
+  g_enabled.store(true, std::memory_order_relaxed);
 }
+
+namespace {
+
+// The hooks stay on after a session while an NVTX tool listens.
+void session_over() noexcept {
+  g_recording.store(false, std::memory_order_seq_cst);
+  g_enabled.store(tools_attached(), std::memory_order_relaxed);
+}
+
+}  // namespace
 
 std::optional<std::filesystem::path> stop() {
   Recorder& state = recorder();
   // A forked child never touches the parent's session (nor its lock).
   if (state.generation.load(std::memory_order_relaxed) != fork_generation()) {
-    g_enabled.store(false, std::memory_order_relaxed);
+    session_over();
     return std::nullopt;
   }
   Collected collected;
@@ -230,7 +242,7 @@ std::optional<std::filesystem::path> stop() {
   {
     const std::lock_guard lock(state.mutex);
     if (!state.path) return std::nullopt;
-    g_enabled.store(false, std::memory_order_seq_cst);
+    session_over();
     for (const auto& buffer : state.buffers) {
       // An append that saw the session still on finishes first.
       while (buffer->writing.load(std::memory_order_seq_cst)) std::this_thread::yield();

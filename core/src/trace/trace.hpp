@@ -12,9 +12,25 @@
 //   trace::instant({}, "error", description, {{"message", what}});
 //   trace::counter("memory sim:0", {{"in_use", in_use}, {"cached", cached}});
 //
-// Every recording function returns at once when tracing is off, so callers
-// need not check enabled() first; they check it to skip building names and
-// arguments, and reading the clock.
+// Every recording function returns at once when no trace is recorded, so
+// callers need not check enabled() first; they check it to skip building
+// names and arguments, and reading the clock.
+//
+// NVTX. Where the core is built with NVTX (BACKPLANE_NVTX, on when the
+// toolkit's nvtx3 headers are found) and a tool such as Nsight Systems is
+// attached, the spans are also NVTX ranges in the domain "backplane", whether
+// or not a trace is recorded. enabled() is then true with no trace recorded:
+// hooks run, recording() tells whether the Chrome trace wants the event. NVTX
+// cannot back-date a range, so a span starts its range where its work begins:
+//   - Scope pushes a range on its thread and pops it at destruction;
+//   - Range (start/end, any thread) is for spans recorded after the fact with
+//     complete(): it is made when the begin time is taken and ended (or
+//     destroyed) when the event is recorded. Transfers, staging copies, batch
+//     stream steps hold one.
+// Whether a tool is attached is decided once, by attach_tools(), when a
+// runtime first discovers its plugins: NVTX's own initialisation (it loads
+// the library NVTX_INJECTION64_PATH names) tells. Before that, and with no
+// tool, no NVTX call is made and no range name is built.
 //
 // Tracks. A track is one row of the timeline (the event's "tid"). Perfetto
 // does not draw complete events that overlap on one track, so:
@@ -63,21 +79,69 @@ namespace backplane::detail::trace {
 
 using Clock = std::chrono::steady_clock;
 
-// Written only by start() and stop(); read on every hook.
-extern std::atomic<bool> g_enabled;
+// Written only by start(), stop() and attach_tools(); read on every hook.
+extern std::atomic<bool> g_enabled;    // recording() or an NVTX tool attached
+extern std::atomic<bool> g_recording;  // a Chrome trace is recorded
 
 #ifndef BACKPLANE_TRACE_HOOKS
 #define BACKPLANE_TRACE_HOOKS 1
 #endif
 
-// True while a trace is being recorded. One relaxed load. A build configured
-// with -Dtrace_hooks=false makes it a constant false, so that the recording
-// points compile away and their cost can be measured against that build.
+// A build configured with -Dtrace_hooks=false makes both of these a constant
+// false, so that the recording points compile away and their cost can be
+// measured against that build.
 #if BACKPLANE_TRACE_HOOKS
+// True while a trace is being recorded or an NVTX tool is attached: the hooks
+// have someone to tell. One relaxed load.
 inline bool enabled() noexcept { return g_enabled.load(std::memory_order_relaxed); }
+// True while a trace is being recorded. One relaxed load.
+inline bool recording() noexcept { return g_recording.load(std::memory_order_relaxed); }
 #else
 constexpr bool enabled() noexcept { return false; }
+constexpr bool recording() noexcept { return false; }
 #endif
+
+// ---- NVTX (no-ops where the core is built without it)
+
+// Decides, once per process, whether an NVTX tool is attached, and if so
+// turns the hooks on for good. Thread-safe; cheap after the first call.
+void attach_tools() noexcept;
+// True when attach_tools() found an NVTX tool.
+bool tools_attached() noexcept;
+// NVTX calls in the "backplane" domain; the id 0 means "no range".
+std::uint64_t nvtx_start(const std::string& name, std::uint64_t bytes) noexcept;
+void nvtx_end(std::uint64_t id) noexcept;
+void nvtx_push(const std::string& name) noexcept;
+void nvtx_pop() noexcept;
+
+// An NVTX start/end range from construction to end() or destruction, on any
+// thread. Nothing at all when no tool is attached.
+class Range {
+ public:
+  Range() = default;
+  explicit Range(std::string_view name, std::uint64_t bytes = 0) noexcept {
+    if (!enabled() || !tools_attached()) return;
+    try {
+      id_ = nvtx_start(std::string(name), bytes);
+    } catch (...) {  // no memory for the name: no range
+    }
+  }
+  ~Range() { end(); }
+  Range(Range&& other) noexcept : id_(std::exchange(other.id_, 0)) {}
+  Range& operator=(Range&& other) noexcept {
+    if (this != &other) {
+      end();
+      id_ = std::exchange(other.id_, 0);
+    }
+    return *this;
+  }
+  void end() noexcept {
+    if (id_ != 0) nvtx_end(std::exchange(id_, 0));
+  }
+
+ private:
+  std::uint64_t id_ = 0;
+};
 
 // A row of the timeline; Track{} (id 0) is the calling thread's own track.
 struct Track {
@@ -101,12 +165,12 @@ struct Arg {
 using Args = std::vector<Arg>;
 
 // The named track `name`: the same track for the same name, for the rest of
-// the process. Returns Track{} when tracing is off. Takes a lock.
+// the process. Returns Track{} when no trace is recorded. Takes a lock.
 Track track(std::string_view name);
 
 // A free lane "BASE #k": the lowest k not held whose last event ended by
 // `begin` (the earliest time the holder will record), held until
-// release_lane. Returns Track{} when tracing is off. Takes a lock.
+// release_lane. Returns Track{} when no trace is recorded. Takes a lock.
 Track acquire_lane(std::string_view base, Clock::time_point begin = Clock::now());
 // Gives a lane back, ending its use now; Track{} is ignored. Record the
 // holder's events before releasing.
@@ -126,7 +190,7 @@ class LaneHold {
  public:
   LaneHold() = default;
   explicit LaneHold(std::string_view base, Clock::time_point begin = Clock::now())
-      : lane_(enabled() ? acquire_lane(base, begin) : Track{}) {}
+      : lane_(recording() ? acquire_lane(base, begin) : Track{}) {}
   ~LaneHold() { release_lane(lane_); }
   LaneHold(LaneHold&& other) noexcept : lane_(std::exchange(other.lane_, Track{})) {}
   LaneHold& operator=(LaneHold&& other) noexcept {
@@ -144,23 +208,28 @@ class LaneHold {
 };
 
 // A complete event on the calling thread's track for the lifetime of the
-// object: begins at construction when tracing is on (otherwise does nothing
-// at all), recorded at destruction with the args added meanwhile.
+// object, and an NVTX push/pop range when a tool is attached: begins at
+// construction when the hooks are on (otherwise does nothing at all),
+// recorded at destruction with the args added meanwhile.
 class Scope {
  public:
   Scope(std::string_view category, std::string name) noexcept {
     if (!enabled()) return;
+    pushed_ = tools_attached();
+    if (pushed_) nvtx_push(name);
     category_ = category;
     name_ = std::move(name);
     begin_ = Clock::now();
-    active_ = true;
+    active_ = recording();
   }
   ~Scope() {
     if (active_) complete(Track{}, category_, std::move(name_), begin_, Clock::now(), std::move(args_));
+    if (pushed_) nvtx_pop();
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
+  // True when the event is recorded: worth adding args to.
   bool active() const { return active_; }
   void arg(Arg value) noexcept {
     if (!active_) return;
@@ -172,6 +241,7 @@ class Scope {
 
  private:
   bool active_ = false;
+  bool pushed_ = false;
   std::string_view category_;
   std::string name_;
   Clock::time_point begin_;
