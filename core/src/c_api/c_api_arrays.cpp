@@ -257,7 +257,8 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
   return guarded([&] {
     auto cxx = runtime_of(runtime, "bp_memory_stats_get");
     require_non_null(out, "bp_memory_stats_get", "out");
-    // API 0.5's struct ends before memory_total.
+    // API 0.5's struct, which ends before memory_total, is accepted too; the
+    // message for anything smaller still asks for sizeof.
     if (out->struct_size < offsetof(bp_memory_stats, memory_total)) {
       check_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get");
     }
