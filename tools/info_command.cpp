@@ -32,9 +32,10 @@ std::vector<std::string> capability_names(std::uint64_t capabilities) {
 json device_json(const DeviceInfo& device) {
   json attributes = json::object();
   for (const auto& [key, value] : device.attributes) attributes[key] = value;
-  return {{"selector", device.selector()},     {"name", device.name},
-          {"kind", to_string(device.kind)},    {"memory_total", device.memory_total},
-          {"memory_free", device.memory_free}, {"attributes", attributes}};
+  // null: the backend cannot tell how much is free.
+  const json memory_free = device.memory_free ? json(*device.memory_free) : json(nullptr);
+  return {{"selector", device.selector()},       {"name", device.name},        {"kind", to_string(device.kind)},
+          {"memory_total", device.memory_total}, {"memory_free", memory_free}, {"attributes", attributes}};
 }
 
 // Devices of an available backend; a plugin failing here is reported, not fatal.
@@ -154,7 +155,7 @@ int print_text(const Runtime& runtime) {
     auto listing = list_devices(runtime, backend);
     for (const auto& device : listing.devices) {
       fmt::print("    {:<10} {} ({}), {} free of {}\n", device.selector(), device.name, to_string(device.kind),
-                 format_bytes(device.memory_free), format_bytes(device.memory_total));
+                 device.memory_free ? format_bytes(*device.memory_free) : "unknown", format_bytes(device.memory_total));
     }
     if (!listing.error.empty()) fmt::print("    cannot list devices: {}\n", listing.error);
   }

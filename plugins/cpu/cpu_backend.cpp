@@ -16,7 +16,8 @@ namespace backplane::cpu {
 namespace {
 
 // Total from /proc/meminfo MemTotal, free from MemAvailable (what a new
-// allocation can get without swapping); sysinfo() when /proc is missing.
+// allocation can get without swapping); sysinfo() when /proc is missing, and
+// free unknown when neither answers.
 sdk::MemoryFigures host_memory() {
   sdk::MemoryFigures memory;
   bool have_total = false;
@@ -119,7 +120,8 @@ std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, B
     const sdk::MemoryFigures memory = host_memory();
     throw sdk::Failure(BP_ERROR_OUT_OF_MEMORY, "memory_allocate of " + sdk::format_bytes(size) + " (" +
                                                    std::to_string(size) + " bytes) on cpu:" + std::to_string(ordinal) +
-                                                   " failed: out of memory (" + sdk::format_bytes(memory.free) +
+                                                   " failed: out of memory (" +
+                                                   (memory.free ? sdk::format_bytes(*memory.free) : "unknown") +
                                                    " free of " + sdk::format_bytes(memory.total) + ")");
   }
   return make_buffer(ordinal, kind, size, data, true);

@@ -171,12 +171,12 @@ sdk::DeviceDescription CudaBackend::describe(std::int32_t ordinal) {
 
 // Free memory needs a context. Use ours once the device is in use, or the
 // primary context when someone in the process (another library) already
-// holds it active; otherwise report total as free rather than create a
-// context just to ask (probe and info must not initialise devices).
+// holds it active; otherwise free is unknown rather than a context created
+// just to ask (probe and info must not initialise devices).
 sdk::MemoryFigures CudaBackend::memory(std::int32_t ordinal) {
   Device& device = *devices_[static_cast<std::size_t>(ordinal)];
   const DriverApi& driver = *driver_;
-  sdk::MemoryFigures memory{device.memory_total, device.memory_total};
+  sdk::MemoryFigures memory{device.memory_total, std::nullopt};
   unsigned int flags = 0;
   int active = 0;
   CUcontext context = nullptr;

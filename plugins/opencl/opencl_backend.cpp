@@ -67,7 +67,6 @@ OpenclBackend::Buffer::~Buffer() {
   if (memory == nullptr || forked()) return;  // in a child the memory is the parent's
   if (address != nullptr) api->clEnqueueUnmapMemObject(device->queue, memory, address, 0, nullptr, nullptr);
   api->clReleaseMemObject(memory);  // OpenCL frees it once queued work using it completes
-  if (kind == BP_MEMORY_DEVICE) device->allocated.fetch_sub(std::max<std::uint64_t>(size, 1));
 }
 
 OpenclBackend::Event::~Event() {
@@ -115,12 +114,10 @@ sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
            {"compute_units", std::to_string(device.compute_units)}}};
 }
 
-// OpenCL has no portable free-memory query: free is total less what this
-// backend holds on the device.
+// OpenCL has no portable free-memory query, and total less what this backend
+// holds would miss every other user of the device: free is unknown.
 sdk::MemoryFigures OpenclBackend::memory(std::int32_t ordinal) {
-  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
-  const std::uint64_t held = device.allocated.load(std::memory_order_relaxed);
-  return {device.global_memory, device.global_memory > held ? device.global_memory - held : 0};
+  return {devices_[static_cast<std::size_t>(ordinal)]->global_memory, std::nullopt};
 }
 
 Device& OpenclBackend::start(Device& device, const char* call) {
@@ -178,8 +175,6 @@ std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordi
                                             static_cast<std::size_t>(bytes), 0, nullptr, nullptr, &result);
     check(result, "clEnqueueMapBuffer of " + format_bytes(size) + " of pinned host memory on " + device.label);
     buffer->address = mapped;
-  } else {
-    device.allocated.fetch_add(bytes, std::memory_order_relaxed);
   }
   return buffer;
 }

@@ -46,7 +46,6 @@
 
 #include <backplane/plugin_sdk.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -78,7 +77,6 @@ struct Device {
   std::uint64_t global_memory = 0;
   std::uint64_t max_allocation = 0;
   std::uint32_t compute_units = 0;
-  std::atomic<std::uint64_t> allocated{0};  // device bytes this backend holds
 
   std::mutex mutex;  // guards first use and the kernels
   cl_context context = nullptr;

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from . import _lib
 
@@ -55,7 +55,7 @@ class DeviceInfo:
     name: str
     kind: str  # "cpu", "gpu", "accelerator"
     memory_total: int
-    memory_free: int
+    memory_free: Optional[int]  # None: the backend cannot tell
     attributes: Dict[str, str] = field(default_factory=dict)
 
 
@@ -72,6 +72,12 @@ class DefaultDevice:
 
 @dataclass(frozen=True)
 class MemoryStats:
+    """The caching allocator of one device (bytes; peak since the runtime
+    started or reset_peak_memory_stats), and the device's own memory as its
+    backend reports it at the time of the call, whoever holds it (cached
+    blocks count as used). memory_free is None when the backend cannot tell:
+    opencl, and cuda before the device is first used in this process."""
+
     in_use: int
     cached: int
     peak: int
@@ -80,6 +86,8 @@ class MemoryStats:
     pinned_in_use: int
     pinned_cached: int
     pinned_backend_allocations: int
+    memory_total: int
+    memory_free: Optional[int]
 
 
 _KINDS = {0: "cpu", 1: "gpu", 2: "accelerator"}
@@ -111,10 +119,16 @@ def device_info_from_c(handle: ctypes.c_void_p, device: Device) -> DeviceInfo:
         name=_lib.text(lib.bp_device_info_name(handle)),
         kind=_KINDS.get(lib.bp_device_info_kind(handle), "unknown"),
         memory_total=lib.bp_device_info_memory_total(handle),
-        memory_free=lib.bp_device_info_memory_free(handle),
+        memory_free=known_memory(lib.bp_device_info_memory_free(handle)),
         attributes=attributes,
     )
 
 
+def known_memory(figure: int) -> Optional[int]:
+    return None if figure == _lib.BP_MEMORY_UNKNOWN else figure
+
+
 def memory_stats_from_c(stats: Any) -> MemoryStats:
-    return MemoryStats(**{field[0]: getattr(stats, field[0]) for field in _lib.bp_memory_stats._fields_[1:]})
+    figures = {field[0]: getattr(stats, field[0]) for field in _lib.bp_memory_stats._fields_[1:]}
+    figures["memory_free"] = known_memory(figures["memory_free"])
+    return MemoryStats(**figures)

@@ -75,8 +75,12 @@ class bp_memory_stats(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t)] + [
         (name, c_uint64)
         for name in ("in_use", "cached", "peak", "backend_allocations", "backend_frees", "pinned_in_use",
-                     "pinned_cached", "pinned_backend_allocations")
+                     "pinned_cached", "pinned_backend_allocations",
+                     "memory_total", "memory_free")  # API 0.6: memory_total, memory_free
     ]
+
+
+BP_MEMORY_UNKNOWN = 2**64 - 1  # a memory figure the backend cannot tell
 
 
 # Names and metadata may hold NUL bytes ("\u0000" in a file): they cross the
@@ -214,6 +218,7 @@ _PROTOTYPES = {
     "bp_take_windows": ([c_void_p, c_void_p, c_void_p, c_size_t, c_int64, POINTER(bp_device), c_int32,
                          POINTER(c_void_p)], _status),
     "bp_memory_stats_get": ([c_void_p, POINTER(bp_device), POINTER(bp_memory_stats)], _status),
+    "bp_memory_reset_peak": ([c_void_p, POINTER(bp_device)], _status),  # API 0.6
     "bp_empty_cache": ([c_void_p, POINTER(bp_device)], _status),
     "bp_array_to_dlpack": ([c_void_p, POINTER(c_void_p)], _status),
     "bp_array_dlpack_device": ([c_void_p, POINTER(c_int32), POINTER(c_int32)], _status),

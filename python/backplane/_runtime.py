@@ -352,5 +352,10 @@ class Runtime:
         _lib.call("bp_memory_stats_get", self._live_handle(), self._device(device), ctypes.byref(stats))
         return memory_stats_from_c(stats)
 
+    def reset_peak_memory_stats(self, device: Optional[DeviceLike] = None) -> None:
+        """Sets the device's peak to what is in use now, so that the next
+        memory_stats reports the peak of what ran since."""
+        _lib.call("bp_memory_reset_peak", self._live_handle(), self._device(device))
+
     def empty_cache(self, device: Optional[DeviceLike] = None) -> None:
         _lib.call("bp_empty_cache", self._live_handle(), self._device(device))

@@ -7,7 +7,9 @@
 #include "c_runtime.h"
 #include "c_test.h"
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,6 +331,116 @@ static void memory_stats_and_empty_cache(void) {
   bp_runtime_destroy(runtime);
 }
 
+static bp_array* u8_array(bp_runtime* runtime, const char* selector, size_t size) {
+  bp_device device = c_test_device(runtime, selector);
+  uint8_t* bytes = calloc(size, 1);
+  int64_t shape[1];
+  bp_array* array = NULL;
+  shape[0] = (int64_t)size;
+  if (bytes == NULL || bp_array_create(runtime, &device, BP_DTYPE_U8, shape, 1, bytes, size, &array) != BP_OK ||
+      bp_array_wait(array) != BP_OK) {
+    fprintf(stderr, "u8_array: %s\n", bp_last_error());
+    exit(1);
+  }
+  free(bytes);
+  return array;
+}
+
+static bp_memory_stats stats_of(bp_runtime* runtime, const bp_device* device) {
+  bp_memory_stats stats;
+  memset(&stats, 0, sizeof(stats));
+  stats.struct_size = sizeof(stats);
+  if (bp_memory_stats_get(runtime, device, &stats) != BP_OK) {
+    fprintf(stderr, "bp_memory_stats_get: %s\n", bp_last_error());
+    exit(1);
+  }
+  return stats;
+}
+
+static void reset_peak_starts_a_new_phase(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_array* kept = u8_array(runtime, "sim", 4096);
+  bp_array* phase = u8_array(runtime, "sim", 65536);
+  bp_array* next = NULL;
+  bp_array_destroy(phase);
+  CHECK(stats_of(runtime, NULL).peak == 4096 + 65536);
+  CHECK(bp_memory_reset_peak(runtime, NULL) == BP_OK);
+  CHECK(stats_of(runtime, NULL).peak == 4096);
+  CHECK(stats_of(runtime, NULL).in_use == 4096);
+  next = u8_array(runtime, "sim", 8192);
+  CHECK(stats_of(runtime, NULL).peak == 4096 + 8192);
+  bp_array_destroy(next);
+  bp_array_destroy(kept);
+  CHECK(bp_memory_reset_peak(runtime, NULL) == BP_OK);
+  CHECK(stats_of(runtime, NULL).peak == 0);
+  CHECK(bp_memory_reset_peak(NULL, NULL) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_memory_reset_peak: runtime is NULL");
+  {
+    bp_device bad = c_test_device(runtime, "sim");
+    bp_memory_stats stats;
+    bad.ordinal = 5;
+    CHECK(bp_memory_reset_peak(runtime, &bad) == BP_STATUS_OUT_OF_RANGE);
+    CHECK_CONTAINS(bp_last_error(), "sim:5");
+    memset(&stats, 0, sizeof(stats));
+    stats.struct_size = sizeof(stats);
+    CHECK(bp_memory_stats_get(runtime, &bad, &stats) == BP_STATUS_OUT_OF_RANGE);
+    CHECK_CONTAINS(bp_last_error(), "sim:5");
+  }
+  bp_runtime_destroy(runtime);
+}
+
+/* /proc/meminfo's MemTotal in bytes, 0 where it cannot be read. */
+static uint64_t meminfo_total(void) {
+  FILE* file = fopen("/proc/meminfo", "r");
+  char line[256];
+  unsigned long long kib = 0;
+  if (file == NULL) return 0;
+  while (fgets(line, sizeof(line), file) != NULL) {
+    if (sscanf(line, "MemTotal: %llu kB", &kib) == 1) break;
+  }
+  fclose(file);
+  return (uint64_t)kib * 1024;
+}
+
+static void memory_stats_report_the_device_memory(void) {
+  bp_runtime* runtime = c_test_runtime("[backend.sim]\nmemory_limit = 1048576\n");
+  bp_device cpu = c_test_device(runtime, "cpu");
+  bp_array* array = u8_array(runtime, "sim", 4096);
+  bp_memory_stats stats = stats_of(runtime, NULL);
+  CHECK(stats.memory_total == 1048576);
+  CHECK(stats.memory_free == 1048576 - 4096);
+  bp_array_destroy(array);
+  CHECK(bp_empty_cache(runtime, NULL) == BP_OK);
+  CHECK(stats_of(runtime, NULL).memory_free == 1048576);
+
+  stats = stats_of(runtime, &cpu);
+  if (meminfo_total() != 0) CHECK(stats.memory_total == meminfo_total());
+  CHECK(stats.memory_free != BP_MEMORY_UNKNOWN && stats.memory_free > 0 && stats.memory_free <= stats.memory_total);
+
+  /* A caller built against API 0.5: the fields past its struct are not written. */
+  memset(&stats, 0, sizeof(stats));
+  stats.struct_size = offsetof(bp_memory_stats, memory_total);
+  stats.memory_total = 12345;
+  stats.memory_free = 12345;
+  CHECK(bp_memory_stats_get(runtime, NULL, &stats) == BP_OK);
+  CHECK(stats.memory_total == 12345 && stats.memory_free == 12345);
+  bp_runtime_destroy(runtime);
+}
+
+static void an_unknown_free_figure_reads_as_unknown(void) {
+  bp_runtime* runtime = c_test_runtime("[backend.sim]\nreport_free = 0\nmemory_limit = 65536\n");
+  bp_device sim = c_test_device(runtime, "sim");
+  bp_device_info* info = NULL;
+  bp_memory_stats stats = stats_of(runtime, &sim);
+  CHECK(stats.memory_total == 65536);
+  CHECK(stats.memory_free == BP_MEMORY_UNKNOWN);
+  CHECK(bp_device_info_create(runtime, &sim, &info) == BP_OK);
+  CHECK(bp_device_info_memory_total(info) == 65536);
+  CHECK(bp_device_info_memory_free(info) == BP_MEMORY_UNKNOWN);
+  bp_device_info_destroy(info);
+  bp_runtime_destroy(runtime);
+}
+
 static void null_and_destroyed_arrays_are_errors(void) {
   bp_runtime* runtime = c_test_runtime(NULL);
   const float values[6] = {1, 2, 3, 4, 5, 6};
@@ -382,6 +494,9 @@ int main(void) {
   RUN(a_failed_transfer_is_reported_by_wait);
   RUN(take_windows_gathers_batches);
   RUN(memory_stats_and_empty_cache);
+  RUN(reset_peak_starts_a_new_phase);
+  RUN(memory_stats_report_the_device_memory);
+  RUN(an_unknown_free_figure_reads_as_unknown);
   RUN(null_and_destroyed_arrays_are_errors);
   return c_test_summary();
 }

@@ -53,7 +53,8 @@ TEST_CASE("[discovery] the cpu plugin is available with a device") {
   REQUIRE(devices.size() == 1);
   CHECK(devices[0].selector() == "cpu:0");
   CHECK(devices[0].memory_total > 0);
-  CHECK(devices[0].memory_free <= devices[0].memory_total);
+  REQUIRE(devices[0].memory_free.has_value());
+  CHECK(*devices[0].memory_free <= devices[0].memory_total);
 }
 
 TEST_CASE("[discovery] each fixture plugin gets its status and a reason naming the problem") {

@@ -202,6 +202,33 @@ TEST_CASE("[cuda][emulator] out of device memory names the size and the free and
   CHECK(kept.to_vector<std::uint8_t>() == held);
 }
 
+TEST_CASE("[cuda][emulator] memory_stats reports what cuMemGetInfo says once the device is in use") {
+  if (!over_fake_driver_runs("*memory_stats reports what cuMemGetInfo says*",
+                             {{"BP_FAKE_CUDA_DEVICES=1", "BP_FAKE_CUDA_MEMORY=64M"}})) {
+    return;
+  }
+  Runtime runtime(build_plugins());
+  const Device device{"cuda", 0};
+  MemoryStats stats = memory_stats(runtime, device);
+  CHECK(stats.memory_total == std::uint64_t{64} << 20);
+  CHECK_FALSE(stats.memory_free.has_value());  // no context yet, and none is made just to ask
+
+  {
+    const Array phase = device_put(runtime, host_array(runtime, random_bytes(std::size_t{16} << 20, 1)), device);
+    phase.block_until_ready();
+    stats = memory_stats(runtime, device);
+    CHECK(stats.memory_total == std::uint64_t{64} << 20);
+    CHECK(stats.memory_free == std::uint64_t{48} << 20);  // the emulator's 64 MiB less the 16 MiB held
+    CHECK(stats.peak == std::uint64_t{16} << 20);
+  }
+  reset_peak(runtime, device);
+  stats = memory_stats(runtime, device);
+  CHECK(stats.peak == 0);
+  CHECK(stats.memory_free == std::uint64_t{48} << 20);  // the block is cached, still held from the driver
+  empty_cache(runtime, device);
+  CHECK(memory_stats(runtime, device).memory_free == std::uint64_t{64} << 20);
+}
+
 TEST_CASE("[cuda][emulator] a copy failing mid-transfer fails that transfer only, with the driver's error") {
   // The second chunk of the first large put is refused by the driver.
   if (!over_fake_driver_runs("*a copy failing mid-transfer*",

@@ -139,7 +139,7 @@ TEST_CASE("[opencl][device] probe: available, priority from the device types, at
     CAPTURE(ordinal);
     CHECK(info.name_size > 0);
     CHECK(info.memory_total > 0);
-    CHECK(info.memory_free <= info.memory_total);
+    CHECK(info.memory_free == BP_MEMORY_FREE_UNKNOWN);  // OpenCL has no portable free-memory query
     for (const char* key : {"vendor", "platform", "opencl_version", "driver_version", "device_type",
                             "global_memory_size", "max_allocation_size", "compute_units"}) {
       CHECK_MESSAGE(attribute(info, key) != "<missing>", key);

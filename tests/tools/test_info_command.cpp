@@ -106,6 +106,59 @@ TEST_CASE("[cli] a config with [backend.cpu] devices = 4 makes info list cpu:0..
   CHECK((*cpu)["devices"][3]["selector"] == "cpu:3");
 }
 
+// The fixture directory's sim plugin, configured by `sim_config`.
+struct SimInfo {
+  std::string text;
+  json devices;
+};
+
+SimInfo sim_info(const std::string& sim_config) {
+  auto config = std::filesystem::temp_directory_path() / "backplane-test-cli-memory.toml";
+  { std::ofstream(config) << "[backend.sim]\n" << sim_config; }
+  const std::string variables = "BACKPLANE_CONFIG=" + config.string() + " BACKPLANE_PLUGIN_PATH=" + kFixtureDir;
+  auto text = run_command(tool(variables, "info"));
+  auto as_json = run_command(tool(variables, "info --json"));
+  std::filesystem::remove(config);
+  REQUIRE(text.exit_status == 0);
+  REQUIRE(as_json.exit_status == 0);
+  const json info = json::parse(as_json.output);
+  const json* sim = find_backend(info, "sim", "available");
+  REQUIRE(sim != nullptr);
+  return {text.output, (*sim)["devices"]};
+}
+
+TEST_CASE("[cli] info shows each device's total and free memory, and says when free is unknown") {
+  const SimInfo known = sim_info("memory_limit = 1048576\n");
+  CHECK(known.text.find("sim:0") != std::string::npos);
+  CHECK(known.text.find("1.0 MiB free of 1.0 MiB") != std::string::npos);
+  CHECK(known.devices[0]["memory_total"] == 1048576);
+  CHECK(known.devices[0]["memory_free"] == 1048576);
+
+  const SimInfo unknown = sim_info("memory_limit = 65536\nreport_free = 0\n");
+  CHECK(unknown.text.find("unknown free of 64.0 KiB") != std::string::npos);
+  CHECK(unknown.devices[0]["memory_total"] == 65536);
+  CHECK(unknown.devices[0]["memory_free"].is_null());
+}
+
+TEST_CASE("[cli] info --json gives cpu:0 the host's total memory and a free figure below it") {
+  auto result = run_command(tool("", "info --json"));
+  REQUIRE(result.exit_status == 0);
+  const json info = json::parse(result.output);
+  const json* cpu = find_backend(info, "cpu", "available");
+  REQUIRE(cpu != nullptr);
+  const json& device = (*cpu)["devices"][0];
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemTotal:") CHECK(device["memory_total"].get<std::uint64_t>() == kib * 1024);
+  }
+  REQUIRE(device["memory_free"].is_number_unsigned());
+  CHECK(device["memory_free"].get<std::uint64_t>() > 0);
+  CHECK(device["memory_free"].get<std::uint64_t>() <= device["memory_total"].get<std::uint64_t>());
+}
+
 TEST_CASE("[cli] info shows the default device and the source that decided it") {
   auto automatic = run_command(tool("", "info"));
   CHECK(automatic.output.find("default device: cpu:0 (highest-priority available backend)") != std::string::npos);

@@ -168,19 +168,35 @@ BACKPLANE_API Array take_windows(Runtime& runtime, const Array& tokens, std::spa
 BACKPLANE_API Array take_windows(const Array& tokens, std::span<const std::int64_t> offsets, std::int64_t length,
                                  const Device& device, std::optional<DType> output = std::nullopt);
 
-// The caching allocator of one device. Device memory holds arrays; pinned host
-// memory holds staging buffers (only on backends that offer it).
+// The caching allocator of one device, and the device's own memory figures.
+// Device memory holds arrays; pinned host memory holds staging buffers (only
+// on backends that offer it).
 struct BACKPLANE_API MemoryStats {
   std::uint64_t in_use = 0;               // bytes of device blocks held by arrays or transfers
   std::uint64_t cached = 0;               // bytes of device blocks kept for reuse
-  std::uint64_t peak = 0;                 // highest in_use so far
+  std::uint64_t peak = 0;                 // highest in_use since the runtime started or reset_peak
   std::uint64_t backend_allocations = 0;  // memory_allocate calls for device memory
   std::uint64_t backend_frees = 0;        // memory_free calls for device memory
   std::uint64_t pinned_in_use = 0;
   std::uint64_t pinned_cached = 0;
   std::uint64_t pinned_backend_allocations = 0;
+  // The device's memory as its backend reports it at the time of the call,
+  // whoever holds it (other processes too); cached blocks count as used.
+  // cpu: MemTotal and MemAvailable of /proc/meminfo; cuda: cuMemGetInfo.
+  std::uint64_t memory_total = 0;
+  // Empty when the backend cannot tell: opencl (no portable query), cuda
+  // before the device is first used in this process (asking would create a
+  // context).
+  std::optional<std::uint64_t> memory_free;
 };
+// Throws what Runtime::resolve throws for a device that does not exist, or
+// the backend's error from device_info.
 BACKPLANE_API MemoryStats memory_stats(Runtime& runtime, const Device& device);
+
+// Sets the device's peak (device and pinned) to what is in use now, so that
+// the next memory_stats reports the peak of what ran since: one phase of a
+// program (a warm-up, an evaluation) at a time.
+BACKPLANE_API void reset_peak(Runtime& runtime, const Device& device);
 
 // Returns every cached (unused) block of `device`, device and pinned, to the
 // backend. Blocks in use are untouched.

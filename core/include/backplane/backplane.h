@@ -26,7 +26,9 @@
  * bp_array_dlpack_device), so any backend that declares one takes part.
  * 0.5 token files (bp_tokens_load, bp_tokens_load_files), the timeline
  * (bp_trace_start, bp_trace_stop), bp_dlpack_capsule_destructor, the batch
- * stream (bp_batch_stream_*).
+ * stream (bp_batch_stream_*). 0.6 the device's total and free memory in
+ * bp_memory_stats (BP_MEMORY_UNKNOWN when the backend cannot tell, also from
+ * bp_device_info_memory_free), bp_memory_reset_peak.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -41,7 +43,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 5
+#define BP_API_VERSION_MINOR 6
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -178,6 +180,8 @@ BACKPLANE_API void bp_device_info_destroy(bp_device_info* info);
 /* Strings are valid until the info is destroyed. */
 BACKPLANE_API const char* bp_device_info_name(const bp_device_info* info);
 BACKPLANE_API bp_device_kind bp_device_info_kind(const bp_device_info* info);
+/* Bytes, as the backend reported them when the info was created. Free is
+ * BP_MEMORY_UNKNOWN when the backend cannot tell (see bp_memory_stats). */
 BACKPLANE_API uint64_t bp_device_info_memory_total(const bp_device_info* info);
 BACKPLANE_API uint64_t bp_device_info_memory_free(const bp_device_info* info);
 BACKPLANE_API size_t bp_device_info_attribute_count(const bp_device_info* info);
@@ -371,22 +375,39 @@ BACKPLANE_API bp_status bp_take_windows(bp_runtime* runtime, const bp_array* tok
 
 /* ----------------------------------------------------------- memory -- */
 
+/* A memory figure the backend cannot tell. */
+#define BP_MEMORY_UNKNOWN UINT64_MAX
+
 /* The caching allocator of one device (bytes; counts since the runtime
- * started). Set struct_size to sizeof before the call. */
+ * started), and the device's own memory. Set struct_size to sizeof before
+ * the call. */
 typedef struct bp_memory_stats {
   size_t struct_size;
   uint64_t in_use;              /* device blocks held by arrays or transfers */
   uint64_t cached;              /* device blocks kept for reuse */
-  uint64_t peak;                /* highest in_use so far */
+  uint64_t peak;                /* highest in_use since the start or bp_memory_reset_peak */
   uint64_t backend_allocations; /* memory_allocate calls of the backend */
   uint64_t backend_frees;
   uint64_t pinned_in_use; /* pinned host staging (backends that offer it) */
   uint64_t pinned_cached;
   uint64_t pinned_backend_allocations;
+  /* API 0.6, written only when struct_size covers them: the device's memory
+   * as its backend reports it at the time of the call, whoever holds it
+   * (cached blocks count as used). memory_free is BP_MEMORY_UNKNOWN when the
+   * backend cannot tell: opencl, and cuda before the device is first used in
+   * this process. */
+  uint64_t memory_total;
+  uint64_t memory_free;
 } bp_memory_stats;
 
-/* `device` NULL: the default device. */
+/* `device` NULL: the default device. The API 0.5 size (up to
+ * pinned_backend_allocations) is accepted too. */
 BACKPLANE_API bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_memory_stats* out);
+
+/* API 0.6. Sets the device's peak to what is in use now, so that the next
+ * bp_memory_stats_get reports the peak of what ran since. `device` NULL: the
+ * default device. */
+BACKPLANE_API bp_status bp_memory_reset_peak(bp_runtime* runtime, const bp_device* device);
 
 /* Returns the device's cached (unused) blocks to the backend. */
 BACKPLANE_API bp_status bp_empty_cache(bp_runtime* runtime, const bp_device* device);

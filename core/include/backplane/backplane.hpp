@@ -85,7 +85,8 @@ struct BACKPLANE_API DeviceInfo {
   std::string name;
   DeviceKind kind = DeviceKind::kCpu;
   std::uint64_t memory_total = 0;
-  std::uint64_t memory_free = 0;
+  // Bytes a new allocation can get, when the backend can tell (see MemoryStats).
+  std::optional<std::uint64_t> memory_free;
   std::vector<std::pair<std::string, std::string>> attributes;
 
   std::string selector() const { return backend + ":" + std::to_string(ordinal); }

@@ -27,6 +27,9 @@
  *        what the probe found. BP_PluginApi.dlpack_device_type: the DLPack
  *        device type of the backend's memory, so the core never needs to know
  *        a backend by name to share its arrays.
+ *        Later, with no layout change: BP_DeviceInfoArgs.memory_free may be
+ *        BP_MEMORY_FREE_UNKNOWN. No answer that was valid before changes
+ *        meaning (free never exceeded total), so the version stays.
  *
  * Errors
  * ------
@@ -172,6 +175,9 @@ typedef struct BP_DeviceCountArgs {
   int32_t count; /* out; 0 when probe said unavailable */
 } BP_DeviceCountArgs;
 
+/* BP_DeviceInfoArgs.memory_free when the backend cannot tell. */
+#define BP_MEMORY_FREE_UNKNOWN UINT64_MAX
+
 typedef struct BP_DeviceInfoArgs {
   size_t struct_size;
   BP_Backend* backend;
@@ -181,7 +187,10 @@ typedef struct BP_DeviceInfoArgs {
   const char* name;
   size_t name_size;
   BP_DeviceKind kind;
-  uint64_t memory_total;
+  uint64_t memory_total; /* bytes; required, never 0 */
+  /* Bytes a new allocation can get now, at most memory_total; or
+   * BP_MEMORY_FREE_UNKNOWN when the backend cannot tell (no query for it, or
+   * asking would initialise the device). Never an estimate. */
   uint64_t memory_free;
   const BP_KeyValue* attributes;
   size_t attribute_count;

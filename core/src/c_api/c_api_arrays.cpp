@@ -1,8 +1,9 @@
-// bp_dtype_*, bp_array_*, bp_take_windows, bp_memory_stats_get, bp_empty_cache.
+// bp_dtype_*, bp_array_*, bp_take_windows, bp_memory_stats_get, bp_memory_reset_peak, bp_empty_cache.
 #include "c_api/c_api_support.hpp"
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
@@ -256,7 +257,11 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
   return guarded([&] {
     auto cxx = runtime_of(runtime, "bp_memory_stats_get");
     require_non_null(out, "bp_memory_stats_get", "out");
-    check_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get");
+    // API 0.5's struct, which ends before memory_total, is accepted too; the
+    // message for anything smaller still asks for sizeof.
+    if (out->struct_size < offsetof(bp_memory_stats, memory_total)) {
+      check_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get");
+    }
     const MemoryStats stats = memory_stats(*cxx, device_or_default(*cxx, device));
     out->in_use = stats.in_use;
     out->cached = stats.cached;
@@ -266,6 +271,17 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
     out->pinned_in_use = stats.pinned_in_use;
     out->pinned_cached = stats.pinned_cached;
     out->pinned_backend_allocations = stats.pinned_backend_allocations;
+    if (out->struct_size >= offsetof(bp_memory_stats, memory_free) + sizeof(std::uint64_t)) {
+      out->memory_total = stats.memory_total;
+      out->memory_free = stats.memory_free.value_or(BP_MEMORY_UNKNOWN);
+    }
+  });
+}
+
+bp_status bp_memory_reset_peak(bp_runtime* runtime, const bp_device* device) {
+  return guarded([&] {
+    auto cxx = runtime_of(runtime, "bp_memory_reset_peak");
+    reset_peak(*cxx, device_or_default(*cxx, device));
   });
 }
 

@@ -152,7 +152,7 @@ uint64_t bp_device_info_memory_total(const bp_device_info* info) {
 
 uint64_t bp_device_info_memory_free(const bp_device_info* info) {
   const auto live = info_of(info);
-  return live ? live->info.memory_free : 0;
+  return live ? live->info.memory_free.value_or(BP_MEMORY_UNKNOWN) : 0;
 }
 
 size_t bp_device_info_attribute_count(const bp_device_info* info) {

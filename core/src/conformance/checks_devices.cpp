@@ -92,7 +92,7 @@ void check_devices(Context& context) {
         throw CheckFailure(fmt::format("{}: kind {} is not a BP_DeviceKind", label, info.kind));
       }
       if (info.memory_total == 0) throw CheckFailure(label + ": memory_total is 0");
-      if (info.memory_free > info.memory_total) {
+      if (info.memory_free != BP_MEMORY_FREE_UNKNOWN && info.memory_free > info.memory_total) {
         throw CheckFailure(
             fmt::format("{}: memory_free {} exceeds memory_total {}", label, info.memory_free, info.memory_total));
       }
@@ -144,8 +144,10 @@ void check_memory(Context& context) {
   });
   context.check("memory: a large allocation is usable at both ends", [&] {
     context.require_devices();
-    const std::uint64_t size =
-        std::max<std::uint64_t>(std::min(kLargeAllocation, context.devices[0].memory_free / 4), 4096);
+    // A quarter of what is free, or of the total when free is unknown.
+    const DeviceFacts& device = context.devices[0];
+    const std::uint64_t room = device.memory_free == BP_MEMORY_FREE_UNKNOWN ? device.memory_total : device.memory_free;
+    const std::uint64_t size = std::max<std::uint64_t>(std::min(kLargeAllocation, room / 4), 4096);
     Buffer large = context.allocate(0, size);
     const auto head = context.random_bytes(4096);
     const auto tail = context.random_bytes(4093);

@@ -47,7 +47,7 @@ std::string error_code_name(BP_ErrorCode code);
 struct DeviceFacts {
   std::string name;
   std::uint64_t memory_total = 0;
-  std::uint64_t memory_free = 0;
+  std::uint64_t memory_free = 0;  // as answered: BP_MEMORY_FREE_UNKNOWN when unknown
 };
 
 class Context;

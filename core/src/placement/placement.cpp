@@ -69,7 +69,17 @@ MemoryStats memory_stats(Runtime& runtime, const Device& device) {
     stats.pinned_cached = pinned.cached;
     stats.pinned_backend_allocations = pinned.backend_allocations;
   }
+  // A fresh answer from the plugin: free memory moves with every allocation.
+  const DeviceInfo info = live->backend().device_info(live->ordinal());
+  stats.memory_total = info.memory_total;
+  stats.memory_free = info.memory_free;
   return stats;
+}
+
+void reset_peak(Runtime& runtime, const Device& device) {
+  const auto live = detail::RuntimeAccess::registry(runtime).device(device);
+  live->memory().reset_peak();
+  if (CachingAllocator* staging = live->pinned()) staging->reset_peak();
 }
 
 void empty_cache(Runtime& runtime, const Device& device) {

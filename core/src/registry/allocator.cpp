@@ -95,7 +95,8 @@ void CachingAllocator::throw_out_of_memory(std::uint64_t size, std::uint64_t rel
   std::string memory = "free/total memory unknown";
   try {
     const DeviceInfo info = backend_->device_info(ordinal_);
-    memory = fmt::format("{} free of {}", describe_bytes(info.memory_free), describe_bytes(info.memory_total));
+    memory = fmt::format("{} free of {}", info.memory_free ? describe_bytes(*info.memory_free) : "unknown",
+                         describe_bytes(info.memory_total));
   } catch (const Error&) {  // keep the allocation's own error as the story
   }
   const Counters now = counters();
@@ -171,6 +172,11 @@ std::uint64_t CachingAllocator::empty_cache() {
     traced_call.arg({"device", selector_});
   }
   return bytes;
+}
+
+void CachingAllocator::reset_peak() {
+  const std::lock_guard lock(mutex_);
+  counters_.peak = counters_.in_use;
 }
 
 CachingAllocator::Counters CachingAllocator::counters() const {

@@ -74,6 +74,8 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   std::shared_ptr<Block> allocate(std::uint64_t size);
   // Frees every cached block; returns the bytes released.
   std::uint64_t empty_cache();
+  // Peak becomes what is in use now.
+  void reset_peak();
   Counters counters() const;
 
  private:

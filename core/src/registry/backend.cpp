@@ -104,7 +104,7 @@ DeviceInfo Backend::device_info(int ordinal) {
     default: info.kind = DeviceKind::kCpu; break;
   }
   info.memory_total = args.memory_total;
-  info.memory_free = args.memory_free;
+  if (args.memory_free != BP_MEMORY_FREE_UNKNOWN) info.memory_free = args.memory_free;
   for (std::size_t i = 0; i < args.attribute_count; ++i) {
     const BP_KeyValue& pair = args.attributes[i];
     require_within(pair.key_size, kMaxPluginTextSize, call, fmt::format("attribute {} key_size", i));

@@ -64,13 +64,15 @@ SimBackend::SimBackend(const Options& options)
 SimBackend::~SimBackend() { worker_.stop(); }
 
 std::unique_ptr<SimBackend> SimBackend::create(const sdk::Options& options) {
-  options.allow_only({"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us", "probe_priority"});
+  options.allow_only(
+      {"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us", "probe_priority", "report_free"});
   Options parsed;
   parsed.devices = static_cast<std::int32_t>(options.integer("devices", 1, 1, 64));
   parsed.memory_limit = options.unsigned_integer("memory_limit", parsed.memory_limit, 0, UINT64_MAX);
   parsed.fail_alloc_at = options.unsigned_integer("fail_alloc_at", 0, 0, UINT64_MAX);
   parsed.fail_copy_at = options.unsigned_integer("fail_copy_at", 0, 0, UINT64_MAX);
   parsed.copy_delay_us = options.unsigned_integer("copy_delay_us", 0, 0, kMaxCopyDelayUs);
+  parsed.report_free = options.unsigned_integer("report_free", 1, 0, 1) != 0;
   if (options.find("probe_priority") != nullptr) {
     parsed.priority = static_cast<std::int32_t>(options.integer("probe_priority", 0, 0, kMaxPriority));
   }
@@ -94,6 +96,7 @@ sdk::DeviceDescription SimBackend::describe(std::int32_t ordinal) {
 
 sdk::MemoryFigures SimBackend::memory(std::int32_t ordinal) {
   const std::lock_guard lock(mutex_);
+  if (!options_.report_free) return {options_.memory_limit, std::nullopt};
   return {options_.memory_limit, options_.memory_limit - in_use_[static_cast<std::size_t>(ordinal)]};
 }
 

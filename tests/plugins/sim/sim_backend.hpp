@@ -41,6 +41,8 @@
 //                  before moving data, so overlap is observable. Default 0.
 //   probe_priority 0..1000: the priority probe reports (ABI 1.2), in place of
 //                  the table's 50. Default: the table's.
+//   report_free    0 or 1, default 1. 0: device_info answers memory_free
+//                  BP_MEMORY_FREE_UNKNOWN, as a backend with no query does.
 //
 // DLPack: the table declares BACKPLANE_SIM_DLPACK_DEVICE_TYPE (a build
 // define; 12, kDLExtDev, unless the build says otherwise), so DLPack export
@@ -91,6 +93,7 @@ class SimBackend {
     std::uint64_t fail_copy_at = 0;   // 0: never
     std::uint64_t copy_delay_us = 0;
     std::optional<std::int32_t> priority;  // what probe reports; unset: kIdentity's
+    bool report_free = true;
   };
 
   // Storage is shared so a buffer freed while an async copy still reads or

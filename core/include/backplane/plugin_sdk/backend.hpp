@@ -101,7 +101,8 @@ struct DeviceDescription {
 
 struct MemoryFigures {
   std::uint64_t total = 0;
-  std::uint64_t free = 0;
+  // Empty when the backend cannot tell (BP_MEMORY_FREE_UNKNOWN): never an estimate.
+  std::optional<std::uint64_t> free;
 };
 
 // What the SDK needs of every buffer; a backend's Buffer adds its own fields.
@@ -391,7 +392,7 @@ class Entries {
       args->name_size = device->name.size();
       args->kind = device->kind;
       args->memory_total = memory.total;
-      args->memory_free = memory.free;
+      args->memory_free = memory.free.value_or(BP_MEMORY_FREE_UNKNOWN);
       args->attributes = device->attributes.data();
       args->attribute_count = device->attributes.size();
     });
