@@ -5,6 +5,7 @@
 #include "loader/trust.hpp"
 #include "registry/probe_call.hpp"
 #include "trace/trace.hpp"
+#include "util/concurrent_jobs.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +21,10 @@ namespace {
 
 constexpr std::string_view kPrefix = "backplane-";
 constexpr std::string_view kSuffix = ".so";
+// Plugins loaded and probed at once, at most. Probing mostly waits (on the
+// disk, a driver's initialisation, a probe helper process), so this is not
+// tied to the number of cores; it bounds a directory of many plugins.
+constexpr std::size_t kMaxConcurrentProbes = 16;
 
 // "<name>" for a file called backplane-<name>.so, else empty.
 std::string name_from_file(const std::filesystem::path& file) {
@@ -159,7 +164,8 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
   return verdict;
 }
 
-// Opens, creates and probes one plugin; fills status and reason.
+// Opens, creates and probes one plugin; fills status and reason. Runs on a
+// discovery thread, while other plugins are probed: `seen` is only read here.
 DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPolicy& policy,
                                  const std::map<std::string, std::filesystem::path, std::less<>>& seen,
                                  std::uint32_t timeout_ms) {
@@ -240,44 +246,66 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
 
 std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,
                                         const DiscoveryPolicy& policy) {
-  std::vector<DiscoveredBackend> found;
+  const std::vector<Candidate> candidates = list_candidates(search_path);
+  // In search order, whatever order the probes finish in.
+  std::vector<DiscoveredBackend> found(candidates.size());
   std::map<std::string, std::filesystem::path, std::less<>> seen;  // name -> first file
   const std::uint32_t timeout_ms = probe_timeout_ms(policy.probe_timeout);
-  for (const auto& candidate : list_candidates(search_path)) {
+
+  // The candidates to load and probe together. A file's name settles whether
+  // it is shadowed or disabled before anything is opened, except after a
+  // directly named file: its backend name, which may shadow the files after
+  // it, is known only once it is opened, so it ends a wave.
+  std::vector<std::size_t> wave;
+  auto probe_wave = [&] {
+    run_concurrently(wave.size(), kMaxConcurrentProbes, "bp-discovery", [&](std::size_t job) {
+      const std::size_t index = wave[job];
+      const Candidate& candidate = candidates[index];
+      const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
+      found[index] = load_and_probe(candidate, policy, seen, timeout_ms);
+      if (trace::enabled()) {
+        const BackendInfo& info = found[index].info;
+        trace::complete({}, "discovery", fmt::format("discover {}", info.name), begin, trace::Clock::now(),
+                        {{"file", candidate.file.string()},
+                         {"status", to_string(info.status)},
+                         {"reason", info.reason},
+                         {"isolation", to_string(policy.isolation)}});
+      }
+    });
+    for (const std::size_t index : wave) {
+      const Candidate& candidate = candidates[index];
+      const BackendInfo& info = found[index].info;
+      if (candidate.name.empty() && info.status != BackendStatus::kShadowed) seen.emplace(info.name, candidate.file);
+      log(LogLevel::kDebug, "{}: taken, backend '{}' is {}{}{}", candidate.file.string(), info.name,
+          to_string(info.status), info.reason.empty() ? "" : ": ", info.reason);
+    }
+    wave.clear();
+  };
+
+  for (std::size_t index = 0; index < candidates.size(); ++index) {
+    const Candidate& candidate = candidates[index];
     if (!candidate.name.empty()) {
       if (auto earlier = seen.find(candidate.name); earlier != seen.end()) {
         log(LogLevel::kDebug, "{}: skipped, shadowed by {}", candidate.file.string(), earlier->second.string());
-        found.push_back({BackendInfo{candidate.name, BackendStatus::kShadowed,
-                                     fmt::format("shadowed by {}, found earlier", earlier->second.string()),
-                                     candidate.file, candidate.origin, "", "", 0, 0, 0},
-                         nullptr});
+        found[index] = {BackendInfo{candidate.name, BackendStatus::kShadowed,
+                                    fmt::format("shadowed by {}, found earlier", earlier->second.string()),
+                                    candidate.file, candidate.origin, "", "", 0, 0, 0},
+                        nullptr};
         continue;
       }
       seen.emplace(candidate.name, candidate.file);
       if (auto reason = disabled_reason(candidate.name, policy)) {
         log(LogLevel::kDebug, "{}: skipped, disabled ({})", candidate.file.string(), *reason);
-        found.push_back({BackendInfo{candidate.name, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason),
-                                     candidate.file, candidate.origin, "", "", 0, 0, 0},
-                         nullptr});
+        found[index] = {BackendInfo{candidate.name, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason),
+                                    candidate.file, candidate.origin, "", "", 0, 0, 0},
+                        nullptr};
         continue;
       }
     }
-    const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
-    DiscoveredBackend discovered = load_and_probe(candidate, policy, seen, timeout_ms);
-    if (trace::enabled()) {
-      trace::complete({}, "discovery", fmt::format("discover {}", discovered.info.name), begin, trace::Clock::now(),
-                      {{"file", candidate.file.string()},
-                       {"status", to_string(discovered.info.status)},
-                       {"reason", discovered.info.reason},
-                       {"isolation", to_string(policy.isolation)}});
-    }
-    if (candidate.name.empty() && discovered.info.status != BackendStatus::kShadowed) {
-      seen.emplace(discovered.info.name, candidate.file);
-    }
-    log(LogLevel::kDebug, "{}: taken, backend '{}' is {}{}{}", candidate.file.string(), discovered.info.name,
-        to_string(discovered.info.status), discovered.info.reason.empty() ? "" : ": ", discovered.info.reason);
-    found.push_back(std::move(discovered));
+    wave.push_back(index);
+    if (candidate.name.empty()) probe_wave();
   }
+  probe_wave();
   return found;
 }
 
