@@ -11,8 +11,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
-#include <set>
 #include <system_error>
 #include <tuple>
 
@@ -89,25 +90,60 @@ const PluginOptions& options_for(const DiscoveryPolicy& policy, std::string_view
   return found == policy.options.end() ? kNoOptions : found->second;
 }
 
-// The probe helpers that turned out not to speak the protocol at all: a
-// broken installation, reported once, after which plugins are probed here.
-class BrokenHelpers {
+// What this process knows of each probe helper. One that says nothing at all
+// is a broken installation, reported once, after which plugins are probed
+// here. Plugins are probed concurrently, but an untried helper runs one child
+// first: the others start once it has written anything (the real helper does
+// before it touches a plugin, within milliseconds), so a broken helper still
+// runs once, not once per plugin.
+class HelperStates {
  public:
-  bool contains(const std::filesystem::path& helper) {
-    std::lock_guard lock(mutex_);
-    return helpers_.contains(helper);
+  enum class State { kUntried, kTrying, kSpoke, kBroken };
+
+  // kSpoke or kBroken, waiting while another thread tries the helper; or
+  // kTrying: the caller tries it, and reports with spoke() or mark_broken(),
+  // then tried().
+  State claim(const std::filesystem::path& helper) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      State& state = states_[helper];
+      if (state == State::kUntried) {
+        state = State::kTrying;
+        return State::kTrying;
+      }
+      if (state != State::kTrying) return state;
+      changed_.wait(lock);
+    }
   }
+  void spoke(const std::filesystem::path& helper) { settle(helper, State::kSpoke); }
+  // The trying child is over: if it neither spoke nor was found broken (it
+  // did not start), the next plugin tries the helper.
+  void tried(const std::filesystem::path& helper) { settle(helper, State::kUntried); }
   // True when `helper` was not known broken yet.
-  bool add(const std::filesystem::path& helper) {
+  bool mark_broken(const std::filesystem::path& helper) {
     std::lock_guard lock(mutex_);
-    return helpers_.insert(helper).second;
+    State& state = states_[helper];
+    const bool news = state != State::kBroken;
+    state = State::kBroken;
+    changed_.notify_all();
+    return news;
   }
 
  private:
+  // Leaves kTrying for `to`; a state already settled stays.
+  void settle(const std::filesystem::path& helper, State to) {
+    std::lock_guard lock(mutex_);
+    State& state = states_[helper];
+    if (state != State::kTrying) return;
+    state = to;
+    changed_.notify_all();
+  }
+
   std::mutex mutex_;
-  std::set<std::filesystem::path> helpers_;
+  std::condition_variable changed_;
+  std::map<std::filesystem::path, State> states_;  // guarded by mutex_
 };
-BrokenHelpers& broken_helpers = *new BrokenHelpers;  // never destroyed: used until exit
+HelperStates& helper_states = *new HelperStates;  // never destroyed: used until exit
 
 // With process isolation: loads, creates and probes the plugin in the probe
 // helper first, unless it already passed there in this process. nullopt:
@@ -134,11 +170,23 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
         candidate.file.string(), *problem);
     return std::nullopt;
   }
-  if (broken_helpers.contains(helper)) return std::nullopt;
-  auto verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
+  const HelperStates::State known = helper_states.claim(helper);
+  if (known == HelperStates::State::kBroken) return std::nullopt;
+  std::function<void()> on_first_record;
+  if (known == HelperStates::State::kTrying) on_first_record = [&helper] { helper_states.spoke(helper); };
+  // Whatever happens below, the plugins waiting for this try go on.
+  struct EndTry {
+    const std::filesystem::path& helper;
+    bool trying;
+    ~EndTry() {
+      if (trying) helper_states.tried(helper);
+    }
+  } end_try{helper, known == HelperStates::State::kTrying};
+  auto verdict =
+      isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms, on_first_record);
   if (verdict.started && verdict.silent) {
     // Not the plugin's doing: the real helper speaks before it loads one.
-    if (broken_helpers.add(helper)) {
+    if (helper_states.mark_broken(helper)) {
       log(LogLevel::kWarn,
           "the probe helper is broken ({}); probing {} and every later plugin in this process, without isolation",
           verdict.reason, candidate.file.string());
