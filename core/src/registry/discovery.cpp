@@ -212,11 +212,12 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
   return verdict;
 }
 
-// Opens, creates and probes one plugin; fills status and reason. Runs on a
-// discovery thread, while other plugins are probed: `seen` is only read here.
+// Opens, creates and probes one plugin; fills status and reason, and hands
+// the library, when opened, to `opened_library`. Runs on a discovery thread,
+// while other plugins are probed: `seen` is only read here.
 DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPolicy& policy,
                                  const std::map<std::string, std::filesystem::path, std::less<>>& seen,
-                                 std::uint32_t timeout_ms) {
+                                 std::uint32_t timeout_ms, std::shared_ptr<PluginLibrary>& opened_library) {
   DiscoveredBackend result;
   BackendInfo& info = result.info;
   info.name = candidate.name;
@@ -234,6 +235,7 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   }
 
   OpenedPlugin opened = open_plugin(candidate.file, candidate.name);
+  opened_library = opened.library;
   info.abi_version = opened.abi_version;
   if (opened.status != BackendStatus::kAvailable) {
     info.status = opened.status;
@@ -306,11 +308,16 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
   // it, is known only once it is opened, so it ends a wave.
   std::vector<std::size_t> wave;
   auto probe_wave = [&] {
+    // The libraries of plugins left unused are unloaded after the wave, here:
+    // one unloaded while another thread loads the next may hand it the same
+    // addresses, an order ThreadSanitizer cannot see (it would report the
+    // plugins' statics as a race).
+    std::vector<std::shared_ptr<PluginLibrary>> opened(wave.size());
     run_concurrently(wave.size(), kMaxConcurrentProbes, "bp-discovery", [&](std::size_t job) {
       const std::size_t index = wave[job];
       const Candidate& candidate = candidates[index];
       const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
-      found[index] = load_and_probe(candidate, policy, seen, timeout_ms);
+      found[index] = load_and_probe(candidate, policy, seen, timeout_ms, opened[job]);
       if (trace::enabled()) {
         const BackendInfo& info = found[index].info;
         trace::complete({}, "discovery", fmt::format("discover {}", info.name), begin, trace::Clock::now(),
@@ -327,6 +334,7 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
       log(LogLevel::kDebug, "{}: taken, backend '{}' is {}{}{}", candidate.file.string(), info.name,
           to_string(info.status), info.reason.empty() ? "" : ": ", info.reason);
     }
+    opened.clear();
     wave.clear();
   };
 
