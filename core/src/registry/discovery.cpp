@@ -6,6 +6,7 @@
 #include "registry/probe_call.hpp"
 #include "trace/trace.hpp"
 #include "util/concurrent_jobs.hpp"
+#include "util/fork.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -106,12 +107,14 @@ class HelperStates {
   State claim(const std::filesystem::path& helper) {
     std::unique_lock lock(mutex_);
     for (;;) {
-      State& state = states_[helper];
-      if (state == State::kUntried) {
-        state = State::kTrying;
+      Entry& entry = states_[helper];
+      // A try of the parent's, forked into this process, never ends here.
+      if (entry.state == State::kTrying && entry.generation != fork_generation()) entry.state = State::kUntried;
+      if (entry.state == State::kUntried) {
+        entry = {State::kTrying, fork_generation()};
         return State::kTrying;
       }
-      if (state != State::kTrying) return state;
+      if (entry.state != State::kTrying) return entry.state;
       changed_.wait(lock);
     }
   }
@@ -122,7 +125,7 @@ class HelperStates {
   // True when `helper` was not known broken yet.
   bool mark_broken(const std::filesystem::path& helper) {
     std::lock_guard lock(mutex_);
-    State& state = states_[helper];
+    State& state = states_[helper].state;
     const bool news = state != State::kBroken;
     state = State::kBroken;
     changed_.notify_all();
@@ -133,15 +136,21 @@ class HelperStates {
   // Leaves kTrying for `to`; a state already settled stays.
   void settle(const std::filesystem::path& helper, State to) {
     std::lock_guard lock(mutex_);
-    State& state = states_[helper];
+    State& state = states_[helper].state;
     if (state != State::kTrying) return;
     state = to;
     changed_.notify_all();
   }
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::filesystem::path, State> states_;  // guarded by mutex_
+  struct Entry {
+    State state = State::kUntried;
+    std::uint64_t generation = 0;  // fork_generation() of the process trying it
+  };
+  // Fork-safe: a discovery thread holding it at fork() must not leave it
+  // locked in the child.
+  ForkSafeMutex mutex_;
+  std::condition_variable_any changed_;
+  std::map<std::filesystem::path, Entry> states_;  // guarded by mutex_
 };
 HelperStates& helper_states = *new HelperStates;  // never destroyed: used until exit
 
