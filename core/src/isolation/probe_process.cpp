@@ -86,7 +86,8 @@ struct Reading {
 // Reads the child's records until `done`, end of file, or the deadline. The
 // pipe may stay open after the child is gone (a process it forked holds it):
 // the child's exit also ends the reading, once what it wrote is drained.
-Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadline) {
+Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadline,
+                     const std::function<void()>& on_first_record) {
   constexpr int kCheckExitMs = 50;
   // The helper's first record comes before it touches the plugin: a helper
   // silent this long is broken (or not ours), whatever the plugin deadline.
@@ -124,7 +125,9 @@ Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadlin
     const ssize_t got = ::read(fd, buffer, sizeof(buffer));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;  // every writer closed its end
+    const bool first = reading.records.bytes_received() == 0;
     reading.records.feed({buffer, static_cast<std::size_t>(got)});
+    if (first && on_first_record) on_first_record();
   }
   return reading;
 }
@@ -170,7 +173,8 @@ std::filesystem::path helper_path() {
 // Exec'ing a small helper gives the plugin a fresh single-threaded process,
 // and the vfork-style start copies no page tables, however large the caller.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
-                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms) {
+                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
+                            const std::function<void()>& on_first_record) {
   ChildVerdict verdict;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -218,7 +222,7 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
 
   std::optional<Clock::time_point> deadline;
   if (timeout_ms != 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const Reading reading = read_verdict(pipe_fds[0], pid, deadline);
+  const Reading reading = read_verdict(pipe_fds[0], pid, deadline, on_first_record);
   ::close(pipe_fds[0]);
 
   const std::string stage = describe_stage(reading.records.get("stage"));

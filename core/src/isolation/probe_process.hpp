@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -35,9 +36,13 @@ struct ChildVerdict {
 
 // Runs the helper on `file` with the deadline `timeout_ms` (0: none) for the
 // whole child: loading (static constructors, entry point), backend_create and
-// probe. Never throws for anything the plugin does.
+// probe. `on_first_record`, when given, is called as soon as the child first
+// writes to its result pipe (the real helper does before it touches the
+// plugin), on the calling thread.
+// Never throws for anything the plugin does.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
-                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms);
+                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
+                            const std::function<void()>& on_first_record = {});
 
 // Whether this file, unchanged since (same device, inode, size and mtime), and
 // these options already answered in a child in this process.

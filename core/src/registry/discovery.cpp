@@ -5,13 +5,16 @@
 #include "loader/trust.hpp"
 #include "registry/probe_call.hpp"
 #include "trace/trace.hpp"
+#include "util/concurrent_jobs.hpp"
+#include "util/fork.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
-#include <set>
 #include <system_error>
 #include <tuple>
 
@@ -20,6 +23,10 @@ namespace {
 
 constexpr std::string_view kPrefix = "backplane-";
 constexpr std::string_view kSuffix = ".so";
+// Plugins loaded and probed at once, at most. Probing mostly waits (on the
+// disk, a driver's initialisation, a probe helper process), so this is not
+// tied to the number of cores; it bounds a directory of many plugins.
+constexpr std::size_t kMaxConcurrentProbes = 16;
 
 // "<name>" for a file called backplane-<name>.so, else empty.
 std::string name_from_file(const std::filesystem::path& file) {
@@ -84,25 +91,68 @@ const PluginOptions& options_for(const DiscoveryPolicy& policy, std::string_view
   return found == policy.options.end() ? kNoOptions : found->second;
 }
 
-// The probe helpers that turned out not to speak the protocol at all: a
-// broken installation, reported once, after which plugins are probed here.
-class BrokenHelpers {
+// What this process knows of each probe helper. One that says nothing at all
+// is a broken installation, reported once, after which plugins are probed
+// here. Plugins are probed concurrently, but an untried helper runs one child
+// first: the others start once it has written anything (the real helper does
+// before it touches a plugin, within milliseconds), so a broken helper still
+// runs once, not once per plugin.
+class HelperStates {
  public:
-  bool contains(const std::filesystem::path& helper) {
-    std::lock_guard lock(mutex_);
-    return helpers_.contains(helper);
+  enum class State { kUntried, kTrying, kSpoke, kBroken };
+
+  // kSpoke or kBroken, waiting while another thread tries the helper; or
+  // kTrying: the caller tries it, and reports with spoke() or mark_broken(),
+  // then tried().
+  State claim(const std::filesystem::path& helper) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      Entry& entry = states_[helper];
+      // A try of the parent's, forked into this process, never ends here.
+      if (entry.state == State::kTrying && entry.generation != fork_generation()) entry.state = State::kUntried;
+      if (entry.state == State::kUntried) {
+        entry = {State::kTrying, fork_generation()};
+        return State::kTrying;
+      }
+      if (entry.state != State::kTrying) return entry.state;
+      changed_.wait(lock);
+    }
   }
+  void spoke(const std::filesystem::path& helper) { settle(helper, State::kSpoke); }
+  // The trying child is over: if it neither spoke nor was found broken (it
+  // did not start), the next plugin tries the helper.
+  void tried(const std::filesystem::path& helper) { settle(helper, State::kUntried); }
   // True when `helper` was not known broken yet.
-  bool add(const std::filesystem::path& helper) {
+  bool mark_broken(const std::filesystem::path& helper) {
     std::lock_guard lock(mutex_);
-    return helpers_.insert(helper).second;
+    State& state = states_[helper].state;
+    const bool news = state != State::kBroken;
+    state = State::kBroken;
+    changed_.notify_all();
+    return news;
   }
 
  private:
-  std::mutex mutex_;
-  std::set<std::filesystem::path> helpers_;
+  // Leaves kTrying for `to`; a state already settled stays.
+  void settle(const std::filesystem::path& helper, State to) {
+    std::lock_guard lock(mutex_);
+    State& state = states_[helper].state;
+    if (state != State::kTrying) return;
+    state = to;
+    changed_.notify_all();
+  }
+
+  struct Entry {
+    State state = State::kUntried;
+    std::uint64_t generation = 0;  // fork_generation() of the process trying it
+  };
+  // Fork-safe: a discovery thread holding it at fork() must not leave it
+  // locked in the child.
+  ForkSafeMutex mutex_;
+  std::condition_variable_any changed_;
+  std::map<std::filesystem::path, Entry> states_;  // guarded by mutex_
 };
-BrokenHelpers& broken_helpers = *new BrokenHelpers;  // never destroyed: used until exit
+HelperStates& helper_states = *new HelperStates;  // never destroyed: used until exit
 
 // With process isolation: loads, creates and probes the plugin in the probe
 // helper first, unless it already passed there in this process. nullopt:
@@ -129,11 +179,23 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
         candidate.file.string(), *problem);
     return std::nullopt;
   }
-  if (broken_helpers.contains(helper)) return std::nullopt;
-  auto verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
+  const HelperStates::State known = helper_states.claim(helper);
+  if (known == HelperStates::State::kBroken) return std::nullopt;
+  std::function<void()> on_first_record;
+  if (known == HelperStates::State::kTrying) on_first_record = [&helper] { helper_states.spoke(helper); };
+  // Whatever happens below, the plugins waiting for this try go on.
+  struct EndTry {
+    const std::filesystem::path& helper;
+    bool trying;
+    ~EndTry() {
+      if (trying) helper_states.tried(helper);
+    }
+  } end_try{helper, known == HelperStates::State::kTrying};
+  auto verdict =
+      isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms, on_first_record);
   if (verdict.started && verdict.silent) {
     // Not the plugin's doing: the real helper speaks before it loads one.
-    if (broken_helpers.add(helper)) {
+    if (helper_states.mark_broken(helper)) {
       log(LogLevel::kWarn,
           "the probe helper is broken ({}); probing {} and every later plugin in this process, without isolation",
           verdict.reason, candidate.file.string());
@@ -159,10 +221,12 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
   return verdict;
 }
 
-// Opens, creates and probes one plugin; fills status and reason.
+// Opens, creates and probes one plugin; fills status and reason, and hands
+// the library, when opened, to `opened_library`. Runs on a discovery thread,
+// while other plugins are probed: `seen` is only read here.
 DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPolicy& policy,
                                  const std::map<std::string, std::filesystem::path, std::less<>>& seen,
-                                 std::uint32_t timeout_ms) {
+                                 std::uint32_t timeout_ms, std::shared_ptr<PluginLibrary>& opened_library) {
   DiscoveredBackend result;
   BackendInfo& info = result.info;
   info.name = candidate.name;
@@ -180,6 +244,7 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   }
 
   OpenedPlugin opened = open_plugin(candidate.file, candidate.name);
+  opened_library = opened.library;
   info.abi_version = opened.abi_version;
   if (opened.status != BackendStatus::kAvailable) {
     info.status = opened.status;
@@ -240,48 +305,77 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
 
 std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,
                                         const DiscoveryPolicy& policy) {
-  std::vector<DiscoveredBackend> found;
+  const std::vector<Candidate> candidates = list_candidates(search_path);
+  // In search order, whatever order the probes finish in.
+  std::vector<DiscoveredBackend> found(candidates.size());
   std::map<std::string, std::filesystem::path, std::less<>> seen;  // name -> first file
   const std::uint32_t timeout_ms = probe_timeout_ms(policy.probe_timeout);
-  for (const auto& candidate : list_candidates(search_path)) {
+
+  // The candidates to load and probe together. A file's name settles whether
+  // it is shadowed or disabled before anything is opened, except after a
+  // directly named file: its backend name, which may shadow the files after
+  // it, is known only once it is opened, so it ends a wave.
+  std::vector<std::size_t> wave;
+  auto probe_wave = [&] {
+    // The libraries of plugins left unused are unloaded after the wave, here:
+    // one unloaded while another thread loads the next may hand it the same
+    // addresses, an order ThreadSanitizer cannot see (it would report the
+    // plugins' statics as a race).
+    std::vector<std::shared_ptr<PluginLibrary>> opened(wave.size());
+    run_concurrently(wave.size(), kMaxConcurrentProbes, "bp-discovery", [&](std::size_t job) {
+      const std::size_t index = wave[job];
+      const Candidate& candidate = candidates[index];
+      const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
+      // The plugin's name is known only once probed: the range is named by file.
+      trace::Range probing;
+      if (trace::tools_attached())
+        probing = trace::Range(fmt::format("discover {}", candidate.file.filename().string()));
+      found[index] = load_and_probe(candidate, policy, seen, timeout_ms, opened[job]);
+      probing.end();
+      if (trace::recording()) {
+        const BackendInfo& info = found[index].info;
+        trace::complete({}, "discovery", fmt::format("discover {}", info.name), begin, trace::Clock::now(),
+                        {{"file", candidate.file.string()},
+                         {"status", to_string(info.status)},
+                         {"reason", info.reason},
+                         {"isolation", to_string(policy.isolation)}});
+      }
+    });
+    for (const std::size_t index : wave) {
+      const Candidate& candidate = candidates[index];
+      const BackendInfo& info = found[index].info;
+      if (candidate.name.empty() && info.status != BackendStatus::kShadowed) seen.emplace(info.name, candidate.file);
+      log(LogLevel::kDebug, "{}: taken, backend '{}' is {}{}{}", candidate.file.string(), info.name,
+          to_string(info.status), info.reason.empty() ? "" : ": ", info.reason);
+    }
+    opened.clear();
+    wave.clear();
+  };
+
+  for (std::size_t index = 0; index < candidates.size(); ++index) {
+    const Candidate& candidate = candidates[index];
     if (!candidate.name.empty()) {
       if (auto earlier = seen.find(candidate.name); earlier != seen.end()) {
         log(LogLevel::kDebug, "{}: skipped, shadowed by {}", candidate.file.string(), earlier->second.string());
-        found.push_back({BackendInfo{candidate.name, BackendStatus::kShadowed,
-                                     fmt::format("shadowed by {}, found earlier", earlier->second.string()),
-                                     candidate.file, candidate.origin, "", "", 0, 0, 0},
-                         nullptr});
+        found[index] = {BackendInfo{candidate.name, BackendStatus::kShadowed,
+                                    fmt::format("shadowed by {}, found earlier", earlier->second.string()),
+                                    candidate.file, candidate.origin, "", "", 0, 0, 0},
+                        nullptr};
         continue;
       }
       seen.emplace(candidate.name, candidate.file);
       if (auto reason = disabled_reason(candidate.name, policy)) {
         log(LogLevel::kDebug, "{}: skipped, disabled ({})", candidate.file.string(), *reason);
-        found.push_back({BackendInfo{candidate.name, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason),
-                                     candidate.file, candidate.origin, "", "", 0, 0, 0},
-                         nullptr});
+        found[index] = {BackendInfo{candidate.name, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason),
+                                    candidate.file, candidate.origin, "", "", 0, 0, 0},
+                        nullptr};
         continue;
       }
     }
-    const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
-    // The plugin's name is known only once probed: the range is named by file.
-    trace::Range probing;
-    if (trace::tools_attached()) probing = trace::Range(fmt::format("discover {}", candidate.file.filename().string()));
-    DiscoveredBackend discovered = load_and_probe(candidate, policy, seen, timeout_ms);
-    probing.end();
-    if (trace::recording()) {
-      trace::complete({}, "discovery", fmt::format("discover {}", discovered.info.name), begin, trace::Clock::now(),
-                      {{"file", candidate.file.string()},
-                       {"status", to_string(discovered.info.status)},
-                       {"reason", discovered.info.reason},
-                       {"isolation", to_string(policy.isolation)}});
-    }
-    if (candidate.name.empty() && discovered.info.status != BackendStatus::kShadowed) {
-      seen.emplace(discovered.info.name, candidate.file);
-    }
-    log(LogLevel::kDebug, "{}: taken, backend '{}' is {}{}{}", candidate.file.string(), discovered.info.name,
-        to_string(discovered.info.status), discovered.info.reason.empty() ? "" : ": ", discovered.info.reason);
-    found.push_back(std::move(discovered));
+    wave.push_back(index);
+    if (candidate.name.empty()) probe_wave();
   }
+  probe_wave();
   return found;
 }
 

@@ -36,6 +36,9 @@ struct DiscoveredBackend {
   std::shared_ptr<Backend> live;
 };
 
+// One entry per plugin file, in search order. The plugins are loaded and
+// probed concurrently (each under the probe deadline, or in its own probe
+// helper with kProcess), so this takes about as long as the slowest one.
 std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path, const DiscoveryPolicy& policy);
 
 }  // namespace backplane::detail
