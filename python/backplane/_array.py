@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from . import _dtypes, _lib
 from ._devices import Device
+from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     import numpy
@@ -88,7 +89,7 @@ class Array:
 
     def _live(self) -> ctypes.c_void_p:
         if self._handle is None:
-            raise ValueError("backplane.Array: used after close()")
+            raise InvalidArgumentError("backplane.Array: used after close()")
         return self._handle
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ import numpy
 
 from . import _dtypes, _lib
 from ._array import Array
-from ._errors import Error
+from ._errors import Error, InvalidArgumentError, OutOfRangeError
 from ._runtime import DeviceLike, Runtime
 
 Converter = Callable[[Array], Any]
@@ -40,8 +40,6 @@ _UINT32_LIMIT = 1 << 32
 _INT64_LIMIT = 1 << 63
 _UINT64_LIMIT = 1 << 64
 _STATE_BUFFER = 1024  # bytes; grown when a state needs more
-_INVALID_ARGUMENT = 1
-_OUT_OF_RANGE = 7
 
 _stream_next = _lib.lib.bp_batch_stream_next
 
@@ -71,7 +69,7 @@ class Window(NamedTuple):
 
 
 def _invalid(message: str) -> Error:
-    return _lib.error_for(_INVALID_ARGUMENT, f"batches(): {message}", "invalid argument")
+    return InvalidArgumentError(f"batches(): {message}")
 
 
 def _integer(name: str, value: Any, minimum: int, maximum: int = _INT64_LIMIT) -> int:
@@ -321,7 +319,7 @@ class BatchStream:
         while True:
             buffer = self._state_buffer
             status = _lib.lib.bp_batch_stream_state(handle, buffer, len(buffer), ctypes.byref(length))
-            if status == _OUT_OF_RANGE and length.value + 1 > len(buffer):
+            if status == OutOfRangeError.status and length.value + 1 > len(buffer):
                 self._state_buffer = ctypes.create_string_buffer(length.value + 1)
                 continue
             if status != 0:

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Dict, Optional
 
 from . import _lib
+from ._errors import InvalidArgumentError
 
 BP_U8, BP_U16, BP_U32, BP_I32, BP_I64, BP_BOOL, BP_I8, BP_I16, BP_U64 = 1, 2, 3, 4, 5, 6, 7, 8, 9
 BP_F16, BP_BF16, BP_F32, BP_F64 = 10, 11, 12, 13
@@ -44,9 +45,8 @@ def _spelling(dtype: Any) -> str:
             dtype = numpy.dtype(dtype)
         if isinstance(dtype, numpy.dtype):
             if dtype.byteorder == (">" if sys.byteorder == "little" else "<"):
-                raise _lib.error_for(1, f"dtype {dtype.str}: big-endian data would be stored as wrong numbers; "
-                                        "convert it first (array.astype(array.dtype.newbyteorder('=')))",
-                                     "invalid argument")
+                raise InvalidArgumentError(f"dtype {dtype.str}: big-endian data would be stored as wrong numbers; "
+                                           "convert it first (array.astype(array.dtype.newbyteorder('=')))")
             return str(dtype.name)
     name = getattr(dtype, "name", None)  # ml_dtypes / jax dtype-likes
     if isinstance(name, str):
@@ -68,7 +68,7 @@ def code(dtype: Any) -> int:
     status = _lib.lib.bp_dtype_from_name(_NUMPY_NAMES.get(name, name).encode(), ctypes.byref(value))
     if status != 0:
         raise _lib.error_for(status, f"{_lib.text(_lib.lib.bp_last_error())} (dtype {dtype!r}; use a NumPy or torch "
-                                     "dtype, or a name such as 'int64' or 'I64')", "invalid argument")
+                                     "dtype, or a name such as 'int64' or 'I64')", _lib.text(_lib.lib.bp_status_name(status)))
     try:
         _cache[dtype] = value.value
     except TypeError:  # unhashable dtype-likes are fine, just not cached

@@ -1,4 +1,6 @@
-"""backplane.Error and one subclass per status code of backplane.h."""
+"""backplane.Error and one subclass per status code of backplane.h. Each
+class carries its status and the library's name for it, so Python code raises
+them like any exception: `raise InvalidArgumentError("take_windows: ...")`."""
 from __future__ import annotations
 
 import errno
@@ -6,101 +8,111 @@ from typing import Dict, Optional, Type
 
 
 class Error(Exception):
-    """A failed C API call: `status` is the BP_STATUS_* code, `message` the
-    library's explanation (bp_last_error), `status_name` its short name."""
+    """A failed call: `status` is the BP_STATUS_* code, `message` the
+    explanation (bp_last_error for the library's own errors), `status_name`
+    the library's short name for the status."""
 
-    status: Optional[int] = None
+    status: int = 0
+    status_name: str = "error"
 
-    def __init__(self, status: int, message: str, status_name: str = "") -> None:
+    def __init__(self, message: str, *, status: Optional[int] = None, status_name: Optional[str] = None) -> None:
         super().__init__(message)
-        self.status = status
         self.message = message
-        self.status_name = status_name
+        if status is not None:  # a status this package has no class for
+            self.status = status
+        if status_name is not None:
+            self.status_name = status_name
 
     def __str__(self) -> str:
-        return f"{self.message} [{self.status_name or self.status}]"
+        return f"{self.message} [{self.status_name}]"
 
 
 class InvalidArgumentError(Error, ValueError):
-    pass
+    status = 1
+    status_name = "invalid argument"
 
 
 class OutOfMemoryError(Error, MemoryError):
-    pass
+    status = 2
+    status_name = "out of memory"
 
 
 class UnavailableError(Error):
-    pass
+    status = 3
+    status_name = "unavailable"
 
 
 class UnsupportedError(Error, BufferError):  # BufferError: what DLPack consumers catch
-    pass
+    status = 4
+    status_name = "unsupported"
 
 
 class DeviceError(Error):
-    pass
+    status = 5
+    status_name = "device error"
 
 
 class InternalError(Error):
-    pass
+    status = 6
+    status_name = "internal error"
 
 
 class OutOfRangeError(Error, IndexError):
-    pass
+    status = 7
+    status_name = "out of range"
 
 
 class NotFoundError(Error, LookupError):
-    pass
+    status = 8
+    status_name = "not found"
 
 
 class ConfigError(Error):
-    pass
+    status = 9
+    status_name = "configuration error"
 
 
 class InvalidFileError(Error):
-    pass
+    status = 10
+    status_name = "invalid file"
 
 
 class PluginError(Error):
-    pass
+    status = 11
+    status_name = "plugin error"
 
 
 class FileSystemError(Error, OSError):
-    pass
+    status = 12
+    status_name = "I/O error"
 
 
 class CancelledError(Error):
     """A long operation stopped by its caller, e.g. a progress callback that
     raised; the callback's exception is the __cause__."""
+    status = 13
+    status_name = "cancelled"
 
 
-# BP_STATUS_* values, never renumbered.
-STATUS_CLASSES: Dict[int, Type[Error]] = {
-    1: InvalidArgumentError,
-    2: OutOfMemoryError,
-    3: UnavailableError,
-    4: UnsupportedError,
-    5: DeviceError,
-    6: InternalError,
-    7: OutOfRangeError,
-    8: NotFoundError,
-    9: ConfigError,
-    10: InvalidFileError,
-    11: PluginError,
-    12: FileSystemError,
-    13: CancelledError,
-}
+# BP_STATUS_* values, never renumbered: each class's own status.
+STATUS_CLASSES: Dict[int, Type[Error]] = {cls.status: cls for cls in (
+    InvalidArgumentError, OutOfMemoryError, UnavailableError, UnsupportedError, DeviceError, InternalError,
+    OutOfRangeError, NotFoundError, ConfigError, InvalidFileError, PluginError, FileSystemError, CancelledError)}
 
 
 class MissingFileError(NotFoundError, FileNotFoundError):
     """A file that does not exist: catchable as FileNotFoundError too."""
 
-    def __init__(self, status: int, message: str, status_name: str = "", filename: str = "") -> None:
-        super().__init__(status, message, status_name)
+    def __init__(self, message: str, *, filename: str = "") -> None:
+        super().__init__(message)
         self.errno = errno.ENOENT
         self.strerror = message
         self.filename = filename
 
 
-def error_for(status: int, message: str, status_name: str = "") -> Error:
-    return STATUS_CLASSES.get(status, Error)(status, message, status_name)
+def error_for(status: int, message: str, status_name: str) -> Error:
+    """The exception for a status the library returned."""
+    known = STATUS_CLASSES.get(status)
+    if known is not None:
+        return known(message)
+    return Error(message, status=status, status_name=status_name)

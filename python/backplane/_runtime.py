@@ -10,6 +10,7 @@ from . import _dtypes, _lib
 from ._array import HOST_DEVICE_TYPES, KDLCUDA, Array, import_capsule
 from ._devices import (Backend, DefaultDevice, Device, DeviceInfo, MemoryStats, backend_from_c, device_info_from_c,
                        memory_stats_from_c)
+from ._errors import InvalidArgumentError, OutOfRangeError, UnsupportedError
 from ._scopes import DefaultDeviceScope, ScopeStack
 
 
@@ -29,12 +30,11 @@ def _integer_offsets(offsets: Any) -> Any:
     values = _numpy.asarray(offsets)
     if values.dtype.kind == "u":
         if values.size and int(values.max()) > _INT64_MAX:
-            raise _lib.error_for(7, f"take_windows: offset {int(values.max())} is beyond the int64 range",
-                                 "out of range")
+            raise OutOfRangeError(f"take_windows: offset {int(values.max())} is beyond the int64 range")
     elif values.dtype.kind != "i" and values.size:
         kind = "booleans" if values.dtype.kind == "b" else f"{values.dtype} values"
-        raise _lib.error_for(1, f"take_windows: offsets must be integers (a NumPy integer array or Python ints), got "
-                                f"{kind}", "invalid argument")
+        raise InvalidArgumentError(f"take_windows: offsets must be integers (a NumPy integer array or Python ints), "
+                                   f"got {kind}")
     return _numpy.ascontiguousarray(values, dtype=_numpy.int64)
 
 
@@ -102,7 +102,7 @@ class Runtime:
 
     def _live_handle(self) -> ctypes.c_void_p:
         if self._handle is None:
-            raise _lib.error_for(1, "backplane.Runtime: used after close()", "invalid argument")
+            raise InvalidArgumentError("backplane.Runtime: used after close()")
         return self._handle
 
     def _c_device(self, device: Optional[DeviceLike]) -> Optional[_lib.bp_device]:
@@ -229,7 +229,7 @@ class Runtime:
             return self._create(code, extents, address, values.nbytes, device, keep=values)
         view = memoryview(data)
         if not view.c_contiguous:
-            raise _lib.error_for(1, "backplane.Runtime.array: the buffer is not C-contiguous", "invalid argument")
+            raise InvalidArgumentError("backplane.Runtime.array: the buffer is not C-contiguous")
         code = _dtypes.code("U8" if dtype is None else dtype)
         size = view.nbytes
         if shape is None:
@@ -270,9 +270,9 @@ class Runtime:
                 device_type, _ = obj.__dlpack_device__()
                 importable = self._importable_device_types()
                 if device_type not in importable:
-                    raise _lib.error_for(4, f"backplane.Runtime.from_dlpack: DLPack device type {device_type} cannot "
-                                            "be imported: no available backend declares it (importable here: "
-                                            f"{', '.join(str(t) for t in sorted(importable))})", "unsupported")
+                    raise UnsupportedError(f"backplane.Runtime.from_dlpack: DLPack device type {device_type} cannot "
+                                           "be imported: no available backend declares it (importable here: "
+                                           f"{', '.join(str(t) for t in sorted(importable))})")
                 if device_type == KDLCUDA:
                     stream = _CUDA_LEGACY_DEFAULT_STREAM
             capsule = obj.__dlpack__(stream=stream)
@@ -320,11 +320,10 @@ class Runtime:
         if type(offsets) is not _numpy.ndarray or offsets.dtype != _numpy.int64 or not offsets.flags.c_contiguous:
             starts = _integer_offsets(offsets)
         if starts.ndim != 1:
-            raise _lib.error_for(1, f"take_windows: offsets must be 1-D, got shape {starts.shape}",
-                                 "invalid argument")
+            raise InvalidArgumentError(f"take_windows: offsets must be 1-D, got shape {starts.shape}")
         if type(length) is not int and not isinstance(length, _numpy.integer):
-            raise _lib.error_for(1, f"take_windows: length must be an integer, got {type(length).__name__} "
-                                    f"{length!r}", "invalid argument")
+            raise InvalidArgumentError(f"take_windows: length must be an integer, got {type(length).__name__} "
+                                       f"{length!r}")
         count = starts.shape[0]
         if count == 0:
             address = None

@@ -84,7 +84,7 @@ def _path_bytes(path: PathLike) -> bytes:
 def _reraise_missing(error: NotFoundError, path: PathLike) -> None:
     """A file that is not there raises something FileNotFoundError catches."""
     if not os.path.lexists(path):
-        raise MissingFileError(error.status or 8, error.message, error.status_name, os.fspath(path)) from None
+        raise MissingFileError(error.message, filename=os.fspath(path)) from None
 
 
 def _metadata(handle: ctypes.c_void_p, count_function: str, entry_function: str) -> Optional[Dict[str, str]]:
@@ -216,8 +216,7 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
         failure = relay.failure if relay is not None else None
         if failure is None:
             raise
-        raise CancelledError(error.status or 13, f"{error.message}: it raised {type(failure).__name__}: {failure}",
-                             error.status_name) from failure
+        raise CancelledError(f"{error.message}: it raised {type(failure).__name__}: {failure}") from failure
     except NotFoundError as error:
         _reraise_missing(error, path)
         raise

@@ -109,15 +109,15 @@ class ScopeStack:
     def exit(self, entry: _Entry) -> None:
         entries = self._entries.get()
         if entry not in entries:
-            raise InvalidArgumentError(1, f"default-device scope {entry.describe()} is not open in this context: "
-                                          "exited twice, or in another asyncio task or thread than the one that "
-                                          "entered it", "invalid argument")
+            raise InvalidArgumentError(f"default-device scope {entry.describe()} is not open in this context: "
+                                       "exited twice, or in another asyncio task or thread than the one that "
+                                       "entered it")
         later = [other for other in entries[entries.index(entry) + 1:]
                  if other.frame is entry.frame and other.owner is entry.owner]
         if later:
-            raise InvalidArgumentError(1, f"default-device scope {entry.describe()} exited while scope "
-                                          f"{later[-1].describe()}, entered after it, is still open; exit scopes "
-                                          "innermost first", "invalid argument")
+            raise InvalidArgumentError(f"default-device scope {entry.describe()} exited while scope "
+                                       f"{later[-1].describe()}, entered after it, is still open; exit scopes "
+                                       "innermost first")
         self._entries.set(tuple(other for other in entries if other is not entry))
 
 
@@ -136,8 +136,7 @@ class DefaultDeviceScope:
 
     def __enter__(self) -> Device:
         if self._entry is not None:
-            raise InvalidArgumentError(1, f"default-device scope {self._entry.describe()} is already open",
-                                       "invalid argument")
+            raise InvalidArgumentError(f"default-device scope {self._entry.describe()} is already open")
         self._entry = self._stack.enter(self._device, sys._getframe(1))
         return self._device
 
@@ -145,8 +144,7 @@ class DefaultDeviceScope:
                  traceback: Optional[TracebackType]) -> None:
         entry = self._entry
         if entry is None:
-            raise InvalidArgumentError(1, f"default-device scope {self._device} exited without being entered",
-                                       "invalid argument")
+            raise InvalidArgumentError(f"default-device scope {self._device} exited without being entered")
         self._stack.exit(entry)  # raises, leaving the scope open, when exited out of order
         self._entry = None
 

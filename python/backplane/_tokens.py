@@ -39,7 +39,7 @@ def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
                   ctypes.byref(handle))
     except NotFoundError as error:
         if not os.path.lexists(path):  # catchable as FileNotFoundError
-            raise MissingFileError(error.status or 8, error.message, error.status_name, os.fspath(path)) from None
+            raise MissingFileError(error.message, filename=os.fspath(path)) from None
         raise
     return Array(runtime, handle)
 
@@ -53,7 +53,7 @@ def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
         # An empty match, in the library's words; a tensor name a matching
         # safetensors file lacks stays a NotFoundError.
         if "no file matches" in error.message:
-            raise MissingFileError(error.status or 8, error.message, error.status_name, pattern) from None
+            raise MissingFileError(error.message, filename=pattern) from None
         raise
     try:
         count = ctypes.c_size_t()

@@ -96,8 +96,10 @@ class ArrayTest(unittest.TestCase):
         with self.assertRaises(backplane.InvalidArgumentError):
             a.device_put("cpu")
         a.close()
-        with self.assertRaises(ValueError):
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
             a.to_bytes()
+        self.assertIn("used after close()", str(caught.exception))
+        self.assertIsInstance(caught.exception, ValueError)  # as it was before the class said so
 
 
 if __name__ == "__main__":

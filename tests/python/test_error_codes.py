@@ -61,6 +61,19 @@ class ErrorCodeTests(unittest.TestCase):
             expected = renamed.get(name, "".join(part.capitalize() for part in name.split("_")) + "Error")
             self.assertEqual(_errors.STATUS_CLASSES[value].__name__, expected, name)
 
+    def test_each_class_carries_its_status_and_the_librarys_name_for_it(self) -> None:
+        library = _lib.lib
+        for value, cls in _errors.STATUS_CLASSES.items():
+            self.assertEqual(cls.status, value)
+            self.assertEqual(cls.status_name, library.bp_status_name(value).decode(), cls.__name__)
+            error = cls("what went wrong")
+            self.assertEqual((error.status, error.message), (value, "what went wrong"))
+            self.assertEqual(str(error), f"what went wrong [{cls.status_name}]")
+        # A status newer than this package still raises, as Error with its number.
+        unknown = _lib.error_for(99, "from a newer library", "newer status")
+        self.assertIs(type(unknown), _errors.Error)
+        self.assertEqual((unknown.status, unknown.status_name), (99, "newer status"))
+
     def test_the_library_names_every_status(self) -> None:
         library = _lib.lib
         for name, value in statuses_in_header().items():
