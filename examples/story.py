@@ -102,7 +102,7 @@ def main() -> int:
         # The token file stays in host RAM as a zero-copy memory map on cpu,
         # whatever the default device is.
         with backplane.default_device_scope("cpu"):
-            tokens = backplane.safetensors.load(None, path, names="tokens")["tokens"]
+            tokens = backplane.safetensors.load(path, names="tokens")["tokens"]
         print(f"tokens: {tokens.shape[0]:,} on {tokens.device}")
 
         # A batch stream onto the default device: its threads gather and move

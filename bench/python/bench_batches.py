@@ -103,7 +103,7 @@ def main() -> int:
 
         def open_maps() -> None:
             with runtime.default_device_scope("cpu"):
-                state["tokens"] = backplane.safetensors.load(runtime, path)["tokens"]
+                state["tokens"] = backplane.safetensors.load(path, runtime=runtime)["tokens"]
             state["memmap"] = np.memmap(path, dtype=np.uint16, mode="r", offset=data_offset, shape=(args.tokens,))
 
         def close_maps() -> None:
@@ -334,7 +334,7 @@ def widening(runtime: backplane.Runtime, window: int) -> None:
 def overhead(runtime: backplane.Runtime, path: str, window: int) -> None:
     """The wrapper's own cost: public call vs prepared bare C call."""
     with runtime.default_device_scope("cpu"):
-        tokens = backplane.safetensors.load(runtime, path)["tokens"]
+        tokens = backplane.safetensors.load(path, runtime=runtime)["tokens"]
     offsets = np.random.default_rng(3).integers(0, tokens.shape[0] - window, size=32)
     cpu = backplane.Device("cpu", 0)._to_c()
     handle = ctypes.c_void_p()

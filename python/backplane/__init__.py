@@ -5,7 +5,7 @@ training batches, DLPack exchange, safetensors and token files.
     for backend in backplane.backends():            # never raises to list
         print(backend.name, backend.status, backend.reason)
     with backplane.default_device_scope("cpu"):
-        tokens = backplane.safetensors.load(None, "tokens.safetensors")["tokens"]
+        tokens = backplane.safetensors.load("tokens.safetensors")["tokens"]
     for x, y in backplane.batches(tokens, 32, 1024, to="torch", steps=100):
         ...                                         # x, y on the default device
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, overload
 
 from . import _lib
 from ._array import Array
@@ -185,19 +186,56 @@ def _names(names: Union[None, str, bytes, Iterable[str]]) -> List[bytes]:
     return encoded
 
 
-def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike] = None,
-         names: Union[None, str, Iterable[str]] = None, progress: Union[None, bool, Progress] = None) -> Loaded:
-    """Loads `path` onto `device` (default: the default device, scopes
+Names = Union[None, str, Iterable[str]]
+ProgressLike = Union[None, bool, Progress]
+
+
+@overload
+def load(path: PathLike, *, names: Names = None, device: Optional[DeviceLike] = None,
+         runtime: Optional[Runtime] = None, progress: ProgressLike = None) -> Loaded: ...
+
+
+@overload  # the earlier form, runtime first: deprecated
+def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike] = None, names: Names = None,
+         progress: ProgressLike = None, /) -> Loaded: ...
+
+
+def load(path: Union[PathLike, Runtime, None], *legacy: Any, names: Names = None,
+         device: Optional[DeviceLike] = None, runtime: Optional[Runtime] = None,
+         progress: ProgressLike = None) -> Loaded:
+    """Loads the file `path` onto `device` (default: the default device, scopes
     included). `names`: one tensor name or an iterable of them (default:
     all). `progress(done, total)` is called as bytes arrive; if it raises,
     the load is cancelled and CancelledError is raised from its exception.
     `progress=True` shows a tqdm bar when tqdm is installed and stderr is a
     terminal. On cpu the arrays are zero-copy views of a copy-on-write memory
-    map. A missing file raises MissingFileError, a FileNotFoundError."""
+    map. A missing file raises MissingFileError, a FileNotFoundError.
+    `runtime`: the runtime to load with (default: the process's default).
+
+    The earlier form load(runtime, path, device, names, progress), with the
+    runtime first, still works and warns (DeprecationWarning)."""
+    if path is None or isinstance(path, Runtime):
+        if runtime is not None or not legacy or len(legacy) > 4:
+            raise TypeError("load(path, *, names=None, device=None, runtime=None, progress=None): the earlier form "
+                            "is load(runtime, path, device=None, names=None, progress=None), with the runtime only "
+                            "first")
+        warnings.warn("safetensors.load(runtime, path, ...) is deprecated: use load(path, ..., runtime=runtime)",
+                      DeprecationWarning, stacklevel=2)
+        runtime = path
+        file: PathLike = legacy[0]
+        rest = legacy[1:]
+        device = rest[0] if len(rest) > 0 else device
+        names = rest[1] if len(rest) > 1 else names
+        progress = rest[2] if len(rest) > 2 else progress
+    elif legacy:
+        raise TypeError(f"load() takes one positional argument, the path, but {1 + len(legacy)} were given; names, "
+                        "device, runtime and progress are keywords")
+    else:
+        file = path
     runtime = runtime or Runtime.default()
     encoded = _names(names)
     name_array, name_sizes = _texts(encoded)
-    function, bar = _progress_function(progress, path)
+    function, bar = _progress_function(progress, file)
     relay = _ProgressRelay(function) if function is not None else None
     options = _lib.bp_safetensors_load_options(
         struct_size=ctypes.sizeof(_lib.bp_safetensors_load_options),
@@ -210,7 +248,7 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
     )
     handle = ctypes.c_void_p()
     try:
-        _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(path), runtime._device(device),
+        _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(file), runtime._device(device),
                   ctypes.byref(options), ctypes.byref(handle))
     except CancelledError as error:
         failure = relay.failure if relay is not None else None
@@ -218,7 +256,7 @@ def load(runtime: Optional[Runtime], path: PathLike, device: Optional[DeviceLike
             raise
         raise CancelledError(f"{error.message}: it raised {type(failure).__name__}: {failure}") from failure
     except NotFoundError as error:
-        _reraise_missing(error, path)
+        _reraise_missing(error, file)
         raise
     finally:
         if bar is not None:

@@ -96,7 +96,7 @@ class ErgonomicsTest(unittest.TestCase):
     def save_and_load(self, arrays, **load_options):
         path = self.path("file.safetensors")
         backplane.safetensors.save(path, arrays, runtime=self.runtime)
-        return backplane.safetensors.load(self.runtime, path, device="cpu", **load_options)
+        return backplane.safetensors.load(path, device="cpu", **load_options, runtime=self.runtime)
 
     def test_loaded_is_a_read_only_mapping(self):
         loaded = self.save_and_load({"a": numpy.arange(3, dtype=numpy.int8), "b": numpy.ones(2, numpy.float32)})
@@ -145,7 +145,7 @@ class ErgonomicsTest(unittest.TestCase):
             raise KeyError("stop here")
 
         with self.assertRaises(backplane.CancelledError) as caught:
-            backplane.safetensors.load(self.runtime, path, device="sim", progress=progress)
+            backplane.safetensors.load(path, device="sim", progress=progress, runtime=self.runtime)
         self.assertIsInstance(caught.exception.__cause__, KeyError)
         self.assertIn("load cancelled by the progress callback", caught.exception.message)
         self.assertIn("it raised KeyError", caught.exception.message)
@@ -154,11 +154,11 @@ class ErgonomicsTest(unittest.TestCase):
     def test_progress_true_without_a_terminal_loads_quietly(self):
         path = self.path("p.safetensors")
         backplane.safetensors.save(path, {"t": numpy.zeros(16, numpy.uint8)}, runtime=self.runtime)
-        self.assertEqual(len(backplane.safetensors.load(self.runtime, path, device="cpu", progress=True)), 1)
+        self.assertEqual(len(backplane.safetensors.load(path, device="cpu", progress=True, runtime=self.runtime)), 1)
 
     def test_a_missing_file_is_a_file_not_found_error(self):
         missing = self.path("nope.safetensors")
-        for call in (lambda: backplane.safetensors.load(self.runtime, missing),
+        for call in (lambda: backplane.safetensors.load(missing, runtime=self.runtime),
                      lambda: backplane.safetensors.inspect(missing)):
             with self.assertRaises(FileNotFoundError) as caught:
                 call()

@@ -37,22 +37,41 @@ class SafetensorsTest(unittest.TestCase):
 
     def test_load_on_cpu_and_on_the_default_device(self):
         with self.runtime.default_device_scope("cpu"):
-            loaded = backplane.safetensors.load(self.runtime, self.path)
+            loaded = backplane.safetensors.load(self.path, runtime=self.runtime)
         self.assertEqual(loaded.metadata, {"format": "pt"})
         self.assertEqual(sorted(loaded.tensors), ["tokens", "weights"])
         self.assertEqual(loaded["tokens"].device, backplane.Device("cpu", 0))
         self.assertEqual(loaded["tokens"].to_bytes(), self.tokens.to_bytes())
         reports = []
-        streamed = backplane.safetensors.load(self.runtime, self.path, names=["weights"],
+        streamed = backplane.safetensors.load(self.path, names=["weights"], runtime=self.runtime,
                                               progress=lambda done, total: reports.append((done, total)))
         self.assertEqual(list(streamed.tensors), ["weights"])
         self.assertEqual(streamed["weights"].device.backend, "sim")
         self.assertEqual(streamed["weights"].to_bytes(), self.weights.to_bytes())
         self.assertEqual(reports[-1], (24, 24))
 
+    def test_the_earlier_runtime_first_form_still_loads_and_warns(self):
+        with self.assertWarns(DeprecationWarning) as caught:
+            loaded = backplane.safetensors.load(self.runtime, self.path, "cpu", ["tokens"])
+        self.assertIn("use load(path, ..., runtime=runtime)", str(caught.warning))
+        self.assertEqual(list(loaded.tensors), ["tokens"])
+        self.assertEqual(loaded["tokens"].device, backplane.Device("cpu", 0))
+        with self.assertWarns(DeprecationWarning):
+            with self.runtime.default_device_scope("cpu"):
+                self.assertEqual(backplane.safetensors.load(None, self.path)["tokens"].to_bytes(),
+                                 self.tokens.to_bytes())
+
+    def test_load_takes_only_the_path_positionally(self):
+        with self.assertRaises(TypeError) as caught:
+            backplane.safetensors.load(self.path, "cpu")
+        self.assertIn("one positional argument, the path", str(caught.exception))
+        with self.assertRaises(TypeError) as caught:
+            backplane.safetensors.load(self.runtime, self.path, runtime=self.runtime)
+        self.assertIn("the runtime only first", str(caught.exception))
+
     @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
     def test_a_loaded_cpu_tensor_reaches_numpy_without_a_copy(self):
-        tokens = backplane.safetensors.load(self.runtime, self.path, device="cpu")["tokens"]
+        tokens = backplane.safetensors.load(self.path, device="cpu", runtime=self.runtime)["tokens"]
         view = numpy.from_dlpack(tokens)
         self.assertEqual(view.ctypes.data, tokens.data_ptr)
         self.assertEqual(view.tolist(), [9, 8, 7, 6, 5])
@@ -71,11 +90,11 @@ class SafetensorsTest(unittest.TestCase):
         broken = self.path.with_name("broken.safetensors")
         broken.write_bytes(b"\x02\0\0\0\0\0\0\0{}" + b"x")
         with self.assertRaises(backplane.InvalidFileError) as caught:
-            backplane.safetensors.load(self.runtime, broken)
+            backplane.safetensors.load(broken, runtime=self.runtime)
         self.assertEqual(caught.exception.status, 10)
         self.assertIn("broken.safetensors", caught.exception.message)
         with self.assertRaises(backplane.NotFoundError) as caught:
-            backplane.safetensors.load(self.runtime, self.path, names=["nope"])
+            backplane.safetensors.load(self.path, names=["nope"], runtime=self.runtime)
         self.assertIn("nope", caught.exception.message)
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
             backplane.safetensors.save(self.path, {"__metadata__": self.tokens})

@@ -50,18 +50,18 @@ class NulNamesTest(unittest.TestCase):
         self.assertEqual(header.metadata, self.metadata)
 
     def test_load_returns_three_tensors_with_their_own_data(self):
-        loaded = backplane.safetensors.load(self.runtime, self.path, device="cpu")
+        loaded = backplane.safetensors.load(self.path, device="cpu", runtime=self.runtime)
         self.assertEqual(sorted(loaded), sorted(NAMES))
         for name in NAMES:
             self.assertEqual(loaded[name].to_bytes(), DATA[name], name)
         self.assertEqual(loaded.metadata, self.metadata)
 
     def test_load_selects_a_name_with_a_nul_byte(self):
-        loaded = backplane.safetensors.load(self.runtime, self.path, device="cpu", names=["a\0c"])
+        loaded = backplane.safetensors.load(self.path, device="cpu", names=["a\0c"], runtime=self.runtime)
         self.assertEqual(list(loaded), ["a\0c"])
         self.assertEqual(loaded["a\0c"].to_bytes(), b"\x03\x04")
         with self.assertRaises(backplane.NotFoundError) as raised:
-            backplane.safetensors.load(self.runtime, self.path, device="cpu", names=["a\0d"])
+            backplane.safetensors.load(self.path, device="cpu", names=["a\0d"], runtime=self.runtime)
         self.assertIn("'a\\u0000d'", str(raised.exception))
 
     def test_save_round_trips_names_and_metadata_with_nul_bytes(self):
@@ -71,7 +71,7 @@ class NulNamesTest(unittest.TestCase):
         backplane.safetensors.save(out, arrays, metadata=self.metadata, runtime=self.runtime)
         text = out.read_bytes()
         self.assertIn(b'"p\\u0000q":{', text)
-        loaded = backplane.safetensors.load(self.runtime, out, device="cpu")
+        loaded = backplane.safetensors.load(out, device="cpu", runtime=self.runtime)
         self.assertEqual(sorted(loaded), sorted(NAMES + ["p\0q"]))
         self.assertEqual(loaded["p\0q"].to_bytes(), b"\x07\x08")
         self.assertEqual(loaded["a"].to_bytes(), b"\x05\x06")
@@ -91,7 +91,7 @@ class NulNamesTest(unittest.TestCase):
         written = pathlib.Path(self.directory.name) / "theirs.safetensors"
         reference.save_file({name: numpy.frombuffer(DATA[name], numpy.uint8) for name in NAMES}, str(written),
                             metadata=self.metadata)
-        loaded = backplane.safetensors.load(self.runtime, written, device="cpu")
+        loaded = backplane.safetensors.load(written, device="cpu", runtime=self.runtime)
         self.assertEqual({name: array.to_bytes() for name, array in loaded.items()}, DATA)
         self.assertEqual(loaded.metadata, self.metadata)
 
