@@ -27,7 +27,7 @@ from ._dtypes import bits as _bits
 from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSystemError, InternalError,
                       InvalidArgumentError, InvalidFileError, MissingFileError, NotFoundError, OutOfMemoryError,
                       OutOfRangeError, PluginError, UnavailableError, UnsupportedError)
-from ._runtime import DeviceLike, Runtime
+from ._runtime import DeviceLike, Runtime, runtime_of
 from ._scopes import DefaultDeviceScope
 from ._trace import Trace, trace  # tracing (docs/tracing.md)
 from ._tokens import load_tokens
@@ -90,7 +90,7 @@ def array(data: Any, dtype: Any = None, shape: Any = None, device: Optional[Devi
 
 def take_windows(tokens: Array, offsets: Any, length: int, device: Optional[DeviceLike] = None,
                  dtype: Any = None) -> Array:
-    return tokens._runtime.take_windows(tokens, offsets, length, device, dtype)
+    return runtime_of(tokens).take_windows(tokens, offsets, length, device, dtype)
 
 
 def from_dlpack(obj: Any, runtime: Optional[Runtime] = None) -> Array:

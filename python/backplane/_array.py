@@ -5,46 +5,25 @@ from __future__ import annotations
 import builtins
 import ctypes
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Protocol, Sequence, Tuple
 
 from . import _dtypes, _lib
 from ._devices import Device
+from ._dlpack import KDLCPU, export_capsule
 from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     import numpy
 
-    from ._runtime import Runtime
 
-# --- DLPack capsules (the Python array API's exchange protocol) -------------
-_DLTENSOR = b"dltensor"  # module-level: capsule names must outlive the capsules
-_USED_DLTENSOR = b"used_dltensor"
-KDLCPU, KDLCUDA, KDLCUDAHOST, KDLROCMHOST = 1, 2, 3, 11
-# Host memory in DLPack's terms: it lands on a host-addressable device.
-HOST_DEVICE_TYPES = (KDLCPU, KDLCUDAHOST, KDLROCMHOST)
+class _Owner(Protocol):
+    """What an Array asks of the runtime that made it (backplane.Runtime):
+    named here so that this module needs nothing from _runtime."""
 
-_pythonapi = ctypes.pythonapi
-_pythonapi.PyCapsule_New.restype = ctypes.py_object
-_pythonapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_pythonapi.PyCapsule_SetName.restype = ctypes.c_int
-_pythonapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-# The capsule destructor is the library's, in C: one in Python would run
-# while a consumer's exception is pending (a consumer that refuses the
-# capsule drops it while raising), which ctypes turns into "Exception
-# ignored ... SystemError" and a tensor never freed.
-_DESTRUCTOR_ADDRESS = ctypes.cast(_lib.lib.bp_dlpack_capsule_destructor, ctypes.c_void_p).value
+    def array(self, data: Any, dtype: Any = None, shape: Optional[Sequence[int]] = None,
+              device: Any = None) -> "Array": ...
 
-
-def import_capsule(runtime: "Runtime", capsule: Any) -> ctypes.c_void_p:
-    """A new bp_array handle over the tensor inside an unconsumed "dltensor"
-    capsule, which is renamed "used_dltensor" once the array owns it."""
-    pointer = _pythonapi.PyCapsule_GetPointer(capsule, _DLTENSOR)  # raises for a consumed or foreign capsule
-    handle = ctypes.c_void_p()
-    _lib.call("bp_array_from_dlpack", runtime._live_handle(), pointer, ctypes.byref(handle))
-    _pythonapi.PyCapsule_SetName(capsule, _USED_DLTENSOR)
-    return handle
+    def device_put(self, array: "Array", device: Any = None, progress: Any = None) -> "Array": ...
 
 
 _PREVIEW_LIMIT = 1 << 20  # device arrays up to this size are copied for repr()
@@ -66,7 +45,7 @@ class Array:
 
     __slots__ = ("_runtime", "_handle", "_keep", "__weakref__")
 
-    def __init__(self, runtime: "Runtime", handle: ctypes.c_void_p, keep: Any = None) -> None:
+    def __init__(self, runtime: _Owner, handle: ctypes.c_void_p, keep: Any = None) -> None:
         self._runtime = runtime
         self._handle: Optional[ctypes.c_void_p] = handle  # owned by this object
         self._keep = keep  # what C may still call back into (a progress callback)
@@ -265,14 +244,7 @@ class Array:
             raise BufferError(f"cannot export {self.device} to DLPack device {tuple(dl_device)} without a copy")
         if copy:
             source = self._runtime.array(self.to_bytes(), self.dtype, self.shape, device="cpu")
-        tensor = ctypes.c_void_p()
-        # UnsupportedError (a dtype or device DLPack cannot name) is a BufferError, as the protocol asks.
-        _lib.call("bp_array_to_dlpack", source._live(), ctypes.byref(tensor))
-        try:
-            return _pythonapi.PyCapsule_New(tensor, _DLTENSOR, _DESTRUCTOR_ADDRESS)
-        except BaseException:
-            _lib.lib.bp_dlpack_tensor_delete(tensor)
-            raise
+        return export_capsule(source._live())
 
 
 def _is_host(array: Array) -> bool:

@@ -30,7 +30,7 @@ import numpy
 from . import _dtypes, _lib
 from ._array import Array
 from ._errors import Error, InvalidArgumentError, OutOfRangeError
-from ._runtime import DeviceLike, Runtime
+from ._runtime import DeviceLike, Runtime, runtime_of
 
 Converter = Callable[[Array], Any]
 StateLike = Union[Mapping[str, Any], str, bytes]
@@ -184,7 +184,7 @@ class BatchStream:
         self._handle: Optional[ctypes.c_void_p] = None
         self._swap = threading.Lock()
         sources = _sources(tokens)
-        self._runtime = runtime if runtime is not None else sources[0]._runtime
+        self._runtime = runtime if runtime is not None else runtime_of(sources[0])
         self._batch_size = _integer("batch_size", batch_size, 1)
         self._context = _integer("context", context, 1)
         self._seed = None if seed is None else _integer("seed", seed, 0, _UINT64_LIMIT)

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union, cast
 
 import numpy as _numpy
 
 from . import _dtypes, _lib
-from ._array import HOST_DEVICE_TYPES, KDLCUDA, Array, import_capsule
+from ._array import Array
 from ._devices import (Backend, DefaultDevice, Device, DeviceInfo, MemoryStats, backend_from_c, device_info_from_c,
                        memory_stats_from_c)
+from ._dlpack import HOST_DEVICE_TYPES, KDLCUDA, import_capsule
 from ._errors import InvalidArgumentError, OutOfRangeError, UnsupportedError
 from ._scopes import DefaultDeviceScope, ScopeStack
 
@@ -280,13 +281,13 @@ class Runtime:
             capsule = obj
         scoped = self._scopes.current()
         if scoped is None:
-            return Array(self, import_capsule(self, capsule))
+            return Array(self, import_capsule(self._live_handle(), capsule))
         # Host memory lands on the default device, which the library decides:
         # it sees this context's Python scope only while it is pushed there.
         token = ctypes.c_uint64()
         _lib.call("bp_default_device_push_scope", self._live_handle(), str(scoped).encode(), ctypes.byref(token))
         try:
-            return Array(self, import_capsule(self, capsule))
+            return Array(self, import_capsule(self._live_handle(), capsule))
         finally:
             _lib.call("bp_default_device_pop_scope", self._live_handle(), token)
 
@@ -358,3 +359,8 @@ class Runtime:
 
     def empty_cache(self, device: Optional[DeviceLike] = None) -> None:
         _lib.call("bp_empty_cache", self._live_handle(), self._device(device))
+
+
+def runtime_of(array: Array) -> Runtime:
+    """The Runtime that made `array` (an Array knows it only as its owner)."""
+    return cast(Runtime, array._runtime)
