@@ -17,6 +17,10 @@ raw buffer addresses a call costs about a microsecond more than the C call
 (bench/python/bench_take_windows.py measures it); docs/embedding.md has the
 numbers. Python objects never outlive what the C API says a pointer is valid
 for: strings are copied out at once.
+
+The structs and prototypes below mirror backplane.h by hand;
+tests/python/test_header_mirror.py checks them against the header (parameter
+counts and types) and against the C compiler (struct sizes and offsets).
 """
 from __future__ import annotations
 
