@@ -6,7 +6,7 @@
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
-#include "loader/trust.hpp"
+#include "util/trust.hpp"
 
 #include <backplane/backplane.hpp>
 

@@ -18,8 +18,8 @@
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
 #include "config/toml_guard.hpp"
-#include "loader/trust.hpp"
 #include "util/log.hpp"
+#include "util/trust.hpp"
 
 namespace backplane::detail {
 namespace fs = std::filesystem;
@@ -291,7 +291,7 @@ std::string read_file(const fs::path& path, const std::string& origin) {
 
 Config load_file(const fs::path& path, const std::string& origin, std::vector<fs::path> searched) {
   // The file names plugin directories, whose code runs in this process: it
-  // must be as safe from other users as a plugin (loader/trust.hpp).
+  // must be as safe from other users as a plugin (util/trust.hpp).
   if (auto problem = untrusted_path(path)) {
     throw Error(ErrorCode::kConfig, fmt::format("config file {}: {} (it names plugin directories, whose code runs "
                                                 "in this process)",

@@ -4,7 +4,7 @@
 // that plugin's status; the caller's process never ran its code.
 #pragma once
 
-#include "registry/backend.hpp"
+#include "loader/plugin_library.hpp"
 
 #include <backplane/backplane.hpp>
 

@@ -2,9 +2,9 @@
 
 #include "loader/plugin_limits.hpp"
 #include "loader/table_validation.hpp"
-#include "loader/trust.hpp"
 #include "util/file_type.hpp"
 #include "util/log.hpp"
+#include "util/trust.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -16,8 +16,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace backplane::detail {
+
+// The options a plugin's backend_create receives: key = value pairs, in order.
+using PluginOptions = std::vector<std::pair<std::string, std::string>>;
 
 // A loaded plugin file and its validated table. The table lives as long as
 // the library, which stays loaded as long as this object (see keep_loaded).
@@ -53,7 +58,7 @@ struct OpenedPlugin {
   std::string abi_version;  // as the table declared it, when it could be read
 };
 
-// Why `file` must not be opened (see loader/trust.hpp), if so.
+// Why `file` must not be opened (see util/trust.hpp), if so.
 std::optional<std::string> unsafe_permissions(const std::filesystem::path& file);
 
 // Opens, negotiates and validates. On success status is kAvailable, meaning

@@ -56,8 +56,6 @@ T throw_if_failed(PluginResult<T>&& result, Context&& context) {
   return std::move(result).value();
 }
 
-using PluginOptions = std::vector<std::pair<std::string, std::string>>;
-
 class Backend;
 
 // The event of an asynchronous plugin call, owned: dropping it destroys the

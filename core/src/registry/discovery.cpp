@@ -2,12 +2,12 @@
 
 #include "isolation/probe_process.hpp"
 #include "loader/plugin_library.hpp"
-#include "loader/trust.hpp"
 #include "registry/probe_call.hpp"
 #include "trace/trace.hpp"
 #include "util/concurrent_jobs.hpp"
 #include "util/fork.hpp"
 #include "util/log.hpp"
+#include "util/trust.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "loader/trust.hpp"
+#include "util/trust.hpp"
 
 #include <fmt/format.h>
 
