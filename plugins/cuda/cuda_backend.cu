@@ -7,6 +7,7 @@
 #include "widen_kernel.hpp"
 
 #include <dlfcn.h>
+#include <time.h>
 
 #include <memory>
 #include <mutex>
@@ -50,9 +51,47 @@ void keep_context_alive(const DriverApi& driver, const Device& device) {
   }
 }
 
+std::int64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// cuEventElapsedTime answers float milliseconds: 24 bits of mantissa, a
+// microsecond's resolution up to about 16 s from the reference. A reference
+// is replaced well before that.
+constexpr std::int64_t kReferenceLifetimeNs = 8'000'000'000;
+
+// The device's timing reference, made anew when it is missing or old. With
+// the device's context current. Making one waits for the device's stream to
+// drain, so that the reference event completes the moment it is recorded:
+// its host time is then bracketed by the clock readings around the record
+// and its synchronisation. This costs a stall every few seconds, and only
+// while timing is requested (a trace is recorded).
+std::shared_ptr<TimingReference> timing_reference(const DriverApi& driver, Device& device) {
+  const std::lock_guard lock(device.timing_mutex);
+  if (device.reference != nullptr && monotonic_ns() - device.reference->host_ns < kReferenceLifetimeNs) {
+    return device.reference;
+  }
+  auto reference = std::make_shared<TimingReference>();
+  reference->driver = &driver;
+  check(driver, driver.cuEventCreate(&reference->event, CU_EVENT_DEFAULT), "cuEventCreate on " + device.label);
+  check(driver, driver.cuStreamSynchronize(device.stream), "cuStreamSynchronize on " + device.label);
+  const std::int64_t before = monotonic_ns();
+  check(driver, driver.cuEventRecord(reference->event, device.stream), "cuEventRecord on " + device.label);
+  check(driver, driver.cuEventSynchronize(reference->event), "cuEventSynchronize on " + device.label);
+  const std::int64_t after = monotonic_ns();
+  reference->host_ns = before + (after - before) / 2;
+  reference->uncertainty_ns = after - before;
+  device.reference = reference;
+  return reference;
+}
+
 // Enqueues work on `device`'s stream (after the work already queued on
 // `after`'s stream, when that is another device) and returns an event that
 // completes with it. `enqueue` receives the stream and throws on failure.
+// When the caller asked for device time, the work is bracketed by two timing
+// events instead of one that does not time.
 template <class Enqueue>
 std::unique_ptr<CudaBackend::Event> submit(const DriverApi& driver, Device& device, Device* after,
                                            std::string operation, Enqueue&& enqueue) {
@@ -60,10 +99,17 @@ std::unique_ptr<CudaBackend::Event> submit(const DriverApi& driver, Device& devi
   auto event = std::make_unique<CudaBackend::Event>();
   event->driver = &driver;
   event->operation = std::move(operation);
-  check(driver, driver.cuEventCreate(&event->event, CU_EVENT_DISABLE_TIMING), "cuEventCreate on " + device.label);
+  const bool timed = sdk::timing_requested();
+  const unsigned int flags = timed ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
+  check(driver, driver.cuEventCreate(&event->event, flags), "cuEventCreate on " + device.label);
   if (after != nullptr && after != &device) {
     ContextScope other_scope(driver, *after);
     order_after(driver, device, after->stream, after->label, after->label);
+  }
+  if (timed) {
+    event->reference = timing_reference(driver, device);
+    check(driver, driver.cuEventCreate(&event->start, CU_EVENT_DEFAULT), "cuEventCreate on " + device.label);
+    check(driver, driver.cuEventRecord(event->start, device.stream), "cuEventRecord on " + device.label);
   }
   enqueue(device.stream);
   check(driver, driver.cuEventRecord(event->event, device.stream), "cuEventRecord on " + device.label);
@@ -147,6 +193,11 @@ CudaBackend::Event::~Event() {
   if (event == nullptr || driver_forked()) return;  // a parent's event: the driver must not be called
   driver->cuEventSynchronize(event);
   driver->cuEventDestroy(event);
+  if (start != nullptr) driver->cuEventDestroy(start);
+}
+
+TimingReference::~TimingReference() {
+  if (event != nullptr && !driver_forked()) driver->cuEventDestroy(event);
 }
 
 std::string_view CudaBackend::refusal() {
@@ -331,5 +382,19 @@ void CudaBackend::wait(Event& event) {
 
 // True once the work finished, successfully or not; wait reports how it ended.
 bool CudaBackend::query(Event& event) { return event.driver->cuEventQuery(event.event) != CUDA_ERROR_NOT_READY; }
+
+std::optional<sdk::DeviceSpan> CudaBackend::timing(Event& event) {
+  if (event.start == nullptr) return std::nullopt;
+  const DriverApi& driver = *event.driver;
+  float since_reference_ms = 0;
+  float duration_ms = 0;
+  check(driver, driver.cuEventElapsedTime(&since_reference_ms, event.reference->event, event.start),
+        "cuEventElapsedTime for the start of " + event.operation);
+  check(driver, driver.cuEventElapsedTime(&duration_ms, event.start, event.event),
+        "cuEventElapsedTime for " + event.operation);
+  const auto begin =
+      event.reference->host_ns + static_cast<std::int64_t>(static_cast<double>(since_reference_ms) * 1e6);
+  return sdk::DeviceSpan{begin, begin + static_cast<std::int64_t>(static_cast<double>(duration_ms) * 1e6)};
+}
 
 }  // namespace backplane::cuda

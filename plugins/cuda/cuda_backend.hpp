@@ -2,7 +2,7 @@
 // SDK (backplane/plugin_sdk.hpp), which generates the ABI table, handle,
 // argument and range checks and error translation around this class.
 //
-// Offers (ABI 1.2):
+// Offers (ABI 1.3):
 //   probe            driver and devices, through libcuda.so.1 opened at run time;
 //                    no context, no device memory, no threads
 //   devices          name, memory total/free, attributes compute_capability,
@@ -19,6 +19,11 @@
 //                    CUDA runtime cannot use) BP_ERROR_UNSUPPORTED saying why,
 //                    so the caller widens on the host
 //   DLPack           kDLCUDA
+//   device time      (ABI 1.3) a timed async copy or conversion is bracketed
+//                    by two timing events; event_timing places them on the
+//                    host's clock through a reference event whose host time
+//                    is known (TimingReference). Untimed work keeps
+//                    CU_EVENT_DISABLE_TIMING events, which cost less.
 //
 // Ordering: every operation on a device runs on that device's one stream, so
 // operations on one device complete in submission order (a conversion queued
@@ -52,6 +57,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -68,8 +74,9 @@ namespace backplane::cuda {
 
 namespace sdk = backplane::plugin_sdk;
 
-struct Device;     // cuda_state.hpp
-struct DriverApi;  // cuda_driver.hpp
+struct Device;           // cuda_state.hpp
+struct DriverApi;        // cuda_driver.hpp
+struct TimingReference;  // cuda_state.hpp
 
 class CudaBackend {
  public:
@@ -77,8 +84,8 @@ class CudaBackend {
       .name = "cuda",
       .version = BP_CUDA_PLUGIN_VERSION,
       .priority = 100,  // GPUs above the CPU's 10
-      .capabilities =
-          BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_WRAP_MEMORY,
+      .capabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS |
+                      BP_CAPABILITY_WRAP_MEMORY | BP_CAPABILITY_EVENT_TIMING,
       .dlpack_device_type = 2,  // kDLCUDA
   };
 
@@ -95,7 +102,11 @@ class CudaBackend {
     const DriverApi* driver = nullptr;
     CUevent_st* event = nullptr;
     std::string operation;  // what completes, for event_wait's message
-    ~Event();               // waits for the work, then releases
+    // Timed work only: an event recorded before it, and the reference that
+    // places both on the host's clock.
+    CUevent_st* start = nullptr;
+    std::shared_ptr<TimingReference> reference;
+    ~Event();  // waits for the work, then releases
   };
 
   CudaBackend();
@@ -115,6 +126,7 @@ class CudaBackend {
   BACKPLANE_PLUGIN_SDK_CONVERT_HOOK;
   void wait(Event& event);
   bool query(Event& event);
+  std::optional<sdk::DeviceSpan> timing(Event& event);
 
  private:
   // Retains the device's primary context and creates its stream, once.

@@ -60,6 +60,7 @@ inline constexpr int kRequiredDriverVersion = (CUDA_VERSION / 1000) * 1000;
   X(cuEventRecord)                  \
   X(cuEventSynchronize)             \
   X(cuEventQuery)                   \
+  X(cuEventElapsedTime)             \
   X(cuEventDestroy)
 
 struct DriverApi {

@@ -15,6 +15,18 @@
 
 namespace backplane::cuda {
 
+// A timing event with a known host time: device times are measured from it
+// (cuEventElapsedTime) and placed on the host's CLOCK_MONOTONIC by adding
+// `host_ns`. Shared by the events timed against it, which outlive a newer
+// reference.
+struct TimingReference {
+  const DriverApi* driver = nullptr;
+  CUevent event = nullptr;
+  std::int64_t host_ns = 0;  // CLOCK_MONOTONIC when the event completed, to within half of `uncertainty_ns`
+  std::int64_t uncertainty_ns = 0;
+  ~TimingReference();
+};
+
 // One GPU as the driver numbers it (after CUDA_VISIBLE_DEVICES).
 struct Device {
   int ordinal = 0;
@@ -31,6 +43,9 @@ struct Device {
   // (guarded by mutex): empty when it does, else why not.
   bool widen_checked = false;
   std::string widen_unavailable;
+
+  std::mutex timing_mutex;  // guards reference
+  std::shared_ptr<TimingReference> reference;
 };
 
 // Makes the device's context current for one scope and restores the caller's.

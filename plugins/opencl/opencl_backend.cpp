@@ -2,6 +2,8 @@
 // range and pointer before a hook runs; what is left here is OpenCL.
 #include "opencl_backend.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -131,16 +133,18 @@ Device& OpenclBackend::start(Device& device, const char* call) {
     device.context = api_->clCreateContext(properties, 1, &device.id, nullptr, nullptr, &result);
     check(result, std::string(call) + ": clCreateContext on " + device.label);
   }
-  device.queue = api_->clCreateCommandQueue(device.context, device.id, 0, &result);  // in order
+  // In order, so that work on one device completes in submission order.
+  device.queue = api_->clCreateCommandQueue(device.context, device.id, CL_QUEUE_PROFILING_ENABLE, &result);
   check(result, std::string(call) + ": clCreateCommandQueue on " + device.label);
   return device;
 }
 
-std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(cl_event event, std::string operation) {
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(Device& device, cl_event event, std::string operation) {
   auto tracked = std::make_unique<Event>();
   tracked->api = api_;
   tracked->event = event;
   tracked->operation = std::move(operation);
+  if (sdk::timing_requested()) tracked->timed_on = &device;
   return tracked;
 }
 
@@ -193,7 +197,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& dest
   check(
       api_->clEnqueueWriteBuffer(device.queue, destination.memory, CL_FALSE, offset, size, source, 0, nullptr, &event),
       what);
-  auto tracked = track(event, what);
+  auto tracked = track(device, event, what);
   check(api_->clFlush(device.queue), "clFlush after " + what);
   return tracked;
 }
@@ -211,7 +215,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_host(Buffer& source
   cl_event event = nullptr;
   check(api_->clEnqueueReadBuffer(device.queue, source.memory, CL_FALSE, offset, size, destination, 0, nullptr, &event),
         what);
-  auto tracked = track(event, what);
+  auto tracked = track(device, event, what);
   check(api_->clFlush(device.queue), "clFlush after " + what);
   return tracked;
 }
@@ -246,7 +250,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
     check(api_->clEnqueueWriteBuffer(to.queue, destination.memory, CL_FALSE, destination_offset, size, staging.data(),
                                      0, nullptr, &event),
           what);
-    auto tracked = track(event, what);
+    auto tracked = track(to, event, what);
     tracked->staging = std::move(staging);  // the vector's heap block does not move
     check(api_->clFlush(to.queue), "clFlush after " + what);
     return tracked;
@@ -273,7 +277,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
                                     size, 0, nullptr, &event),
           what);
   }
-  auto tracked = track(event, what);
+  auto tracked = track(to, event, what);
   check(api_->clFlush(to.queue), "clFlush after " + what);
   return tracked;
 }
@@ -367,7 +371,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
     check(api_->clEnqueueNDRangeKernel(device.queue, kernel, 1, nullptr, &global, nullptr, 0, nullptr, &event),
           what + ": clEnqueueNDRangeKernel");
   }
-  auto tracked = track(event, what);
+  auto tracked = track(device, event, what);
   check(api_->clFlush(device.queue), "clFlush after " + what);
   return tracked;
 }
@@ -383,6 +387,59 @@ void OpenclBackend::wait(Event& event) {
   }
   check(waited, "clWaitForEvents for " + event.operation);
   check(asked, "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation);
+}
+
+namespace {
+
+std::int64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// Device clocks drift from the host's by parts per million: measured again
+// after this long, the offset stays within a few microseconds.
+constexpr std::int64_t kOffsetLifetimeNs = 8'000'000'000;
+
+}  // namespace
+
+std::int64_t OpenclBackend::clock_offset(Device& device) {
+  const std::lock_guard lock(device.timing_mutex);
+  const std::int64_t now = monotonic_ns();
+  if (device.clock_measured_ns >= 0 && now - device.clock_measured_ns < kOffsetLifetimeNs) {
+    return device.clock_offset_ns;
+  }
+  // On an idle queue the marker completes as soon as it is enqueued, between
+  // the two host readings.
+  check(api_->clFinish(device.queue), "clFinish on " + device.label + " (timing its clock)");
+  cl_event marker = nullptr;
+  const std::int64_t before = monotonic_ns();
+  check(api_->clEnqueueMarkerWithWaitList(device.queue, 0, nullptr, &marker),
+        "clEnqueueMarkerWithWaitList on " + device.label);
+  const cl_int waited = api_->clWaitForEvents(1, &marker);
+  const std::int64_t after = monotonic_ns();
+  cl_ulong device_end = 0;
+  const cl_int asked =
+      api_->clGetEventProfilingInfo(marker, CL_PROFILING_COMMAND_END, sizeof(device_end), &device_end, nullptr);
+  api_->clReleaseEvent(marker);
+  check(waited, "clWaitForEvents for a marker on " + device.label);
+  check(asked, "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END) for a marker on " + device.label);
+  device.clock_offset_ns = before + (after - before) / 2 - static_cast<std::int64_t>(device_end);
+  device.clock_measured_ns = after;
+  return device.clock_offset_ns;
+}
+
+std::optional<sdk::DeviceSpan> OpenclBackend::timing(Event& event) {
+  require_initialising_process("event_timing");
+  if (event.timed_on == nullptr) return std::nullopt;
+  cl_ulong begin = 0;
+  cl_ulong end = 0;
+  check(api_->clGetEventProfilingInfo(event.event, CL_PROFILING_COMMAND_START, sizeof(begin), &begin, nullptr),
+        "clGetEventProfilingInfo(CL_PROFILING_COMMAND_START) for " + event.operation);
+  check(api_->clGetEventProfilingInfo(event.event, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr),
+        "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END) for " + event.operation);
+  const std::int64_t offset = clock_offset(*event.timed_on);
+  return sdk::DeviceSpan{static_cast<std::int64_t>(begin) + offset, static_cast<std::int64_t>(end) + offset};
 }
 
 // Done once the command completed or failed (a negative status).

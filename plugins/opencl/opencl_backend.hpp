@@ -27,6 +27,16 @@
 // devices go through host memory. memory_free on a buffer an in-flight copy
 // still uses is safe: OpenCL releases the memory when that copy completes.
 //
+// Device time (ABI 1.3): queues are made with CL_QUEUE_PROFILING_ENABLE, as
+// OpenCL fixes profiling when a queue is created and the one in-order queue
+// per device is what orders the work. For a timed call event_timing reads
+// CL_PROFILING_COMMAND_START/END and adds the offset of the device's clock
+// from CLOCK_MONOTONIC, measured by a marker enqueued on an idle queue
+// between two host clock readings (clGetDeviceAndHostTimer is OpenCL 2.1,
+// and its host clock is the driver's choice). The offset is measured again
+// when it is older than a few seconds; measuring drains the queue, which
+// happens only while timing is requested (a trace is recorded).
+//
 // convert_integers: U8 -> U16/U32/I32/I64, U16 -> U32/I32/I64, U32 -> I64,
 // between device buffers of one device, offsets aligned to the element
 // sizes. The OpenCL C kernels are built on the first conversion per device;
@@ -51,6 +61,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +95,10 @@ struct Device {
   bool widen_built = false;
   cl_program widen_program = nullptr;
   std::map<std::pair<BP_IntegerType, BP_IntegerType>, cl_kernel> widen_kernels;
+
+  std::mutex timing_mutex;              // guards the two below
+  std::int64_t clock_offset_ns = 0;     // CLOCK_MONOTONIC minus the device's profiling clock
+  std::int64_t clock_measured_ns = -1;  // CLOCK_MONOTONIC when it was measured; -1 never
 };
 
 class OpenclBackend {
@@ -92,7 +107,8 @@ class OpenclBackend {
       .name = "opencl",
       .version = BP_OPENCL_PLUGIN_VERSION,
       .priority = kCpuOnlyPriority,
-      .capabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS,
+      .capabilities =
+          BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_EVENT_TIMING,
       .dlpack_device_type = 4,  // kDLOpenCL
   };
 
@@ -108,6 +124,7 @@ class OpenclBackend {
     cl_event event = nullptr;
     std::string operation;           // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", for wait's error
     std::vector<std::byte> staging;  // host bytes the copy reads, for copies between devices
+    Device* timed_on = nullptr;      // set when the caller asked for device time
     ~Event();                        // waits, then releases the cl_event
   };
 
@@ -124,11 +141,14 @@ class OpenclBackend {
   BACKPLANE_PLUGIN_SDK_CONVERT_HOOK;
   void wait(Event& event);
   bool query(Event& event);
+  std::optional<sdk::DeviceSpan> timing(Event& event);
 
  private:
   Device& start(Device& device, const char* call);
   cl_kernel widen_kernel(Device& device, BP_IntegerType source_type, BP_IntegerType destination_type);
-  std::unique_ptr<Event> track(cl_event event, std::string operation);
+  std::unique_ptr<Event> track(Device& device, cl_event event, std::string operation);
+  // CLOCK_MONOTONIC minus `device`'s profiling clock, measured when stale.
+  std::int64_t clock_offset(Device& device);
 
   const std::string library_;
   const std::string build_options_;

@@ -27,34 +27,36 @@ namespace backplane::opencl {
 inline constexpr char kLoaderLibrary[] = "libOpenCL.so.1";
 
 // Every OpenCL entry point the plugin calls; all are OpenCL 1.2 or older.
-#define BP_OPENCL_FUNCTIONS(X) \
-  X(clGetPlatformIDs)          \
-  X(clGetPlatformInfo)         \
-  X(clGetDeviceIDs)            \
-  X(clGetDeviceInfo)           \
-  X(clCreateContext)           \
-  X(clReleaseContext)          \
-  X(clCreateCommandQueue)      \
-  X(clReleaseCommandQueue)     \
-  X(clFlush)                   \
-  X(clFinish)                  \
-  X(clCreateBuffer)            \
-  X(clReleaseMemObject)        \
-  X(clEnqueueWriteBuffer)      \
-  X(clEnqueueReadBuffer)       \
-  X(clEnqueueCopyBuffer)       \
-  X(clEnqueueMapBuffer)        \
-  X(clEnqueueUnmapMemObject)   \
-  X(clWaitForEvents)           \
-  X(clGetEventInfo)            \
-  X(clReleaseEvent)            \
-  X(clCreateProgramWithSource) \
-  X(clBuildProgram)            \
-  X(clGetProgramBuildInfo)     \
-  X(clReleaseProgram)          \
-  X(clCreateKernel)            \
-  X(clReleaseKernel)           \
-  X(clSetKernelArg)            \
+#define BP_OPENCL_FUNCTIONS(X)   \
+  X(clGetPlatformIDs)            \
+  X(clGetPlatformInfo)           \
+  X(clGetDeviceIDs)              \
+  X(clGetDeviceInfo)             \
+  X(clCreateContext)             \
+  X(clReleaseContext)            \
+  X(clCreateCommandQueue)        \
+  X(clReleaseCommandQueue)       \
+  X(clFlush)                     \
+  X(clFinish)                    \
+  X(clCreateBuffer)              \
+  X(clReleaseMemObject)          \
+  X(clEnqueueWriteBuffer)        \
+  X(clEnqueueReadBuffer)         \
+  X(clEnqueueCopyBuffer)         \
+  X(clEnqueueMapBuffer)          \
+  X(clEnqueueUnmapMemObject)     \
+  X(clWaitForEvents)             \
+  X(clGetEventInfo)              \
+  X(clGetEventProfilingInfo)     \
+  X(clEnqueueMarkerWithWaitList) \
+  X(clReleaseEvent)              \
+  X(clCreateProgramWithSource)   \
+  X(clBuildProgram)              \
+  X(clGetProgramBuildInfo)       \
+  X(clReleaseProgram)            \
+  X(clCreateKernel)              \
+  X(clReleaseKernel)             \
+  X(clSetKernelArg)              \
   X(clEnqueueNDRangeKernel)
 
 struct Api {

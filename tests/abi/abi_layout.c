@@ -35,11 +35,20 @@ static const AbiLayoutEntry kEntries[] = {
     LAYOUT(BP_MemoryFreeArgs),
     LAYOUT(BP_CopyToDeviceArgs),
     FIELD(BP_CopyToDeviceArgs, event),
+    FIELD(BP_CopyToDeviceArgs, timed),
     LAYOUT(BP_CopyToHostArgs),
+    FIELD(BP_CopyToHostArgs, timed),
     LAYOUT(BP_CopyDeviceToDeviceArgs),
     FIELD(BP_CopyDeviceToDeviceArgs, event),
+    FIELD(BP_CopyDeviceToDeviceArgs, timed),
     LAYOUT(BP_EventArgs),
     LAYOUT(BP_ConvertIntegersArgs),
+    FIELD(BP_ConvertIntegersArgs, event),
+    FIELD(BP_ConvertIntegersArgs, timed),
+    LAYOUT(BP_EventTimingArgs),
+    FIELD(BP_EventTimingArgs, available),
+    FIELD(BP_EventTimingArgs, begin_ns),
+    FIELD(BP_EventTimingArgs, end_ns),
     LAYOUT(BP_PluginApi),
     FIELD(BP_PluginApi, abi_major),
     FIELD(BP_PluginApi, abi_minor),
@@ -51,6 +60,7 @@ static const AbiLayoutEntry kEntries[] = {
     FIELD(BP_PluginApi, convert_integers),
     FIELD(BP_PluginApi, memory_wrap),
     FIELD(BP_PluginApi, dlpack_device_type),
+    FIELD(BP_PluginApi, event_timing),
     LAYOUT(BP_PluginEntryArgs),
     FIELD(BP_PluginEntryArgs, core_abi_minor),
 };
@@ -62,6 +72,10 @@ int abi_table_has_dlpack_device_type_from_c(const BP_PluginApi* table) {
 }
 
 size_t abi_plugin_api_size_1_1_from_c(void) { return BP_PLUGIN_API_SIZE_1_1; }
+
+size_t abi_plugin_api_size_1_2_from_c(void) { return BP_PLUGIN_API_SIZE_1_2; }
+
+int abi_table_has_event_timing_from_c(const BP_PluginApi* table) { return BP_TABLE_HAS_CALL(table, event_timing); }
 
 const AbiLayoutEntry* abi_layout_from_c(size_t* count) {
   *count = sizeof(kEntries) / sizeof(kEntries[0]);

@@ -25,6 +25,10 @@ int abi_table_has_memory_wrap_from_c(const struct BP_PluginApi* table);
 int abi_table_has_dlpack_device_type_from_c(const struct BP_PluginApi* table);
 /* BP_PLUGIN_API_SIZE_1_1, as a C compiler computes it. */
 size_t abi_plugin_api_size_1_1_from_c(void);
+/* BP_PLUGIN_API_SIZE_1_2, as a C compiler computes it. */
+size_t abi_plugin_api_size_1_2_from_c(void);
+/* BP_TABLE_HAS_CALL(table, event_timing), compiled as C11. */
+int abi_table_has_event_timing_from_c(const struct BP_PluginApi* table);
 
 #ifdef __cplusplus
 }

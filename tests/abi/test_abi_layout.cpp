@@ -54,11 +54,20 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_LAYOUT(BP_MemoryFreeArgs),
       CXX_LAYOUT(BP_CopyToDeviceArgs),
       CXX_FIELD(BP_CopyToDeviceArgs, event),
+      CXX_FIELD(BP_CopyToDeviceArgs, timed),
       CXX_LAYOUT(BP_CopyToHostArgs),
+      CXX_FIELD(BP_CopyToHostArgs, timed),
       CXX_LAYOUT(BP_CopyDeviceToDeviceArgs),
       CXX_FIELD(BP_CopyDeviceToDeviceArgs, event),
+      CXX_FIELD(BP_CopyDeviceToDeviceArgs, timed),
       CXX_LAYOUT(BP_EventArgs),
       CXX_LAYOUT(BP_ConvertIntegersArgs),
+      CXX_FIELD(BP_ConvertIntegersArgs, event),
+      CXX_FIELD(BP_ConvertIntegersArgs, timed),
+      CXX_LAYOUT(BP_EventTimingArgs),
+      CXX_FIELD(BP_EventTimingArgs, available),
+      CXX_FIELD(BP_EventTimingArgs, begin_ns),
+      CXX_FIELD(BP_EventTimingArgs, end_ns),
       CXX_LAYOUT(BP_PluginApi),
       CXX_FIELD(BP_PluginApi, abi_major),
       CXX_FIELD(BP_PluginApi, abi_minor),
@@ -70,6 +79,7 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_FIELD(BP_PluginApi, convert_integers),
       CXX_FIELD(BP_PluginApi, memory_wrap),
       CXX_FIELD(BP_PluginApi, dlpack_device_type),
+      CXX_FIELD(BP_PluginApi, event_timing),
       CXX_LAYOUT(BP_PluginEntryArgs),
       CXX_FIELD(BP_PluginEntryArgs, core_abi_minor),
   };
@@ -101,7 +111,7 @@ TEST_CASE("[abi] every struct starts with struct_size") {
   CHECK(offsetof(BP_MemoryWrapArgs, struct_size) == 0);
 }
 
-TEST_CASE("[abi] the 1.2 layout on LP64 is pinned (1.0's and 1.1's fields where they had them)") {
+TEST_CASE("[abi] the 1.3 layout on LP64 is pinned (earlier minors' fields where they had them)") {
   if (sizeof(void*) != 8) return;  // the pinned numbers below are for 64-bit targets
   CHECK(BP_ABI_MAJOR == 1);
   CHECK(sizeof(BP_Error) == 40);
@@ -116,7 +126,21 @@ TEST_CASE("[abi] the 1.2 layout on LP64 is pinned (1.0's and 1.1's fields where 
   CHECK(BP_PLUGIN_API_SIZE_1_1 == 208);
   CHECK(abi_plugin_api_size_1_1_from_c() == 208);
   CHECK(offsetof(BP_PluginApi, dlpack_device_type) == 208);  // 1.2: appended after 1.1's 208 bytes
-  CHECK(sizeof(BP_PluginApi) == 216);
+  CHECK(BP_PLUGIN_API_SIZE_1_2 == 212);
+  CHECK(abi_plugin_api_size_1_2_from_c() == 212);
+  CHECK(offsetof(BP_PluginApi, event_timing) == 216);  // 1.3: after 1.2's 212 bytes, aligned
+  CHECK(sizeof(BP_PluginApi) == 224);
+  // 1.3's `timed` follows each async call's 1.2 struct, whose size it keeps for old callers.
+  CHECK(offsetof(BP_CopyToDeviceArgs, timed) == 56);
+  CHECK(sizeof(BP_CopyToDeviceArgs) == 64);
+  CHECK(offsetof(BP_CopyToHostArgs, timed) == 56);
+  CHECK(sizeof(BP_CopyToHostArgs) == 64);
+  CHECK(offsetof(BP_CopyDeviceToDeviceArgs, timed) == 64);
+  CHECK(sizeof(BP_CopyDeviceToDeviceArgs) == 72);
+  CHECK(offsetof(BP_ConvertIntegersArgs, timed) == 80);
+  CHECK(sizeof(BP_ConvertIntegersArgs) == 88);
+  CHECK(offsetof(BP_EventTimingArgs, begin_ns) == 32);
+  CHECK(sizeof(BP_EventTimingArgs) == 48);
   CHECK(offsetof(BP_ProbeArgs, reason_size) == 32);
   CHECK(offsetof(BP_ProbeArgs, priority) == 40);  // 1.2: appended after 1.1's 40 bytes
   CHECK(sizeof(BP_ProbeArgs) == 48);
@@ -149,9 +173,15 @@ TEST_CASE("[abi] a table of each minor has exactly its own fields") {
   CHECK(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap));
   CHECK_FALSE(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, dlpack_device_type));
   CHECK(abi_table_has_dlpack_device_type_from_c(&table) == 0);
-  table.struct_size = sizeof(table);
+  table.struct_size = BP_PLUGIN_API_SIZE_1_2;
   CHECK(BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, dlpack_device_type));
   CHECK(abi_table_has_dlpack_device_type_from_c(&table) == 1);
+  table.event_timing = [](BP_EventTimingArgs*) -> BP_Error* { return nullptr; };
+  CHECK_FALSE(BP_TABLE_HAS_CALL(&table, event_timing));  // set, but beyond a 1.2 table's end
+  CHECK(abi_table_has_event_timing_from_c(&table) == 0);
+  table.struct_size = sizeof(table);
+  CHECK(BP_TABLE_HAS_CALL(&table, event_timing));
+  CHECK(abi_table_has_event_timing_from_c(&table) == 1);
 }
 
 TEST_CASE("[abi] BP_STRUCT_HAS_FIELD reads struct_size") {

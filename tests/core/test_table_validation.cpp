@@ -61,10 +61,10 @@ TEST_CASE("[table] a 1.1 table (ending at memory_wrap) is accepted, whatever lie
   CHECK_FALSE(validate_table(&table, "ok").has_value());
 }
 
-TEST_CASE("[table] a 1.2 table declaring a DLPack device type is accepted") {
+TEST_CASE("[table] a table of this ABI declaring a DLPack device type is accepted") {
   BP_PluginApi table = complete_table();
   CHECK(table.struct_size == sizeof(BP_PluginApi));
-  CHECK(table.abi_minor == 2);
+  CHECK(table.abi_minor == BP_ABI_MINOR);
   for (std::int32_t type : {0, 2, 4, 10, 12, 17, 99}) {
     CAPTURE(type);
     table.dlpack_device_type = type;
@@ -153,6 +153,33 @@ TEST_CASE("[table] a 1.0-sized table cannot claim BP_CAPABILITY_WRAP_MEMORY") {
   CHECK(problem->reason == "bad table: it claims BP_CAPABILITY_WRAP_MEMORY, but its struct_size " +
                                std::to_string(kTableSize_1_0) +
                                " (ABI 1.0) ends before memory_wrap, which arrived in ABI 1.1");
+}
+
+TEST_CASE("[table] BP_CAPABILITY_EVENT_TIMING needs event_timing") {
+  BP_PluginApi table = complete_table();
+  table.capabilities = BP_CAPABILITY_EVENT_TIMING;
+  table.event_timing = nullptr;
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->status == BackendStatus::kFailed);
+  CHECK(problem->reason ==
+        "bad table: required calls are NULL: event_timing (the table claims BP_CAPABILITY_EVENT_TIMING)");
+  table.event_timing = [](BP_EventTimingArgs*) -> BP_Error* { return nullptr; };
+  CHECK_FALSE(validate_table(&table, "ok").has_value());
+}
+
+TEST_CASE("[table] a 1.2-sized table cannot claim BP_CAPABILITY_EVENT_TIMING") {
+  BP_PluginApi table = complete_table();
+  table.struct_size = BP_PLUGIN_API_SIZE_1_2;
+  table.abi_minor = 2;
+  table.capabilities = BP_CAPABILITY_EVENT_TIMING;
+  table.event_timing = [](BP_EventTimingArgs*) -> BP_Error* { return nullptr; };  // past struct_size: never read
+  auto problem = validate_table(&table, "ok");
+  REQUIRE(problem.has_value());
+  CHECK(problem->status == BackendStatus::kFailed);
+  CHECK(problem->reason == "bad table: it claims BP_CAPABILITY_EVENT_TIMING, but its struct_size " +
+                               std::to_string(BP_PLUGIN_API_SIZE_1_2) +
+                               " (ABI 1.2) ends before event_timing, which arrived in ABI 1.3");
 }
 
 TEST_CASE("[loader] name and version sizes are bounded before a byte is read") {

@@ -6,11 +6,14 @@
 #include "cuda_plugin_fixture.hpp"
 #include "support/errors.hpp"
 #include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
+#include "support/trace_file.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 #include <backplane/conformance.hpp>
 #include <backplane/safetensors.hpp>
+#include <backplane/trace.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -334,4 +337,42 @@ TEST_CASE("[cuda][emulator] the token-batch example runs onto cuda:0 and says wh
   CHECK(contains(output, said + "cuda:0: convert_integers of 260 elements: convert_integers: the widening kernel "
                                 "cannot run on cuda:0 (cudaFuncGetAttributes: "));
   CHECK(output.find(said) == output.rfind(said));
+}
+
+TEST_CASE("[cuda][emulator] a trace of device_put carries the device's own times of each copy") {
+  // A slow stream, so that each copy takes milliseconds the host sees.
+  if (!over_fake_driver_runs("*carries the device's own times*",
+                             {{"BP_FAKE_CUDA_DEVICES=1", "BP_FAKE_CUDA_OP_DELAY_US=3000"}})) {
+    return;
+  }
+  backplane::testing::TempDir directory;
+  const auto path = directory.path() / "out.json";
+  const auto bytes = random_bytes(100000, 11);
+  {
+    Runtime runtime(build_plugins());
+    const Array source = host_array(runtime, bytes);
+    // Outside the trace: copies are issued untimed, and nothing breaks.
+    CHECK(device_put(runtime, device_put(runtime, source, Device{"cuda", 0}), kCpu).to_vector<std::uint8_t>() == bytes);
+    trace_start(path);
+    for (int round = 0; round < 3; ++round) {
+      const Array on_device = device_put(runtime, source, Device{"cuda", 0});
+      // Ready first, so that the download is issued on this thread as one
+      // asynchronous copy (one waiting for its source goes to a transfer
+      // thread, which keeps host times).
+      on_device.block_until_ready();
+      CHECK(device_put(runtime, on_device, kCpu).to_vector<std::uint8_t>() == bytes);
+    }
+    trace_stop();
+  }
+  const nlohmann::json file = backplane::testing::read_json(path);
+  backplane::testing::check_no_overlap(file);
+  // The device times come from a reference event whose host time is known to
+  // within the round trip of a stream synchronisation (the emulator's worker
+  // thread), plus cuEventElapsedTime's float rounding (under a microsecond):
+  // 2 ms allows for a descheduled thread on a loaded machine, and is still
+  // far below what a wrong clock or an unconverted elapsed time would give
+  // (seconds to years).
+  constexpr double kToleranceUs = 2000;
+  CHECK(backplane::testing::check_device_times(file, "host_to_device", "cuda:0", kToleranceUs) == 3);
+  CHECK(backplane::testing::check_device_times(file, "device_to_host", "cuda:0", kToleranceUs) == 3);
 }

@@ -18,8 +18,8 @@ TEST_CASE("[cuda] entry negotiates ABI 1 and describes the backend") {
   CHECK(std::string(table.name, table.name_size) == "cuda");
   CHECK(table.version_size > 0);
   CHECK(table.priority == 100);
-  CHECK(table.capabilities ==
-        (BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_WRAP_MEMORY));
+  CHECK(table.capabilities == (BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS |
+                               BP_CAPABILITY_WRAP_MEMORY | BP_CAPABILITY_EVENT_TIMING));
   CHECK((table.capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0);
   const auto present = [](auto function) { return function != nullptr; };
   CHECK(present(table.backend_create));

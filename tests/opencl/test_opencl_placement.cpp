@@ -5,9 +5,12 @@
 // accelerator, on a real runtime with its own memory. Where the machine has no
 // OpenCL device each case says so and returns.
 #include "support/load_fixture.hpp"
+#include "support/temp_dir.hpp"
+#include "support/trace_file.hpp"
 
 #include <backplane/backplane.h>
 #include <dlpack/dlpack.h>
+#include <backplane/trace.hpp>
 
 #include <doctest/doctest.h>
 
@@ -84,6 +87,37 @@ TEST_CASE("[opencl][placement] device_put round-trips cpu->opencl, opencl->openc
     CHECK(again.to_vector<std::uint8_t>() == bytes);
   }
   CHECK(memory_stats(runtime, kOpencl0).pinned_backend_allocations == 0);
+}
+
+TEST_CASE("[opencl][trace] a trace of device_put carries the device's profiled times of each copy") {
+  TempDir directory;
+  const auto path = directory.path() / "out.json";
+  const auto bytes = random_bytes(std::size_t{4} << 20, 13);
+  {
+    Runtime runtime(opencl_options());
+    if (!have_opencl(runtime)) return;
+    const Array on_cpu = u8_array(runtime, Device{"cpu", 0}, bytes);
+    trace_start(path);
+    for (int round = 0; round < 3; ++round) {
+      const Array on_device = device_put(runtime, on_cpu, kOpencl0);
+      // Ready first, so that the download is issued on this thread as one
+      // asynchronous copy (one waiting for its source goes to a transfer
+      // thread, which keeps host times).
+      on_device.block_until_ready();
+      CHECK(device_put(runtime, on_device, Device{"cpu", 0}).to_vector<std::uint8_t>() == bytes);
+    }
+    trace_stop();
+  }
+  const nlohmann::json file = read_json(path);
+  check_no_overlap(file);
+  // The offset of the device's profiling clock is measured by a marker
+  // between two host clock readings, so it is right to within that bracket
+  // (microseconds on an idle queue); 2 ms allows for a descheduled thread on
+  // a loaded machine, and is still far below what an unconverted device
+  // clock would give (its epoch is the driver's: seconds to years away).
+  constexpr double kToleranceUs = 2000;
+  CHECK(check_device_times(file, "host_to_device", "opencl:0", kToleranceUs) == 3);
+  CHECK(check_device_times(file, "device_to_host", "opencl:0", kToleranceUs) == 3);
 }
 
 TEST_CASE("[opencl][placement] take_windows gathers onto opencl:0, widening U16 to I64 on the device") {

@@ -41,7 +41,7 @@ TEST_CASE("[cli] info --json lists cpu as available with its device") {
   auto result = run_command(tool("", "info --json"));
   REQUIRE(result.exit_status == 0);
   json info = json::parse(result.output);
-  CHECK(info["abi_version"] == "1.2");
+  CHECK(info["abi_version"] == "1.3");
   const json* cpu = find_backend(info, "cpu", "available");
   REQUIRE(cpu != nullptr);
   REQUIRE((*cpu)["devices"].size() >= 1);

@@ -2,6 +2,7 @@
 // events the placement hooks record.
 #include "support/placement_fixture.hpp"
 #include "support/temp_dir.hpp"
+#include "support/trace_file.hpp"
 #include "trace/trace.hpp"
 
 #include <backplane/trace.hpp>
@@ -17,19 +18,13 @@
 #include <set>
 #include <thread>
 
+#include <time.h>
+
 namespace backplane::testing {
 namespace {
 
 namespace trace = detail::trace;
 using nlohmann::json;
-
-json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  return json::parse(in);  // throws on invalid JSON
-}
-
-std::int64_t nanoseconds(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
 
 // Every event has the fields a viewer needs; complete events have a duration.
 void check_fields(const json& file) {
@@ -47,31 +42,6 @@ void check_fields(const json& file) {
   }
 }
 
-// Complete events on one (pid, tid) nest or follow each other: none starts
-// inside another and ends after it (Perfetto cannot draw that).
-void check_no_overlap(const json& file) {
-  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::pair<std::int64_t, std::int64_t>>> tracks;
-  for (const json& event : file["traceEvents"]) {
-    if (event["ph"] != "X") continue;
-    const std::int64_t begin = nanoseconds(event["ts"]);
-    tracks[{event["pid"].get<std::int64_t>(), event["tid"].get<std::int64_t>()}].emplace_back(
-        begin, begin + nanoseconds(event["dur"]));
-  }
-  for (auto& [track, spans] : tracks) {
-    // By begin, the longer first, so an enclosing event precedes what it holds.
-    std::sort(spans.begin(), spans.end(), [](const auto& left, const auto& right) {
-      return left.first != right.first ? left.first < right.first : left.second > right.second;
-    });
-    std::vector<std::int64_t> open;  // ends of the enclosing events
-    for (const auto& [begin, end] : spans) {
-      while (!open.empty() && open.back() <= begin) open.pop_back();
-      INFO("tid " << track.second << " at " << begin);
-      CHECK((open.empty() || end <= open.back()));
-      open.push_back(end);
-    }
-  }
-}
-
 // Stops the trace when a test ends, also when it failed half-way, so the
 // next test can start its own.
 struct StopAtEnd {
@@ -82,14 +52,6 @@ struct StopAtEnd {
     }
   }
 };
-
-std::vector<json> events_of(const json& file, std::string_view category) {
-  std::vector<json> found;
-  for (const json& event : file["traceEvents"]) {
-    if (event["cat"] == category) found.push_back(event);
-  }
-  return found;
-}
 
 TEST_CASE("[trace] device_put and take_windows on cpu and sim are on the timeline") {
   const StopAtEnd stop_at_end;
@@ -272,6 +234,46 @@ TEST_CASE("[trace] concurrency: threads record while the trace stops under them"
   check_fields(file);
   check_no_overlap(file);
   CHECK(events_of(file, "test").size() >= 600);
+}
+
+TEST_CASE("[trace] steady_clock reads CLOCK_MONOTONIC, the clock plugins report device times on") {
+  // Read between two CLOCK_MONOTONIC readings, steady_clock's time lies
+  // between them only if it is that clock (another clock's epoch is far off).
+  timespec before{};
+  timespec after{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  const auto steady = trace::Clock::now();
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  const auto as_ns = [](const timespec& time) { return std::int64_t{time.tv_sec} * 1'000'000'000 + time.tv_nsec; };
+  CHECK(trace::from_monotonic_ns(as_ns(before)) <= steady);
+  CHECK(steady <= trace::from_monotonic_ns(as_ns(after)));
+}
+
+TEST_CASE("[trace] plugins without event_timing (cpu, sim, ABI 1.0 and 1.1) trace transfers with host times") {
+  for (const char* directory : {"", BP_TEST_ABI_1_0_DIR, BP_TEST_ABI_1_1_DIR}) {
+    CAPTURE(directory);
+    const StopAtEnd stop_at_end;
+    TempDir temp;
+    const auto path = temp.path() / "out.json";
+    trace_start(path);
+    {
+      Runtime::Options options = placement_options();
+      if (*directory != '\0') options.plugin_paths = {directory};
+      Runtime runtime(options);
+      const auto bytes = random_bytes(100000, 5);
+      Array source = u8_array(runtime, kCpu0, bytes);
+      const Device target = *directory != '\0' ? kCpu1 : kSim0;
+      CHECK(device_put(runtime, device_put(runtime, source, target), kCpu0).to_vector<std::uint8_t>() == bytes);
+    }
+    trace_stop();
+    const json file = read_json(path);
+    check_no_overlap(file);
+    const auto transfers = std::count_if(file["traceEvents"].begin(), file["traceEvents"].end(),
+                                         [](const json& event) { return event["name"] == "device_put"; });
+    CHECK(transfers >= 2);
+    CHECK(has_no_device_times(file));
+    for (const auto& [tid, name] : track_names(file)) CHECK(name.find("device time") == std::string::npos);
+  }
 }
 
 }  // namespace

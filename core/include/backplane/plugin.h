@@ -30,6 +30,14 @@
  *        Later, with no layout change: BP_DeviceInfoArgs.memory_free may be
  *        BP_MEMORY_FREE_UNKNOWN. No answer that was valid before changes
  *        meaning (free never exceeded total), so the version stays.
+ *   1.3  Device time (optional, BP_CAPABILITY_EVENT_TIMING): the async copies
+ *        and convert_integers take `timed` (in), asking the plugin to time
+ *        that work on the device, and event_timing answers, for a completed
+ *        event, when the work began and ended, in the host's CLOCK_MONOTONIC.
+ *        Older plugins keep loading; the core traces their work with host
+ *        times. Also: plugins declaring 1.3 may report memory_free as
+ *        BP_MEMORY_FREE_UNKNOWN, and the core treats that value as unknown
+ *        from a plugin of any minor.
  *
  * Errors
  * ------
@@ -60,7 +68,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 2
+#define BP_ABI_MINOR 3
 
 /* The one symbol a plugin exports. */
 #define BP_PLUGIN_ENTRY_SYMBOL "backplane_plugin_entry"
@@ -133,6 +141,9 @@ typedef uint64_t BP_Capabilities;
 #define BP_CAPABILITY_CONVERT_INTEGERS ((BP_Capabilities)1 << 3)
 /* memory_wrap is implemented (ABI 1.1). */
 #define BP_CAPABILITY_WRAP_MEMORY ((BP_Capabilities)1 << 4)
+/* The async copies and convert_integers honour `timed`, and event_timing is
+ * implemented (ABI 1.3). */
+#define BP_CAPABILITY_EVENT_TIMING ((BP_Capabilities)1 << 5)
 
 /* Opaque handles, owned by the plugin. */
 typedef struct BP_Backend BP_Backend; /* one configured instance of the backend */
@@ -252,6 +263,11 @@ typedef struct BP_CopyToDeviceArgs {
   const void* source; /* host memory */
   uint64_t size;
   BP_Event* event; /* out (async only) */
+  /* 1.3, in, async calls only: 1 asks the plugin to time this work on the
+   * device for event_timing (BP_CAPABILITY_EVENT_TIMING). The core sets it
+   * only while it records a trace, as timing costs more on some devices.
+   * Read only when struct_size covers it; ignored without the capability. */
+  int32_t timed;
 } BP_CopyToDeviceArgs;
 
 typedef struct BP_CopyToHostArgs {
@@ -262,6 +278,7 @@ typedef struct BP_CopyToHostArgs {
   void* destination; /* host memory */
   uint64_t size;
   BP_Event* event; /* out (async only) */
+  int32_t timed;   /* 1.3, in: as in BP_CopyToDeviceArgs */
 } BP_CopyToHostArgs;
 
 /* Both buffers belong to this backend; they may be on different devices. */
@@ -274,6 +291,7 @@ typedef struct BP_CopyDeviceToDeviceArgs {
   uint64_t destination_offset;
   uint64_t size;
   BP_Event* event; /* out (async only) */
+  int32_t timed;   /* 1.3, in: as in BP_CopyToDeviceArgs */
 } BP_CopyDeviceToDeviceArgs;
 
 typedef struct BP_EventArgs {
@@ -282,6 +300,24 @@ typedef struct BP_EventArgs {
   BP_Event* event;
   int32_t done; /* out, event_query only: 1 once completed (successfully or not) */
 } BP_EventArgs;
+
+/* Since 1.3 (BP_CAPABILITY_EVENT_TIMING). For an event that has completed
+ * successfully (event_wait returned NULL, or event_query answered done and
+ * event_wait then returned NULL), when the device began and ended the work,
+ * as nanoseconds of the host's CLOCK_MONOTONIC: the plugin measures on the
+ * device (CUDA events, OpenCL profiling) and converts with a calibration of
+ * the device's clock against the host's. Untimed events (issued without
+ * `timed`, or work the plugin ran inline) answer available = 0 and no error.
+ * An event that has not completed is an error (INVALID_ARGUMENT) naming it,
+ * as is a handle that is not a live event; the call never waits. */
+typedef struct BP_EventTimingArgs {
+  size_t struct_size;
+  BP_Backend* backend;
+  BP_Event* event;
+  int32_t available; /* out: 1 when begin_ns and end_ns are set */
+  int64_t begin_ns;  /* out: CLOCK_MONOTONIC, begin_ns <= end_ns */
+  int64_t end_ns;    /* out */
+} BP_EventTimingArgs;
 
 /* Integer element types for convert_integers (values match the core's dtype
  * numbering for these types). */
@@ -306,6 +342,7 @@ typedef struct BP_ConvertIntegersArgs {
   BP_IntegerType destination_type;
   uint64_t count;
   BP_Event* event; /* out */
+  int32_t timed;   /* 1.3, in: as in BP_CopyToDeviceArgs */
 } BP_ConvertIntegersArgs;
 
 /* ------------------------------------------------------------ the table -- */
@@ -361,12 +398,17 @@ typedef struct BP_PluginApi {
    * the core then exports host-addressable memory as kDLCPU and nothing else.
    * Tables older than 1.2 read as 0. */
   int32_t dlpack_device_type;
+
+  /* 1.3. Optional (BP_CAPABILITY_EVENT_TIMING), may be NULL. */
+  BP_Error* (*event_timing)(BP_EventTimingArgs* args);
 } BP_PluginApi;
 
 /* The struct_size of a 1.0 table: every 1.x table is at least this large. */
 #define BP_PLUGIN_API_SIZE_1_0 (offsetof(BP_PluginApi, convert_integers) + sizeof(void*))
 /* The struct_size of a 1.1 table (up to and including memory_wrap). */
 #define BP_PLUGIN_API_SIZE_1_1 (offsetof(BP_PluginApi, memory_wrap) + sizeof(void*))
+/* The struct_size of a 1.2 table (up to and including dlpack_device_type). */
+#define BP_PLUGIN_API_SIZE_1_2 (offsetof(BP_PluginApi, dlpack_device_type) + sizeof(int32_t))
 
 /* Offered by the core to the entry function. */
 typedef struct BP_PluginEntryArgs {

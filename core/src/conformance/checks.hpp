@@ -19,6 +19,8 @@ void check_threads(Context& context);
 // checks_optional.cpp: host-addressable memory, pinned host memory, convert_integers,
 // memory_wrap.
 void check_optional(Context& context);
+// checks_timing.cpp: device time (ABI 1.3), event_timing when advertised.
+void check_timing(Context& context);
 
 // checks_errors.cpp: error paths (bad arguments, handles, sizes, ranges).
 void check_argument_errors(Context& context);  // also for unavailable backends

@@ -55,10 +55,12 @@ BP_Capabilities known_capabilities(std::uint32_t minor) {
       BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS;
   constexpr BP_Capabilities kKnown_1_1 = kKnown_1_0 | BP_CAPABILITY_WRAP_MEMORY;
   constexpr BP_Capabilities kKnown_1_2 = kKnown_1_1;
+  constexpr BP_Capabilities kKnown_1_3 = kKnown_1_2 | BP_CAPABILITY_EVENT_TIMING;
   switch (minor) {
     case 0: return kKnown_1_0;
     case 1: return kKnown_1_1;
-    default: return kKnown_1_2;
+    case 2: return kKnown_1_2;
+    default: return kKnown_1_3;
   }
 }
 
@@ -319,6 +321,7 @@ void run_checks(Context& context, const std::filesystem::path& file) {
     check_async(context);
     check_threads(context);
     check_optional(context);
+    check_timing(context);
     check_device_errors(context);
   }
   check_argument_errors(context);

@@ -50,6 +50,11 @@ std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) 
     require(reinterpret_cast<const void*>(table.memory_wrap),
             "memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)");
   }
+  if ((table.capabilities & BP_CAPABILITY_EVENT_TIMING) != 0 &&
+      BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, event_timing)) {
+    require(reinterpret_cast<const void*>(table.event_timing),
+            "event_timing (the table claims BP_CAPABILITY_EVENT_TIMING)");
+  }
   return missing;
 }
 
@@ -114,6 +119,14 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::strin
         BackendStatus::kFailed,
         fmt::format("bad table: it claims BP_CAPABILITY_WRAP_MEMORY, but its struct_size {} (ABI {}) ends before "
                     "memory_wrap, which arrived in ABI 1.1",
+                    table->struct_size, abi_version_string(*table))};
+  }
+  if ((table->capabilities & BP_CAPABILITY_EVENT_TIMING) != 0 &&
+      !BP_STRUCT_HAS_FIELD(table, BP_PluginApi, event_timing)) {
+    return TableProblem{
+        BackendStatus::kFailed,
+        fmt::format("bad table: it claims BP_CAPABILITY_EVENT_TIMING, but its struct_size {} (ABI {}) ends before "
+                    "event_timing, which arrived in ABI 1.3",
                     table->struct_size, abi_version_string(*table))};
   }
   if (BP_STRUCT_HAS_FIELD(table, BP_PluginApi, dlpack_device_type)) {

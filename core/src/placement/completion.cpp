@@ -44,6 +44,30 @@ void Completion::throw_if_failed() const {
 
 namespace {
 
+// The device's own span of the transfer, as args of the host event and as an
+// event of its own on a "DEVICE device time" lane. The host event keeps the
+// host times, so that it still bounds the whole transfer as observed.
+void record_device_time(const TransferTrace& transfer, trace::Args& args) {
+  if (!transfer.device.error.empty()) args.emplace_back("device_time_error", transfer.device.error);
+  if (!transfer.device.span) return;
+  const auto begin = trace::from_monotonic_ns(transfer.device.span->first);
+  const auto end = trace::from_monotonic_ns(transfer.device.span->second);
+  args.emplace_back("device_begin_us", trace::timestamp_us(begin));
+  args.emplace_back("device_end_us", trace::timestamp_us(end));
+  args.emplace_back("device_dur_us", std::chrono::duration<double, std::micro>(end - begin).count());
+  // Device spans arrive in the order the core finds them done, not the order
+  // they ran: a lane is taken from the device begin and freed no earlier than
+  // the device end, so events on one lane never overlap.
+  // The device that ran the copy: the source of a download, else the target.
+  const std::string& device = transfer.category == "device_to_host" ? transfer.source : transfer.target;
+  const trace::Track lane = trace::acquire_lane(fmt::format("{} device time", device), begin);
+  trace::Args device_args{{"bytes", transfer.bytes}, {"route", transfer.route}, {"device", device}};
+  const double seconds = std::chrono::duration<double>(end - begin).count();
+  if (seconds > 0) device_args.emplace_back("gbps", static_cast<double>(transfer.bytes) / seconds / 1e9);
+  trace::complete(lane, transfer.category, transfer.name, begin, end, std::move(device_args));
+  trace::release_lane(lane, end);
+}
+
 void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::time_point begin,
                      const std::string* failure) {
   transfer.nvtx.end();
@@ -57,6 +81,7 @@ void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::t
                    {"device", transfer.target}};
   if (seconds > 0) args.emplace_back("gbps", static_cast<double>(transfer.bytes) / seconds / 1e9);
   if (failure != nullptr) args.emplace_back("error", *failure);
+  record_device_time(transfer, args);
   trace::complete(lane, transfer.category, std::move(transfer.name), begin, end, std::move(args));
 }
 
@@ -119,7 +144,7 @@ void Completion::settle_event_locked() noexcept {
   if (!event_) return;
   std::optional<PluginFailure> failure;
   try {
-    failure = event_.wait();
+    failure = trace_ && trace::recording() ? event_.wait(trace_->device) : event_.wait();
   } catch (...) {  // only allocation can throw here
     failure = PluginFailure{ErrorCode::kOutOfMemory, "out of memory while reading the event's error"};
   }

@@ -42,6 +42,8 @@ struct TransferTrace {
   trace::Clock::time_point begin{};
   // Its NVTX range, started where `begin` was taken; ended when recorded.
   trace::Range nvtx{};
+  // When the device ran it, where the plugin times its events (ABI 1.3).
+  DeviceTiming device{};
 };
 
 // Records a transfer that finished on the calling thread without a

@@ -1,6 +1,7 @@
 #include "registry/backend.hpp"
 
 #include "loader/plugin_limits.hpp"
+#include "trace/trace.hpp"
 #include "util/error_codes.hpp"
 #include "util/fork.hpp"
 #include "util/log.hpp"
@@ -225,6 +226,7 @@ PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, s
                                           std::uint64_t size) {
   note_device_use(ordinal);
   auto args = detail::copy_to_device_args(handle_, destination, offset, source, size);
+  args.timed = timing_request();
   throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
   return require_event(*this, args.event, ordinal, "copy_to_device_async");
 }
@@ -233,6 +235,7 @@ PluginEvent Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uin
                                         std::uint64_t size) {
   note_device_use(ordinal);
   auto args = detail::copy_to_host_args(handle_, source, offset, destination, size);
+  args.timed = timing_request();
   throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
   return require_event(*this, args.event, ordinal, "copy_to_host_async");
 }
@@ -242,6 +245,7 @@ PluginEvent Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source,
                                                  std::uint64_t size) {
   note_device_use(ordinal);
   auto args = detail::copy_device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
+  args.timed = timing_request();
   throw_if_error(api().copy_device_to_device_async(&args),
                  copy_context(name(), ordinal, "copy_device_to_device_async", size));
   return require_event(*this, args.event, ordinal, "copy_device_to_device_async");
@@ -257,6 +261,7 @@ PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint6
   note_device_use(ordinal);
   auto args = detail::convert_integers_args(handle_, source, source_offset, source_type, destination,
                                             destination_offset, destination_type, count);
+  args.timed = timing_request();
   throw_if_error(api().convert_integers(&args),
                  [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
   return require_event(*this, args.event, ordinal, "convert_integers");
@@ -279,6 +284,29 @@ bool Backend::query_event(BP_Event* event) noexcept {
   return args.done != 0;
 }
 
+std::int32_t Backend::timing_request() const { return trace::recording() && times_events() ? 1 : 0; }
+
+DeviceTiming Backend::event_timing(BP_Event* event) noexcept {
+  DeviceTiming timing;
+  if (!times_events() || !usable_here()) return timing;
+  try {
+    auto args = detail::args_for<BP_EventTimingArgs>(handle_);
+    args.event = event;
+    if (auto failure = consume_error(api().event_timing(&args))) {
+      timing.error = std::move(failure->message);
+    } else if (args.available != 0) {
+      if (args.begin_ns > args.end_ns) {
+        timing.error =
+            fmt::format("event_timing answered a begin ({} ns) after the end ({} ns)", args.begin_ns, args.end_ns);
+      } else {
+        timing.span.emplace(args.begin_ns, args.end_ns);
+      }
+    }
+  } catch (...) {  // no memory for the message: the event keeps its host times
+  }
+  return timing;
+}
+
 void Backend::destroy_event(BP_Event* event) noexcept {
   if (event != nullptr && usable_here()) api().event_destroy(handle_, event);
 }
@@ -295,6 +323,14 @@ PluginEvent& PluginEvent::operator=(PluginEvent&& other) noexcept {
 std::optional<PluginFailure> PluginEvent::wait() {
   if (event_ == nullptr) return std::nullopt;
   std::optional<PluginFailure> failure = backend_->wait_event(event_);
+  reset();
+  return failure;
+}
+
+std::optional<PluginFailure> PluginEvent::wait(DeviceTiming& timing) {
+  if (event_ == nullptr) return std::nullopt;
+  std::optional<PluginFailure> failure = backend_->wait_event(event_);
+  if (!failure) timing = backend_->event_timing(event_);
   reset();
   return failure;
 }

@@ -58,6 +58,15 @@ T throw_if_failed(PluginResult<T>&& result, Context&& context) {
 
 class Backend;
 
+// When the device ran an asynchronous call's work, as the plugin measured it
+// (event_timing, ABI 1.3): CLOCK_MONOTONIC nanoseconds, which is the
+// trace's steady_clock on Linux. `error` is the plugin's answer when it
+// failed to tell; neither is set for an untimed event.
+struct DeviceTiming {
+  std::optional<std::pair<std::int64_t, std::int64_t>> span;  // begin_ns, end_ns
+  std::string error;
+};
+
 // The event of an asynchronous plugin call, owned: dropping it destroys the
 // plugin's event (which waits for the operation, as the ABI requires), so no
 // path forgets one. The Backend must outlive it.
@@ -73,6 +82,9 @@ class PluginEvent {
   // Waits for the operation and releases the event: its asynchronous error
   // as a value (the caller adds context). An empty event has none.
   std::optional<PluginFailure> wait();
+  // As wait(), and when the operation succeeded asks the plugin when the
+  // device ran it, into `timing` (left empty for an untimed event).
+  std::optional<PluginFailure> wait(DeviceTiming& timing);
   // True once completed; a failing query counts as completed (wait reports it).
   bool query() noexcept;
   // Destroys the event now (waiting for the operation).
@@ -140,6 +152,8 @@ class Backend {
   bool usable_here() const noexcept;
   BP_Capabilities capabilities() const { return api().capabilities; }
   bool has(BP_Capabilities capability) const { return (capabilities() & capability) != 0; }
+  // True when the plugin times its asynchronous work on the device (ABI 1.3).
+  bool times_events() const { return has(BP_CAPABILITY_EVENT_TIMING) && BP_TABLE_HAS_CALL(&api(), event_timing); }
 
   struct Allocation {
     BP_Buffer* buffer = nullptr;
@@ -177,6 +191,9 @@ class Backend {
   friend class PluginEvent;
   std::optional<PluginFailure> wait_event(BP_Event* event);
   bool query_event(BP_Event* event) noexcept;
+  DeviceTiming event_timing(BP_Event* event) noexcept;
+  // The `timed` field of an asynchronous call: set while a trace is recorded.
+  std::int32_t timing_request() const;
   void destroy_event(BP_Event* event) noexcept;
 
   Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle);

@@ -115,6 +115,14 @@ std::int64_t since_origin(Clock::time_point time) noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(time - kOrigin).count();
 }
 
+double timestamp_us(Clock::time_point time) noexcept { return static_cast<double>(since_origin(time)) / 1e3; }
+
+Clock::time_point from_monotonic_ns(std::int64_t nanoseconds) noexcept {
+  // libstdc++ and libc++ read steady_clock from CLOCK_MONOTONIC on Linux, so
+  // its epoch is the monotonic clock's; tests/core checks it.
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanoseconds)));
+}
+
 Track track(std::string_view name) {
   if (!recording()) return {};
   Recorder& state = recorder();
@@ -144,11 +152,13 @@ Track acquire_lane(std::string_view base, Clock::time_point begin) {
   return Track{id};
 }
 
-void release_lane(Track lane) noexcept {
+void release_lane(Track lane) noexcept { release_lane(lane, Clock::now()); }
+
+void release_lane(Track lane, Clock::time_point until) noexcept {
   if (lane.id == 0) return;
   Recorder& state = recorder();
   if (fork_generation() != state.generation.load(std::memory_order_relaxed)) return;
-  const auto now = Clock::now();
+  const auto now = std::max(Clock::now(), until);
   const std::lock_guard lock(state.mutex);
   const auto owner = state.lane_owner.find(lane.id);
   if (owner == state.lane_owner.end()) return;

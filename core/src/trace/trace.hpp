@@ -175,6 +175,16 @@ Track acquire_lane(std::string_view base, Clock::time_point begin = Clock::now()
 // Gives a lane back, ending its use now; Track{} is ignored. Record the
 // holder's events before releasing.
 void release_lane(Track lane) noexcept;
+// As release_lane(lane), for a holder whose last event may end after now
+// (device times, converted from another clock): the lane is free from the
+// later of now and `until`.
+void release_lane(Track lane, Clock::time_point until) noexcept;
+
+// `time` as the file writes it: microseconds since the process's origin.
+double timestamp_us(Clock::time_point time) noexcept;
+// A CLOCK_MONOTONIC time in nanoseconds (what plugins' event_timing answers)
+// as a trace time.
+Clock::time_point from_monotonic_ns(std::int64_t nanoseconds) noexcept;
 
 // A complete event ("ph":"X") from `begin` to `end` on `track`.
 void complete(Track track, std::string_view category, std::string name, Clock::time_point begin, Clock::time_point end,

@@ -33,6 +33,10 @@
 //                                           BP_IntegerType source_type, Buffer& destination,
 //                                           std::uint64_t destination_offset,
 //                                           BP_IntegerType destination_type, std::uint64_t count);
+//   std::optional<plugin_sdk::DeviceSpan> timing(Event& event);   // BP_CAPABILITY_EVENT_TIMING
+//       For a completed event, when the device ran its work (CLOCK_MONOTONIC
+//       ns), or nullopt for work that was not timed. The async hooks see
+//       plugin_sdk::timing_requested() true when the caller asked for it.
 // Optional, no capability bit:
 //   std::string_view refusal();
 //       Non-empty: why this process may not use the backend now (a driver
@@ -115,6 +119,31 @@ struct BufferBase {
 
 enum class Mode { kBlocking, kAsync };
 
+// When the device began and ended an event's work, as CLOCK_MONOTONIC
+// nanoseconds (ABI 1.3, event_timing).
+struct DeviceSpan {
+  std::int64_t begin_ns = 0;
+  std::int64_t end_ns = 0;
+};
+
+namespace detail {
+inline thread_local bool timing_requested = false;
+
+// Sets timing_requested for one hook call.
+class TimingRequest {
+ public:
+  explicit TimingRequest(bool requested) noexcept { timing_requested = requested; }
+  ~TimingRequest() { timing_requested = false; }
+  TimingRequest(const TimingRequest&) = delete;
+  TimingRequest& operator=(const TimingRequest&) = delete;
+};
+}  // namespace detail
+
+// True inside an asynchronous copy or convert_integers hook whose caller set
+// `timed` (ABI 1.3): the backend times that work for timing(Event&). Only
+// backends that declare BP_CAPABILITY_EVENT_TIMING are ever asked.
+inline bool timing_requested() noexcept { return detail::timing_requested; }
+
 namespace detail {
 
 // A device's description in the form device_info hands out; built once and
@@ -158,6 +187,21 @@ template <class Impl>
 concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) {
   impl.release(buffer);
 };
+
+template <class Impl>
+concept CanTime = requires(Impl& impl, typename Impl::Event& event) {
+  { impl.timing(event) } -> std::same_as<std::optional<DeviceSpan>>;
+};
+
+// Whether an async call's args ask for device timing.
+template <class Impl, class Args>
+bool timed(const Args* args) {
+  if constexpr (CanTime<Impl>) {
+    return BP_STRUCT_HAS_FIELD(args, Args, timed) && args->timed != 0;
+  } else {
+    return false;
+  }
+}
 
 // The plugin's live backends. One the embedder never destroyed is left alone
 // at exit (its drivers may already be gone) and stays reachable from here, so
@@ -455,6 +499,7 @@ class Entries {
     return run([&] {
       plugin::require_args(args, call);
       Instance& self = working(args->backend, call);
+      const detail::TimingRequest timing(kMode == Mode::kAsync && detail::timed<Impl>(args));
       Buffer& destination = buffer(self, args->destination, call, "destination");
       check_host_pointer(call, "source", args->source, args->size);
       check_range(call, "destination", args->destination_offset, args->size, destination.size);
@@ -469,6 +514,7 @@ class Entries {
     return run([&] {
       plugin::require_args(args, call);
       Instance& self = working(args->backend, call);
+      const detail::TimingRequest timing(kMode == Mode::kAsync && detail::timed<Impl>(args));
       Buffer& source = buffer(self, args->source, call, "source");
       check_host_pointer(call, "destination", args->destination, args->size);
       check_range(call, "source", args->source_offset, args->size, source.size);
@@ -483,6 +529,7 @@ class Entries {
     return run([&] {
       plugin::require_args(args, call);
       Instance& self = working(args->backend, call);
+      const detail::TimingRequest timing(kMode == Mode::kAsync && detail::timed<Impl>(args));
       Buffer& source = buffer(self, args->source, call, "source");
       Buffer& destination = buffer(self, args->destination, call, "destination");
       check_range(call, "source", args->source_offset, args->size, source.size);
@@ -498,6 +545,7 @@ class Entries {
     return run([&] {
       plugin::require_args(args, "convert_integers");
       Instance& self = working(args->backend, "convert_integers");
+      const detail::TimingRequest timing(detail::timed<Impl>(args));
       Buffer& source = buffer(self, args->source, "convert_integers", "source");
       Buffer& destination = buffer(self, args->destination, "convert_integers", "destination");
       const std::uint64_t source_bytes =
@@ -528,6 +576,25 @@ class Entries {
       Instance& self = admitted(args->backend, "event_query");
       detail::EventSlot<Event>& slot = event(self, args->event, "event_query");
       args->done = slot.event == nullptr || self.impl->query(*slot.event) ? 1 : 0;
+    });
+  }
+
+  static BP_Error* event_timing(BP_EventTimingArgs* args) noexcept {
+    return run([&] {
+      plugin::require_args(args, "event_timing");
+      Instance& self = admitted(args->backend, "event_timing");
+      detail::EventSlot<Event>& slot = event(self, args->event, "event_timing");
+      args->available = 0;
+      if (slot.event == nullptr) return;  // the work completed inline: nothing was timed
+      if (!self.impl->query(*slot.event)) {
+        throw Failure(BP_ERROR_INVALID_ARGUMENT,
+                      "event_timing: the event has not completed; wait for it (event_wait) before asking its times");
+      }
+      if (const std::optional<DeviceSpan> span = self.impl->timing(*slot.event)) {
+        args->begin_ns = span->begin_ns;
+        args->end_ns = span->end_ns;
+        args->available = 1;
+      }
     });
   }
 
@@ -571,6 +638,8 @@ const BP_PluginApi* table() noexcept {
                 "BP_CAPABILITY_WRAP_MEMORY is declared exactly when Impl has wrap()");
   static_assert(((id.capabilities & BP_CAPABILITY_CONVERT_INTEGERS) != 0) == detail::CanConvert<Impl>,
                 "BP_CAPABILITY_CONVERT_INTEGERS is declared exactly when Impl has convert_integers()");
+  static_assert(((id.capabilities & BP_CAPABILITY_EVENT_TIMING) != 0) == detail::CanTime<Impl>,
+                "BP_CAPABILITY_EVENT_TIMING is declared exactly when Impl has timing()");
   static const BP_PluginApi api = [] {
     constexpr Identity id = Impl::kIdentity;
     BP_PluginApi table{};
@@ -602,6 +671,7 @@ const BP_PluginApi* table() noexcept {
     if constexpr (detail::CanConvert<Impl>) table.convert_integers = E::convert_integers;
     if constexpr (detail::CanWrap<Impl>) table.memory_wrap = E::memory_wrap;
     table.dlpack_device_type = id.dlpack_device_type;
+    if constexpr (detail::CanTime<Impl>) table.event_timing = E::event_timing;
     return table;
   }();
   return &api;
