@@ -48,7 +48,10 @@ static BP_Error* fail(BP_ErrorCode code, const char* format, ...) {
                   (args)->struct_size, (size_t)(minimum));                                                     \
     if ((args)->backend == NULL) return fail(BP_ERROR_INVALID_ARGUMENT, "hostmem: %s: backend is NULL", call); \
   } while (0)
-/* ... every field of the struct this plugin was built against. */
+/* ... every field of the struct this plugin was built against. Only for
+ * structs that have not grown since 1.0: for one that has, check the size
+ * an older core passes (BP_*_ARGS_SIZE_1_0 in plugin.h), not sizeof, or the
+ * plugin refuses that core's calls once rebuilt against a newer header. */
 #define CHECK_ARGS(args, call) CHECK_ARGS_SIZE(args, call, sizeof(*(args)))
 
 /* -------------------------------------------------------------- state -- */
@@ -193,7 +196,7 @@ BP_Error* hostmem_probe(BP_ProbeArgs* args) {
   static const char kReason[] = "host memory exposed as a device (example plugin)";
   /* priority (ABI 1.2) is optional: a 1.0 or 1.1 core's struct ends before
    * it. This plugin keeps the table's priority, so it never writes it. */
-  CHECK_ARGS_SIZE(args, "probe", offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t));
+  CHECK_ARGS_SIZE(args, "probe", BP_PROBE_ARGS_SIZE_1_0);
   args->available = 1;
   args->reason = kReason;
   args->reason_size = sizeof(kReason) - 1;
@@ -284,7 +287,7 @@ BP_Error* hostmem_memory_free(BP_MemoryFreeArgs* args) {
 /* ------------------------------------------------------------- copies -- */
 
 BP_Error* hostmem_copy_to_device(BP_CopyToDeviceArgs* args) {
-  CHECK_ARGS(args, "copy_to_device");
+  CHECK_ARGS_SIZE(args, "copy_to_device", BP_COPY_TO_DEVICE_ARGS_SIZE_1_0); /* `timed` (1.3) is not read */
   HostmemBuffer destination = {0}; /* lookup() fills it; zeroed so -O3 sees no uninitialised read */
   BP_Error* error = lookup(args->backend, args->destination, "copy_to_device", "destination", &destination);
   if (error == NULL && args->source == NULL && args->size != 0) {
@@ -299,7 +302,7 @@ BP_Error* hostmem_copy_to_device(BP_CopyToDeviceArgs* args) {
 }
 
 BP_Error* hostmem_copy_to_host(BP_CopyToHostArgs* args) {
-  CHECK_ARGS(args, "copy_to_host");
+  CHECK_ARGS_SIZE(args, "copy_to_host", BP_COPY_TO_HOST_ARGS_SIZE_1_0);
   HostmemBuffer source = {0};
   BP_Error* error = lookup(args->backend, args->source, "copy_to_host", "source", &source);
   if (error == NULL && args->destination == NULL && args->size != 0) {
@@ -313,7 +316,7 @@ BP_Error* hostmem_copy_to_host(BP_CopyToHostArgs* args) {
 }
 
 BP_Error* hostmem_copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) {
-  CHECK_ARGS(args, "copy_device_to_device");
+  CHECK_ARGS_SIZE(args, "copy_device_to_device", BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0);
   HostmemBuffer source = {0};
   HostmemBuffer destination = {0};
   BP_Error* error = lookup(args->backend, args->source, "copy_device_to_device", "source", &source);

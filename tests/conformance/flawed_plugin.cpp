@@ -216,6 +216,7 @@ constexpr BP_PluginApi kApi = {
     .convert_integers = nullptr,
     .memory_wrap = cpu::Entries::memory_wrap,
     .dlpack_device_type = 1,  // kDLCPU
+    .event_timing = nullptr,
 };
 
 }  // namespace

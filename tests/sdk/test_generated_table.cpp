@@ -215,20 +215,20 @@ TEST_CASE("bad ordinals, kinds, handles and ranges are refused before a hook run
   CHECK(code == BP_ERROR_UNSUPPORTED);
 
   char host[32] = {};
-  BP_CopyToHostArgs read{sizeof(read), demo.backend, buffer, 8, host, 9, nullptr};
+  BP_CopyToHostArgs read{sizeof(read), demo.backend, buffer, 8, host, 9, nullptr, 0};
   CHECK(take_message(api().copy_to_host(&read), &code) ==
         "copy_to_host: source range at offset 8 of size 9 does not fit in buffer size 16");
   CHECK(code == BP_ERROR_OUT_OF_RANGE);
-  read = {sizeof(read), demo.backend, foreign, 0, host, 4, nullptr};
+  read = {sizeof(read), demo.backend, foreign, 0, host, 4, nullptr, 0};
   CHECK(take_message(api().copy_to_host(&read), &code) ==
         "copy_to_host: source buffer handle is not a live buffer of this demo backend (already freed, or from "
         "another backend)");
   CHECK(code == BP_ERROR_INVALID_ARGUMENT);
-  read = {sizeof(read), demo.backend, buffer, 0, nullptr, 4, nullptr};
+  read = {sizeof(read), demo.backend, buffer, 0, nullptr, 4, nullptr, 0};
   CHECK(take_message(api().copy_to_host(&read)) == "copy_to_host: destination host pointer is NULL with size 4");
-  read = {sizeof(read), nullptr, buffer, 0, host, 4, nullptr};
+  read = {sizeof(read), nullptr, buffer, 0, host, 4, nullptr, 0};
   CHECK(take_message(api().copy_to_host(&read)) == "copy_to_host: backend is NULL");
-  read = {sizeof(read) - 8, demo.backend, buffer, 0, host, 4, nullptr};
+  read = {BP_COPY_TO_HOST_ARGS_SIZE_1_0 - 8, demo.backend, buffer, 0, host, 4, nullptr, 0};  // short of `event`
   CHECK(take_message(api().copy_to_host(&read)).find("struct_size") != std::string::npos);
   CHECK(g_hook_calls.load() == calls_before);
 }
@@ -250,7 +250,7 @@ TEST_CASE("blocking copies wait on the hook's event; async ones hand it out, or 
   BP_Buffer* buffer = demo.allocate(8);
   const char text[8] = "abcdefg";
   const int waits = g_waits.load();
-  BP_CopyToDeviceArgs write{sizeof(write), demo.backend, buffer, 0, text, 8, nullptr};
+  BP_CopyToDeviceArgs write{sizeof(write), demo.backend, buffer, 0, text, 8, nullptr, 0};
   REQUIRE(take_message(api().copy_to_device(&write)).empty());
   CHECK(g_waits.load() == waits + 1);
   CHECK(write.event == nullptr);
@@ -267,7 +267,7 @@ TEST_CASE("blocking copies wait on the hook's event; async ones hand it out, or 
   CHECK(take_message(api().event_wait(&event)) == "event_wait: event handle is not a live event of this demo backend");
 
   char back[8] = {};
-  BP_CopyToHostArgs read{sizeof(read), demo.backend, buffer, 0, back, 8, nullptr};
+  BP_CopyToHostArgs read{sizeof(read), demo.backend, buffer, 0, back, 8, nullptr, 0};
   REQUIRE(take_message(api().copy_to_host_async(&read)).empty());
   REQUIRE(read.event != nullptr);  // ran inline: a completed event all the same
   event.event = read.event;

@@ -135,7 +135,7 @@ TEST_CASE("a refusing backend answers probe as unavailable and refuses work befo
   CHECK(code == BP_ERROR_UNAVAILABLE);
   CHECK(error == "memory_allocate: this process was forked");
   char host[8] = {};
-  BP_CopyToHostArgs read{sizeof(read), backend, buffer, 0, host, 8, nullptr};
+  BP_CopyToHostArgs read{sizeof(read), backend, buffer, 0, host, 8, nullptr, 0};
   CHECK(take_message(api().copy_to_host_async(&read), &code) == "copy_to_host_async: this process was forked");
   CHECK(code == BP_ERROR_UNAVAILABLE);
   BP_MemoryFreeArgs free_args{sizeof(free_args), backend, buffer};
@@ -169,7 +169,7 @@ TEST_CASE("memory_free reports a failed release, and the handle is gone either w
 TEST_CASE("a copy on an unavailable backend says why it is unavailable, not that the buffer is unknown") {
   BP_Backend* backend = create(false);
   char host[4] = {};
-  BP_CopyToDeviceArgs write{sizeof(write), backend, nullptr, 0, host, 4, nullptr};
+  BP_CopyToDeviceArgs write{sizeof(write), backend, nullptr, 0, host, 4, nullptr, 0};
   BP_ErrorCode code = 0;
   CHECK(take_message(api().copy_to_device(&write), &code) == "copy_to_device: guarded is unavailable: switched off");
   CHECK(code == BP_ERROR_UNAVAILABLE);

@@ -410,6 +410,18 @@ typedef struct BP_PluginApi {
 /* The struct_size of a 1.2 table (up to and including dlpack_device_type). */
 #define BP_PLUGIN_API_SIZE_1_2 (offsetof(BP_PluginApi, dlpack_device_type) + sizeof(int32_t))
 
+/* The struct_size an older caller passes in an args struct that grew later.
+ * A plugin checks struct_size against the size of the oldest caller it
+ * serves, and BP_STRUCT_HAS_FIELD before it reads a newer field: checked
+ * against sizeof() of the header it was built with, it would refuse every
+ * call of an older core, whose structs are shorter. Each constant is the size
+ * up to the field that the next minor appended. */
+#define BP_PROBE_ARGS_SIZE_1_0 offsetof(BP_ProbeArgs, priority)              /* 1.2 appended priority */
+#define BP_COPY_TO_DEVICE_ARGS_SIZE_1_0 offsetof(BP_CopyToDeviceArgs, timed) /* 1.3 appended timed */
+#define BP_COPY_TO_HOST_ARGS_SIZE_1_0 offsetof(BP_CopyToHostArgs, timed)
+#define BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0 offsetof(BP_CopyDeviceToDeviceArgs, timed)
+#define BP_CONVERT_INTEGERS_ARGS_SIZE_1_0 offsetof(BP_ConvertIntegersArgs, timed)
+
 /* Offered by the core to the entry function. */
 typedef struct BP_PluginEntryArgs {
   size_t struct_size;

@@ -97,7 +97,15 @@ namespace detail {
 template <class Args>
 constexpr std::size_t minimum_args_size() {
   if constexpr (std::is_same_v<Args, BP_ProbeArgs>) {
-    return offsetof(BP_ProbeArgs, priority);
+    return BP_PROBE_ARGS_SIZE_1_0;
+  } else if constexpr (std::is_same_v<Args, BP_CopyToDeviceArgs>) {  // 1.3 appended `timed`
+    return BP_COPY_TO_DEVICE_ARGS_SIZE_1_0;
+  } else if constexpr (std::is_same_v<Args, BP_CopyToHostArgs>) {
+    return BP_COPY_TO_HOST_ARGS_SIZE_1_0;
+  } else if constexpr (std::is_same_v<Args, BP_CopyDeviceToDeviceArgs>) {
+    return BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0;
+  } else if constexpr (std::is_same_v<Args, BP_ConvertIntegersArgs>) {
+    return BP_CONVERT_INTEGERS_ARGS_SIZE_1_0;
   } else {
     return sizeof(Args);
   }

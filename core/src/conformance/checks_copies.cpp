@@ -164,6 +164,30 @@ void check_copies(Context& context) {
     device_to_device(context, last, 0);
     return fmt::format("{} <-> {}", context.label(0), context.label(last));
   });
+  context.check("copies: a caller's 1.2 structs, without `timed`, are accepted", [&] {
+    context.require_devices();
+    // What a core of ABI 1.0 to 1.2 passes: each copy struct ends at `event`.
+    // A plugin that checks struct_size against sizeof() of a newer header
+    // refuses every copy of that core.
+    auto [buffer, model] = filled_buffer(context, 0, 64);
+    const auto data = context.random_bytes(16);
+    auto write = detail::copy_to_device_args(context.backend, buffer.get(), 8, data.data(), 16);
+    write.struct_size = BP_COPY_TO_DEVICE_ARGS_SIZE_1_0;
+    context.require_ok(context.api.copy_to_device(&write),
+                       fmt::format("copy_to_device with struct_size {}", write.struct_size));
+    splice(model, 8, data.data(), 16);
+    std::vector<std::uint8_t> back(64);
+    auto read = detail::copy_to_host_args(context.backend, buffer.get(), 0, back.data(), 64);
+    read.struct_size = BP_COPY_TO_HOST_ARGS_SIZE_1_0;
+    context.require_ok(context.api.copy_to_host(&read),
+                       fmt::format("copy_to_host with struct_size {}", read.struct_size));
+    require_equal_bytes(back, model, "the buffer written and read with 1.2 structs");
+    auto copy = detail::copy_device_to_device_args(context.backend, buffer.get(), 0, buffer.get(), 32, 16);
+    copy.struct_size = BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0;
+    context.require_ok(context.api.copy_device_to_device(&copy),
+                       fmt::format("copy_device_to_device with struct_size {}", copy.struct_size));
+    return std::string();
+  });
   context.check("copies: ranges ending exactly at the buffer end, size 0 at the end", [&] {
     context.require_devices();
     auto [buffer, model] = filled_buffer(context, 0, 1000);

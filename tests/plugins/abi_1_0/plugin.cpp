@@ -73,6 +73,7 @@ constexpr BP_PluginApi kApi = {
     // Past struct_size too: 2 (kDLCUDA) would send DLPack imports here and
     // export host memory as device memory if the core ever read it.
     .dlpack_device_type = 2,
+    .event_timing = nullptr,
 };
 
 }  // namespace

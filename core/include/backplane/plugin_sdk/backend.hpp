@@ -383,7 +383,7 @@ class Entries {
 
   static BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "probe", offsetof(BP_ProbeArgs, priority));  // a 1.1 caller's struct ends there
+      plugin::require_args(args, "probe");  // a 1.1 caller's struct ends before priority
       Instance& self = instance(args->backend, "probe");
       if constexpr (detail::CanRefuse<Impl>) {
         if (const std::string_view refusal = self.impl->refusal(); !refusal.empty()) {
