@@ -68,6 +68,8 @@
 #include <backplane/plugin_sdk/handles.hpp>
 #include <backplane/plugin_support.hpp>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <concepts>
 #include <cstddef>
@@ -127,22 +129,47 @@ struct DeviceSpan {
 };
 
 namespace detail {
-inline thread_local bool timing_requested = false;
+// Whether the hook call in progress on this thread was asked to time its
+// work, kept under a pthread key rather than in a thread_local: a plugin is
+// dlopen'd, so its thread_locals would live in dynamic TLS, which
+// LeakSanitizer's exit-time scan of PoCL's worker threads crashes on, and
+// initial-exec TLS does not fit beside the CUDA runtime's in glibc's static
+// reserve. Key 0 with `usable` false: no key could be made, so nothing is
+// timed.
+struct TimingKey {
+  pthread_key_t key{};
+  bool usable = false;
+  TimingKey() noexcept { usable = pthread_key_create(&key, nullptr) == 0; }
+};
+inline const TimingKey& timing_key() noexcept {
+  static const TimingKey key;
+  return key;
+}
 
-// Sets timing_requested for one hook call.
+// Sets the request for one hook call.
 class TimingRequest {
  public:
-  explicit TimingRequest(bool requested) noexcept { timing_requested = requested; }
-  ~TimingRequest() { timing_requested = false; }
+  explicit TimingRequest(bool requested) noexcept {
+    if (requested && timing_key().usable) set_ = pthread_setspecific(timing_key().key, this) == 0;
+  }
+  ~TimingRequest() {
+    if (set_) pthread_setspecific(timing_key().key, nullptr);
+  }
   TimingRequest(const TimingRequest&) = delete;
   TimingRequest& operator=(const TimingRequest&) = delete;
+
+ private:
+  bool set_ = false;
 };
 }  // namespace detail
 
 // True inside an asynchronous copy or convert_integers hook whose caller set
 // `timed` (ABI 1.3): the backend times that work for timing(Event&). Only
 // backends that declare BP_CAPABILITY_EVENT_TIMING are ever asked.
-inline bool timing_requested() noexcept { return detail::timing_requested; }
+inline bool timing_requested() noexcept {
+  const detail::TimingKey& key = detail::timing_key();
+  return key.usable && pthread_getspecific(key.key) != nullptr;
+}
 
 namespace detail {
 
