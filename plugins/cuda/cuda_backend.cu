@@ -7,7 +7,6 @@
 #include "widen_kernel.hpp"
 
 #include <dlfcn.h>
-#include <time.h>
 
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@ namespace {
 using sdk::Failure;
 using sdk::format_bytes;
 using sdk::integer_type_name;
+using sdk::monotonic_ns;
 
 // Once a device has a context, this plugin must stay mapped until exit (the
 // static CUDA runtime inside it registered the kernels with the driver):
@@ -49,12 +49,6 @@ void keep_context_alive(const DriverApi& driver, const Device& device) {
   if (kept.count(device.handle) == 0 && driver.cuDevicePrimaryCtxRetain(&context, device.handle) == CUDA_SUCCESS) {
     kept.insert(device.handle);
   }
-}
-
-std::int64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
 }
 
 // cuEventElapsedTime answers float milliseconds: 24 bits of mantissa, a

@@ -2,8 +2,6 @@
 // range and pointer before a hook runs; what is left here is OpenCL.
 #include "opencl_backend.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -13,6 +11,7 @@ namespace {
 
 using sdk::Failure;
 using sdk::format_bytes;
+using sdk::monotonic_ns;
 
 const char* type_name(cl_device_type type) {
   if ((type & CL_DEVICE_TYPE_GPU) != 0) return "GPU";
@@ -390,12 +389,6 @@ void OpenclBackend::wait(Event& event) {
 }
 
 namespace {
-
-std::int64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
 
 // Device clocks drift from the host's by parts per million: measured again
 // after this long, the offset stays within a few microseconds.

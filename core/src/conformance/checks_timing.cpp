@@ -3,9 +3,9 @@
 // copy; an untimed one answers "not available"; a NULL event is refused.
 #include "conformance/checks.hpp"
 
-#include <fmt/format.h>
+#include <backplane/plugin_sdk/timing.hpp>
 
-#include <time.h>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <string>
@@ -14,11 +14,7 @@ namespace backplane::conformance {
 using namespace ::backplane::detail;
 namespace {
 
-std::int64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
+using plugin_sdk::monotonic_ns;
 
 // The device clock is calibrated against the host's to within a clock
 // reading's round trip; 2 ms allows for a descheduled thread on a loaded

@@ -66,9 +66,8 @@
 #include <backplane/plugin.h>
 #include <backplane/plugin_sdk/checks.hpp>
 #include <backplane/plugin_sdk/handles.hpp>
+#include <backplane/plugin_sdk/timing.hpp>
 #include <backplane/plugin_support.hpp>
-
-#include <pthread.h>
 
 #include <atomic>
 #include <concepts>
@@ -120,56 +119,6 @@ struct BufferBase {
 };
 
 enum class Mode { kBlocking, kAsync };
-
-// When the device began and ended an event's work, as CLOCK_MONOTONIC
-// nanoseconds (ABI 1.3, event_timing).
-struct DeviceSpan {
-  std::int64_t begin_ns = 0;
-  std::int64_t end_ns = 0;
-};
-
-namespace detail {
-// Whether the hook call in progress on this thread was asked to time its
-// work, kept under a pthread key rather than in a thread_local: a plugin is
-// dlopen'd, so its thread_locals would live in dynamic TLS, which
-// LeakSanitizer's exit-time scan of PoCL's worker threads crashes on, and
-// initial-exec TLS does not fit beside the CUDA runtime's in glibc's static
-// reserve. Key 0 with `usable` false: no key could be made, so nothing is
-// timed.
-struct TimingKey {
-  pthread_key_t key{};
-  bool usable = false;
-  TimingKey() noexcept { usable = pthread_key_create(&key, nullptr) == 0; }
-};
-inline const TimingKey& timing_key() noexcept {
-  static const TimingKey key;
-  return key;
-}
-
-// Sets the request for one hook call.
-class TimingRequest {
- public:
-  explicit TimingRequest(bool requested) noexcept {
-    if (requested && timing_key().usable) set_ = pthread_setspecific(timing_key().key, this) == 0;
-  }
-  ~TimingRequest() {
-    if (set_) pthread_setspecific(timing_key().key, nullptr);
-  }
-  TimingRequest(const TimingRequest&) = delete;
-  TimingRequest& operator=(const TimingRequest&) = delete;
-
- private:
-  bool set_ = false;
-};
-}  // namespace detail
-
-// True inside an asynchronous copy or convert_integers hook whose caller set
-// `timed` (ABI 1.3): the backend times that work for timing(Event&). Only
-// backends that declare BP_CAPABILITY_EVENT_TIMING are ever asked.
-inline bool timing_requested() noexcept {
-  const detail::TimingKey& key = detail::timing_key();
-  return key.usable && pthread_getspecific(key.key) != nullptr;
-}
 
 namespace detail {
 
