@@ -151,6 +151,34 @@ TEST_CASE("[placement] 100 take_windows steps in steady state call the backend a
   }
 }
 
+TEST_CASE("[placement] a small take_windows batch reaches the device the way a device_put of its size does") {
+  Runtime runtime(placement_options());
+  const auto tokens = random_tokens(10000, 7);
+  Array source = tokens_array(runtime, tokens);
+  const std::vector<std::int64_t> offsets = {3, 900, 4500, 7000, 12, 9000, 2500, 640};
+  const std::uint64_t batch_bytes = offsets.size() * 257 * 2;
+  {
+    Array batch = take_windows(runtime, source, offsets, 257, kSim0);
+    CHECK(batch.to_vector<std::uint16_t>() == expected_windows<std::uint16_t>(tokens, offsets, 257));
+  }
+  // The batch crossed from one pinned staging block of its size, back in the
+  // device's staging cache now.
+  const MemoryStats after_batch = memory_stats(runtime, kSim0);
+  CHECK(after_batch.pinned_backend_allocations == 1);
+  CHECK(after_batch.pinned_in_use == 0);
+  CHECK(after_batch.pinned_cached >= batch_bytes);
+  CHECK(after_batch.pinned_cached < 2 * batch_bytes);
+
+  // device_put of as many bytes stages them the same way: in that same block,
+  // into the batch's old device block.
+  const auto bytes = random_bytes(batch_bytes, 8);
+  Array put = device_put(runtime, u8_array(runtime, kCpu0, bytes), kSim0);
+  CHECK(put.to_vector<std::uint8_t>() == bytes);
+  const MemoryStats after_put = memory_stats(runtime, kSim0);
+  CHECK(after_put.pinned_backend_allocations == 1);
+  CHECK(after_put.backend_allocations == after_batch.backend_allocations);
+}
+
 namespace {
 
 // Values at and next to the limits of T (and around zero), repeated over

@@ -8,6 +8,7 @@
 #include "batches/sampler.hpp"
 #include "placement/array_state.hpp"
 #include "placement/gather.hpp"
+#include "placement/transfer.hpp"
 #include "trace/trace.hpp"
 #include "util/bytes.hpp"
 #include "util/fork.hpp"
@@ -375,42 +376,44 @@ Array BatchStream::Impl::gather_for(std::size_t device, std::span<const Window> 
   const std::int64_t length = options_.context + 1;
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(windows.size()), length};
   const detail::Extent extent = detail::extent_of(to_, shape, "BatchStream");
-  std::shared_ptr<detail::Block> block = target->memory().allocate(extent.bytes);
-  const bool on_host = target->host_addressable();
-  const DType staged = on_host ? to_ : detail::staged_dtype(*target, from_, to_);
-  std::optional<detail::StagingBuffer> staging;
-  if (!on_host) {
-    staging.emplace(target->pinned(), extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8));
-  }
-  std::byte* destination = on_host ? block->address() : staging->data();
-
   const std::uint64_t element = static_cast<std::uint64_t>(dtype_bits(from_) / 8);
   const std::uint64_t row_in = static_cast<std::uint64_t>(length) * element;
-  const std::uint64_t row_out = static_cast<std::uint64_t>(length) * (dtype_bits(staged) / 8);
   std::vector<const std::byte*> rows(windows.size());
   for (std::size_t index = 0; index < windows.size(); ++index) {
     const Source& source = sources_[static_cast<std::size_t>(windows[index].source)];
     rows[index] = source.data + static_cast<std::uint64_t>(windows[index].start) * element;
   }
-  pool_->run(rows.size(), [&](std::size_t begin, std::size_t end) {
-    const std::span<const std::byte* const> piece(rows.data() + begin, end - begin);
-    detail::gather_rows(piece, from_, length, destination + begin * row_out, staged);
-  });
-  if (options_.release_pages) {
-    // After the whole gather, so no thread re-faults what another dropped.
-    for (std::size_t index = 0; index < rows.size(); ++index) {
-      const Source& source = sources_[static_cast<std::size_t>(windows[index].source)];
-      detail::drop_pages({rows[index], row_in}, {source.data, source.array.nbytes()});
-    }
-  }
-  if (on_host) {
-    return detail::make_result(*placement_, target, std::move(block), nullptr, to_, std::move(shape), extent);
-  }
-  std::string description =
-      fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length, dtype_name(to_),
-                  detail::describe_bytes(extent.bytes), target->selector());
-  return detail::send_batch(*placement_, target, std::move(block), *staging, from_, staged, to_, std::move(shape),
-                            extent, std::move(description));
+  const detail::RowGather gather{from_, rows.size(), length, [&](std::byte* destination, DType as) {
+                                   const std::uint64_t row_out =
+                                       static_cast<std::uint64_t>(length) * (dtype_bits(as) / 8);
+                                   pool_->run(rows.size(), [&](std::size_t begin, std::size_t end) {
+                                     const std::span<const std::byte* const> piece(rows.data() + begin, end - begin);
+                                     detail::gather_rows(piece, from_, length, destination + begin * row_out, as);
+                                   });
+                                   if (!options_.release_pages) return;
+                                   // After the whole gather, so no thread re-faults what another dropped.
+                                   for (std::size_t index = 0; index < rows.size(); ++index) {
+                                     const Source& source = sources_[static_cast<std::size_t>(windows[index].source)];
+                                     detail::drop_pages({rows[index], row_in}, {source.data, source.array.nbytes()});
+                                   }
+                                 }};
+  const detail::TransferSource gathered{nullptr, 0, &gather};
+  const detail::Plan plan = detail::plan_transfer(gathered, *target, extent.bytes, to_, false);
+  detail::Transfer transfer;
+  transfer.source = gathered;
+  transfer.to = target;
+  transfer.destination = target->memory().allocate(extent.bytes);
+  transfer.size = extent.bytes;
+  transfer.elements = extent.elements;
+  transfer.output = to_;
+  transfer.describe = [&] {
+    return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
+                       dtype_name(to_), detail::describe_bytes(extent.bytes), target->selector());
+  };
+  transfer.trace_name = "batch";
+  std::shared_ptr<detail::Completion> arrival = detail::issue_transfer(*placement_, transfer, plan);
+  return detail::make_result(*placement_, target, transfer.destination, std::move(arrival), to_, std::move(shape),
+                             extent);
 }
 
 std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {

@@ -1,8 +1,5 @@
-// Gathering windows of host memory into one buffer, and sending a gathered
-// batch to a device (see gather.hpp).
+// Gathering windows of host memory into one buffer (see gather.hpp).
 #include "placement/gather.hpp"
-
-#include "util/log.hpp"
 
 #include <fmt/format.h>
 
@@ -90,76 +87,6 @@ bool device_can_widen(DType from, DType to) {
 
 DType staged_dtype(const LiveDevice& target, DType from, DType to) {
   return to != from && target.converts_integers() && device_can_widen(from, to) ? from : to;
-}
-
-Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target, std::shared_ptr<Block> block,
-                 const StagingBuffer& staging, DType from, DType staged, DType to, std::vector<std::int64_t> shape,
-                 const Extent& extent, std::string description, std::string_view trace_name) {
-  const std::uint64_t staged_bytes = extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8);
-  std::optional<TransferTrace> transfer;
-  if (trace::enabled()) {
-    const char* route = staged != to ? "widen_on_device" : target->asynchronous() ? "async" : "blocking";
-    transfer =
-        TransferTrace{"host_to_device", std::string(trace_name), route, staged_bytes, "host", target->selector()};
-    transfer->nvtx = trace::Range(trace_name, staged_bytes);
-  }
-  std::shared_ptr<Completion> arrival;
-  if (staged != to) {
-    std::shared_ptr<Block> narrow = target->memory().allocate(staged_bytes);
-    arrival = placement.run(
-        std::move(description),
-        [target, block, narrow, staging, staged_bytes, from, to, count = extent.elements]() {
-          target->copy_to_device(narrow->buffer(), 0, staging.data(), staged_bytes);
-          PluginEvent widened;
-          trace::Scope widening("widening", "convert_integers");
-          if (widening.active()) {
-            widening.arg({"bytes", block->size()});
-            widening.arg({"elements", count});
-            widening.arg({"device", target->selector()});
-            widening.arg({"from", dtype_name(from)});
-            widening.arg({"to", dtype_name(to)});
-          }
-          try {
-            widened = target->convert_integers(narrow->buffer(), static_cast<BP_IntegerType>(from), block->buffer(),
-                                               static_cast<BP_IntegerType>(to), count);
-          } catch (const Error& error) {
-            // The capability is the plugin's in general; this device may still
-            // lack it (no kernel for this GPU). The batch is not lost for that.
-            if (error.code() != ErrorCode::kUnsupported) throw;
-            if (target->stop_converting_integers()) {
-              log(LogLevel::kWarn, "{}: widening integers on the host from now on: {}", target->selector(),
-                  error.what());
-            }
-            std::vector<std::byte> wide(count * static_cast<std::uint64_t>(dtype_bits(to) / 8));
-            const std::byte* const whole[] = {staging.data()};
-            gather_rows(whole, from, static_cast<std::int64_t>(count), wide.data(), to);
-            target->copy_to_device(block->buffer(), 0, wide.data(), wide.size());
-            return;
-          }
-          if (std::optional<PluginFailure> failure = widened.wait()) {
-            throw Error(failure->code, fmt::format("{}: convert_integers of {} elements: {}", target->selector(), count,
-                                                   failure->message));
-          }
-        },
-        std::move(transfer));
-  } else if (target->asynchronous()) {
-    try {
-      PluginEvent event = target->copy_to_device_async(block->buffer(), 0, staging.data(), extent.bytes);
-      arrival = std::make_shared<Completion>(description, target, std::move(event),
-                                             std::vector<std::shared_ptr<const void>>{staging.owner(), block});
-      if (transfer) arrival->trace_as(std::move(*transfer));
-    } catch (const Error& error) {
-      arrival = Completion::failed(description, error);
-    }
-  } else {
-    arrival = placement.run(
-        std::move(description),
-        [target, block, staging, bytes = extent.bytes]() {
-          target->copy_to_device(block->buffer(), 0, staging.data(), bytes);
-        },
-        std::move(transfer));
-  }
-  return make_result(placement, target, std::move(block), std::move(arrival), to, std::move(shape), extent);
 }
 
 }  // namespace backplane::detail

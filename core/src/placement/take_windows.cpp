@@ -1,10 +1,10 @@
-// take_windows: one batch of windows at given offsets. The gather runs on the
-// caller's thread straight into the destination (host-addressable devices) or
-// into one staging buffer, then one host->device copy moves the whole batch.
-// The batch stream (batches/) gathers on worker threads with the same pieces.
+// take_windows: one batch of windows at given offsets, gathered on the
+// caller's thread. It describes the batch as a gather of rows; the planner
+// (placement/transfer.hpp) picks the route and issues the copy, as it does
+// for device_put and the batch stream's steps.
 #include "placement/array_state.hpp"
 #include "placement/gather.hpp"
-#include "placement/staging.hpp"
+#include "placement/transfer.hpp"
 #include "util/bytes.hpp"
 
 #include <fmt/format.h>
@@ -74,43 +74,43 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
   const std::byte* tokens_data = source.host + state.offset;
 
   std::shared_ptr<LiveDevice> target = placement.device(device);
-  std::shared_ptr<Block> block = target->memory().allocate(extent.bytes);
   std::vector<const std::byte*> rows(offsets.size());
   const std::size_t element = static_cast<std::size_t>(dtype_bits(from)) / 8;
   for (std::size_t index = 0; index < offsets.size(); ++index) {
     rows[index] = tokens_data + static_cast<std::size_t>(offsets[index]) * element;
   }
-  std::optional<trace::Scope> gather;  // the gather alone, not the send after it
-  gather.emplace("gather", "gather");
-  if (gather->active()) {
-    gather->arg({"windows", batch});
-    gather->arg({"length", length});
-    gather->arg({"device", target->selector()});
-    gather->arg({"from", dtype_name(from)});
-  }
-  if (target->host_addressable()) {  // the gather is the transfer
-    gather_rows(rows, from, length, block->address(), to);
-    if (gather->active()) {
-      gather->arg({"bytes", extent.bytes});
-      gather->arg({"to", dtype_name(to)});
-    }
-    gather.reset();
-    return detail::make_result(placement, std::move(target), std::move(block), nullptr, to, std::move(shape), extent);
-  }
-
-  const DType staged = staged_dtype(*target, from, to);
-  detail::StagingBuffer staging(target->pinned(), extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8));
-  gather_rows(rows, from, length, staging.data(), staged);
-  if (gather->active()) {
-    gather->arg({"bytes", extent.elements * static_cast<std::uint64_t>(dtype_bits(staged) / 8)});
-    gather->arg({"to", dtype_name(staged)});
-  }
-  gather.reset();
-  std::string description =
-      fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
-                  describe_bytes(extent.bytes), source.device->selector(), target->selector());
-  return send_batch(placement, target, std::move(block), staging, from, staged, to, std::move(shape), extent,
-                    std::move(description), "take_windows");
+  RowGather windows{from, offsets.size(), length, [&](std::byte* destination, DType as) {
+                      // The gather alone, not the send after it.
+                      trace::Scope gather("gather", "gather");
+                      if (gather.active()) {
+                        gather.arg({"windows", batch});
+                        gather.arg({"length", length});
+                        gather.arg({"device", target->selector()});
+                        gather.arg({"from", dtype_name(from)});
+                      }
+                      gather_rows(rows, from, length, destination, as);
+                      if (gather.active()) {
+                        gather.arg({"bytes", extent.elements * static_cast<std::uint64_t>(dtype_bits(as) / 8)});
+                        gather.arg({"to", dtype_name(as)});
+                      }
+                    }};
+  const TransferSource gathered{nullptr, 0, &windows};
+  const Plan plan = plan_transfer(gathered, *target, extent.bytes, to, false);
+  Transfer transfer;
+  transfer.source = gathered;
+  transfer.to = target;
+  transfer.destination = target->memory().allocate(extent.bytes);
+  transfer.size = extent.bytes;
+  transfer.elements = extent.elements;
+  transfer.output = to;
+  transfer.describe = [&] {
+    return fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
+                       describe_bytes(extent.bytes), source.device->selector(), target->selector());
+  };
+  transfer.trace_name = "take_windows";
+  std::shared_ptr<Completion> arrival = issue_transfer(placement, transfer, plan);
+  return detail::make_result(placement, std::move(target), transfer.destination, std::move(arrival), to,
+                             std::move(shape), extent);
 }
 
 }  // namespace
