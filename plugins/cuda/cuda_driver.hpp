@@ -107,7 +107,7 @@ std::string format_cuda_version(int version);
 // The one place CUDA results become ABI error codes.
 BP_ErrorCode error_code_for(CUresult result);
 
-// Throws backplane::plugin::Failure for a failed driver call, with the message
+// Throws backplane::plugin_sdk::Failure for a failed driver call, with the message
 // "<what> failed: CUDA_ERROR_X: text<note>". Does nothing on CUDA_SUCCESS.
 void check(const DriverApi& driver, CUresult result, const std::string& what, const std::string& note = "");
 

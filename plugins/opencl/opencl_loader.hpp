@@ -87,7 +87,7 @@ std::string error_name(cl_int code);
 // The one place OpenCL errors become ABI error codes.
 BP_ErrorCode error_code_for(cl_int code);
 
-// Throws backplane::plugin::Failure "<what> failed: CL_X<note>" for a failed
+// Throws backplane::plugin_sdk::Failure "<what> failed: CL_X<note>" for a failed
 // call. Does nothing on CL_SUCCESS.
 void check(cl_int code, std::string_view what, std::string_view note = {});
 
