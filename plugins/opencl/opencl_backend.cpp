@@ -64,6 +64,9 @@ const char* kSupportedWidenings = "U8 -> U16/U32/I32/I64, U16 -> U32/I32/I64, U3
 
 }  // namespace
 
+// The destructors check for fork themselves: refusal() stops calls, but
+// memory_free, event_destroy and backend_destroy still run in a child, and
+// there the driver objects are the parent's.
 OpenclBackend::Buffer::~Buffer() {
   if (memory == nullptr || forked()) return;  // in a child the memory is the parent's
   if (address != nullptr) api->clEnqueueUnmapMemObject(device->queue, memory, address, 0, nullptr, nullptr);
@@ -101,6 +104,12 @@ std::unique_ptr<OpenclBackend> OpenclBackend::create(const sdk::Options& options
                                          build_options != nullptr ? std::string(*build_options) : std::string());
 }
 
+std::string_view OpenclBackend::refusal() {
+  if (!forked()) return {};
+  static const std::string message = forked_message();
+  return message;
+}
+
 sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
   const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
   return {device.name,
@@ -122,7 +131,6 @@ sdk::MemoryFigures OpenclBackend::memory(std::int32_t ordinal) {
 }
 
 Device& OpenclBackend::start(Device& device, const char* call) {
-  require_initialising_process(call);
   const std::lock_guard lock(device.mutex);
   if (device.queue != nullptr) return device;
   const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
@@ -185,7 +193,6 @@ std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordi
 std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& destination, std::uint64_t offset,
                                                                     const void* source, std::uint64_t size, sdk::Mode) {
   if (size == 0) return nullptr;
-  require_initialising_process("copy_to_device");
   if (destination.address != nullptr) {  // pinned host memory: mapped, so written directly
     std::memmove(static_cast<std::byte*>(destination.address) + offset, source, size);
     return nullptr;
@@ -204,7 +211,6 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& dest
 std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_host(Buffer& source, std::uint64_t offset,
                                                                   void* destination, std::uint64_t size, sdk::Mode) {
   if (size == 0) return nullptr;
-  require_initialising_process("copy_to_host");
   if (source.address != nullptr) {
     std::memmove(destination, static_cast<const std::byte*>(source.address) + offset, size);
     return nullptr;
@@ -224,7 +230,6 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
                                                                            std::uint64_t destination_offset,
                                                                            std::uint64_t size, sdk::Mode mode) {
   if (size == 0) return nullptr;
-  require_initialising_process("copy_device_to_device");
   // Pinned host memory on either side is a host pointer.
   if (source.address != nullptr) {
     return copy_to_device(destination, destination_offset,
@@ -376,7 +381,6 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
 }
 
 void OpenclBackend::wait(Event& event) {
-  require_initialising_process("event_wait");
   const cl_int waited = api_->clWaitForEvents(1, &event.event);
   cl_int status = CL_COMPLETE;
   const cl_int asked =
@@ -436,7 +440,6 @@ std::int64_t OpenclBackend::clock_offset(Device& device) {
 }
 
 std::optional<sdk::DeviceSpan> OpenclBackend::timing(Event& event) {
-  require_initialising_process("event_timing");
   if (event.timed_on == nullptr) return std::nullopt;
   cl_ulong begin = 0;
   cl_ulong end = 0;
@@ -450,7 +453,6 @@ std::optional<sdk::DeviceSpan> OpenclBackend::timing(Event& event) {
 
 // Done once the command completed or failed (a negative status).
 bool OpenclBackend::query(Event& event) {
-  require_initialising_process("event_query");
   cl_int status = CL_QUEUED;
   check(api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr),
         "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation);

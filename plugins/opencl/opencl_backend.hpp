@@ -42,8 +42,10 @@
 // sizes. The OpenCL C kernels are built on the first conversion per device;
 // a failed build is an error carrying the driver's build log.
 //
-// Fork: a child of a process that listed OpenCL platforms refuses every call
-// that would reach the driver (opencl_loader.hpp, forked_message()).
+// Fork: in a child of a process that listed OpenCL platforms, probe answers
+// unavailable and every call that would reach the driver fails UNAVAILABLE
+// saying so (refusal(), opencl_loader.hpp's forked_message()); destroying
+// frees only the bookkeeping.
 //
 // Options (string values):
 //   library = PATH          the ICD loader to open instead of libOpenCL.so.1.
@@ -63,6 +65,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -133,6 +136,7 @@ class OpenclBackend {
   ~OpenclBackend();
   static std::unique_ptr<OpenclBackend> create(const sdk::Options& options);
 
+  std::string_view refusal();
   sdk::Probe probe();
   std::int32_t device_count() const { return static_cast<std::int32_t>(devices_.size()); }
   sdk::DeviceDescription describe(std::int32_t ordinal);

@@ -162,8 +162,4 @@ bool forked() noexcept { return fork_guard.forked(); }
 
 std::string forked_message() { return fork_guard.message("OpenCL", "OpenCL drivers do not survive fork", "opencl"); }
 
-void require_initialising_process(std::string_view call) {
-  if (forked()) throw plugin_sdk::Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + forked_message());
-}
-
 }  // namespace backplane::opencl

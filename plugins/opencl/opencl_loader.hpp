@@ -94,15 +94,13 @@ void check(cl_int code, std::string_view what, std::string_view note = {});
 // Fork: an OpenCL driver's state (PoCL's worker threads, a GPU driver's
 // contexts) does not survive fork(). The probe records the process in which
 // the loader first answered with platforms; in any other process (a child)
-// the backend refuses to call the driver, with forked_message().
+// the backend's refusal() hook refuses every call, with forked_message().
 void note_initialised() noexcept;
 bool forked() noexcept;
 // "OpenCL was initialised in process 1234 before fork(); OpenCL drivers do not
 // survive fork: use the opencl backend only in the parent, or start workers
 // with the 'spawn' method".
 std::string forked_message();
-// Throws Failure(BP_ERROR_UNAVAILABLE, "<call>: " + forked_message()) in a child.
-void require_initialising_process(std::string_view call);
 
 }  // namespace backplane::opencl
 

@@ -69,6 +69,8 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
 }  // namespace
 
 sdk::Probe OpenclBackend::probe() {
+  // refusal() covers the probe call but not device_count, which probes too:
+  // a child must not reach the driver through it either.
   if (forked()) return {false, forked_message(), {}};
   const LoaderLoad& load = load_loader(library_);
   if (load.api == nullptr) return {false, load.failure, {}};
