@@ -175,15 +175,15 @@ CudaBackend::~CudaBackend() {
   // In a child the contexts are the parent's: only the bookkeeping goes.
   if (driver_ == nullptr || driver_forked()) return;
   const DriverApi& driver = *driver_;
-  for (const auto& device : devices_) {
-    if (device->context == nullptr) continue;
-    if (driver.cuCtxPushCurrent(device->context) == CUDA_SUCCESS) {
-      driver.cuStreamSynchronize(device->stream);
-      driver.cuStreamDestroy(device->stream);
+  for (Device& device : devices_) {
+    if (!device.started()) continue;
+    if (driver.cuCtxPushCurrent(device.context) == CUDA_SUCCESS) {
+      driver.cuStreamSynchronize(device.stream);
+      driver.cuStreamDestroy(device.stream);
       CUcontext popped = nullptr;
       driver.cuCtxPopCurrent(&popped);
     }
-    driver.cuDevicePrimaryCtxRelease(device->handle);
+    driver.cuDevicePrimaryCtxRelease(device.handle);
   }
 }
 
@@ -212,14 +212,14 @@ std::string_view CudaBackend::refusal() {
 sdk::Probe CudaBackend::probe() {
   ProbeResult result = run_probe();
   driver_ = result.driver;
-  devices_ = std::move(result.devices);
+  devices_.assign(std::move(result.devices));
   return std::move(result.probe);
 }
 
-std::int32_t CudaBackend::device_count() { return static_cast<std::int32_t>(devices_.size()); }
+std::int32_t CudaBackend::device_count() { return devices_.count(); }
 
 sdk::DeviceDescription CudaBackend::describe(std::int32_t ordinal) {
-  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  const Device& device = devices_.at(ordinal);
   return {device.name, BP_DEVICE_KIND_GPU, device.attributes};
 }
 
@@ -228,16 +228,12 @@ sdk::DeviceDescription CudaBackend::describe(std::int32_t ordinal) {
 // holds it active; otherwise free is unknown rather than a context created
 // just to ask (probe and info must not initialise devices).
 sdk::MemoryFigures CudaBackend::memory(std::int32_t ordinal) {
-  Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  Device& device = devices_.at(ordinal);
   const DriverApi& driver = *driver_;
   sdk::MemoryFigures memory{device.memory_total, std::nullopt};
   unsigned int flags = 0;
   int active = 0;
-  CUcontext context = nullptr;
-  {
-    std::lock_guard lock(device.mutex);
-    context = device.context;
-  }
+  CUcontext context = device.started() ? device.context : nullptr;
   const bool borrow = context == nullptr &&
                       driver.cuDevicePrimaryCtxGetState(device.handle, &flags, &active) == CUDA_SUCCESS &&
                       active != 0 && driver.cuDevicePrimaryCtxRetain(&context, device.handle) == CUDA_SUCCESS;
@@ -253,29 +249,27 @@ sdk::MemoryFigures CudaBackend::memory(std::int32_t ordinal) {
 }
 
 Device& CudaBackend::start_device(std::int32_t ordinal) {
-  Device& device = *devices_[static_cast<std::size_t>(ordinal)];
-  const DriverApi& driver = *driver_;
-  std::lock_guard lock(device.mutex);
-  if (device.context != nullptr) return device;
-  CUcontext context = nullptr;
-  check(driver, driver.cuDevicePrimaryCtxRetain(&context, device.handle),
-        "cuDevicePrimaryCtxRetain on " + device.label);
-  CUstream stream = nullptr;
-  CUresult result = driver.cuCtxPushCurrent(context);
-  if (result == CUDA_SUCCESS) {
-    result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
-    CUcontext popped = nullptr;
-    driver.cuCtxPopCurrent(&popped);
-  }
-  if (result != CUDA_SUCCESS) {
-    driver.cuDevicePrimaryCtxRelease(device.handle);
-    check(driver, result, "creating the stream of " + device.label);
-  }
-  keep_plugin_loaded();
-  keep_context_alive(driver, device);
-  device.stream = stream;
-  device.context = context;
-  return device;
+  return devices_.start(ordinal, [this](Device& device) {
+    const DriverApi& driver = *driver_;
+    CUcontext context = nullptr;
+    check(driver, driver.cuDevicePrimaryCtxRetain(&context, device.handle),
+          "cuDevicePrimaryCtxRetain on " + device.label);
+    CUstream stream = nullptr;
+    CUresult result = driver.cuCtxPushCurrent(context);
+    if (result == CUDA_SUCCESS) {
+      result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+      CUcontext popped = nullptr;
+      driver.cuCtxPopCurrent(&popped);
+    }
+    if (result != CUDA_SUCCESS) {
+      driver.cuDevicePrimaryCtxRelease(device.handle);
+      check(driver, result, "creating the stream of " + device.label);
+    }
+    keep_plugin_loaded();
+    keep_context_alive(driver, device);
+    device.stream = stream;
+    device.context = context;
+  });
 }
 
 void CudaBackend::try_enable_peer_access(Device& destination, Device& source) {

@@ -137,7 +137,7 @@ class CudaBackend {
   std::optional<sdk::DeviceSpan> timing(Event& event);
 
  private:
-  // Retains the device's primary context and creates its stream, once.
+  // The device, started: its primary context retained and its stream made.
   Device& start_device(std::int32_t ordinal);
   // Waits for the work queued on every started device.
   void wait_for_every_device();
@@ -146,7 +146,7 @@ class CudaBackend {
   void try_enable_peer_access(Device& destination, Device& source);
 
   const DriverApi* driver_ = nullptr;  // set by an available probe
-  std::vector<std::unique_ptr<Device>> devices_;
+  sdk::Devices<Device> devices_;
   std::mutex peer_mutex_;
   std::set<std::pair<int, int>> peer_pairs_tried_;  // (destination, source) ordinals
 };

@@ -126,14 +126,11 @@ CudaBackend::Buffer::~Buffer() {
 
 void CudaBackend::wait_for_every_device() {
   const DriverApi& driver = *driver_;
-  for (const auto& device : devices_) {
-    {
-      std::lock_guard lock(device->mutex);  // start_device sets the context under it
-      if (device->context == nullptr) continue;
-    }
-    ContextScope scope(driver, *device);
-    check(driver, driver.cuStreamSynchronize(device->stream),
-          "waiting for " + device->label + " before releasing a wrapped buffer");
+  for (Device& device : devices_) {
+    if (!device.started()) continue;
+    ContextScope scope(driver, device);
+    check(driver, driver.cuStreamSynchronize(device.stream),
+          "waiting for " + device.label + " before releasing a wrapped buffer");
   }
 }
 

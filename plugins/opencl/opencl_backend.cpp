@@ -81,14 +81,14 @@ OpenclBackend::Event::~Event() {
 
 OpenclBackend::~OpenclBackend() {
   if (forked()) return;
-  for (const auto& device : devices_) {
-    for (const auto& [pair, kernel] : device->widen_kernels) api_->clReleaseKernel(kernel);
-    if (device->widen_program != nullptr) api_->clReleaseProgram(device->widen_program);
-    if (device->queue != nullptr) {
-      api_->clFinish(device->queue);
-      api_->clReleaseCommandQueue(device->queue);
+  for (Device& device : devices_) {
+    for (const auto& [pair, kernel] : device.widen_kernels) api_->clReleaseKernel(kernel);
+    if (device.widen_program != nullptr) api_->clReleaseProgram(device.widen_program);
+    if (device.queue != nullptr) {
+      api_->clFinish(device.queue);
+      api_->clReleaseCommandQueue(device.queue);
     }
-    if (device->context != nullptr) api_->clReleaseContext(device->context);
+    if (device.context != nullptr) api_->clReleaseContext(device.context);
   }
 }
 
@@ -111,7 +111,7 @@ std::string_view OpenclBackend::refusal() {
 }
 
 sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
-  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  const Device& device = devices_.at(ordinal);
   return {device.name,
           kind_of(device.type),
           {{"vendor", device.vendor},
@@ -127,23 +127,23 @@ sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
 // OpenCL has no portable free-memory query, and total less what this backend
 // holds would miss every other user of the device: free is unknown.
 sdk::MemoryFigures OpenclBackend::memory(std::int32_t ordinal) {
-  return {devices_[static_cast<std::size_t>(ordinal)]->global_memory, std::nullopt};
+  return {devices_.at(ordinal).global_memory, std::nullopt};
 }
 
 Device& OpenclBackend::start(Device& device, const char* call) {
-  const std::lock_guard lock(device.mutex);
-  if (device.queue != nullptr) return device;
-  const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
-                                              reinterpret_cast<cl_context_properties>(device.platform), 0};
-  cl_int result = CL_SUCCESS;
-  if (device.context == nullptr) {
-    device.context = api_->clCreateContext(properties, 1, &device.id, nullptr, nullptr, &result);
-    check(result, std::string(call) + ": clCreateContext on " + device.label);
-  }
-  // In order, so that work on one device completes in submission order.
-  device.queue = api_->clCreateCommandQueue(device.context, device.id, CL_QUEUE_PROFILING_ENABLE, &result);
-  check(result, std::string(call) + ": clCreateCommandQueue on " + device.label);
-  return device;
+  return devices_.start(device, [&](Device& starting) {
+    const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
+                                                reinterpret_cast<cl_context_properties>(starting.platform), 0};
+    cl_int result = CL_SUCCESS;
+    // A context made by an earlier try whose queue failed is kept for the next.
+    if (starting.context == nullptr) {
+      starting.context = api_->clCreateContext(properties, 1, &starting.id, nullptr, nullptr, &result);
+      check(result, std::string(call) + ": clCreateContext on " + starting.label);
+    }
+    // In order, so that work on one device completes in submission order.
+    starting.queue = api_->clCreateCommandQueue(starting.context, starting.id, CL_QUEUE_PROFILING_ENABLE, &result);
+    check(result, std::string(call) + ": clCreateCommandQueue on " + starting.label);
+  });
 }
 
 std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(Device& device, cl_event event, std::string operation) {
@@ -157,7 +157,7 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(Device& device, cl_ev
 
 std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind,
                                                                std::uint64_t size) {
-  Device& device = start(*devices_[static_cast<std::size_t>(ordinal)], "memory_allocate");
+  Device& device = start(devices_.at(ordinal), "memory_allocate");
   const bool pinned = kind == BP_MEMORY_PINNED_HOST;
   // OpenCL has no empty buffers: size 0 holds one byte nobody copies.
   const std::uint64_t bytes = std::max<std::uint64_t>(size, 1);

@@ -80,10 +80,9 @@ namespace sdk = backplane::plugin_sdk;
 inline constexpr std::int32_t kCpuOnlyPriority = 5;       // below cpu (10)
 inline constexpr std::int32_t kAcceleratorPriority = 50;  // above cpu, below cuda (100)
 
-// One OpenCL device, numbered across platforms.
-struct Device {
-  std::int32_t ordinal = 0;
-  std::string label;  // "opencl:0"
+// One OpenCL device, numbered across platforms. Started (context and queue)
+// on first use, through the backend's sdk::Devices.
+struct Device : sdk::DeviceBase {
   cl_platform_id platform = nullptr;
   cl_device_id id = nullptr;
   cl_device_type type = 0;
@@ -92,9 +91,9 @@ struct Device {
   std::uint64_t max_allocation = 0;
   std::uint32_t compute_units = 0;
 
-  std::mutex mutex;  // guards first use and the kernels
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
+  cl_context context = nullptr;      // set when started
+  cl_command_queue queue = nullptr;  // set when started
+  std::mutex mutex;                  // guards the kernels
   bool widen_built = false;
   cl_program widen_program = nullptr;
   std::map<std::pair<BP_IntegerType, BP_IntegerType>, cl_kernel> widen_kernels;
@@ -138,7 +137,7 @@ class OpenclBackend {
 
   std::string_view refusal();
   sdk::Probe probe();
-  std::int32_t device_count() const { return static_cast<std::int32_t>(devices_.size()); }
+  std::int32_t device_count() const { return devices_.count(); }
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
   std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
@@ -156,6 +155,7 @@ class OpenclBackend {
   std::optional<sdk::DeviceSpan> timing(Event& event);
 
  private:
+  // The device, started: its context and in-order queue made.
   Device& start(Device& device, const char* call);
   cl_kernel widen_kernel(Device& device, BP_IntegerType source_type, BP_IntegerType destination_type);
   std::unique_ptr<Event> track(Device& device, cl_event event, std::string operation);
@@ -165,7 +165,7 @@ class OpenclBackend {
   const std::string library_;
   const std::string build_options_;
   const Api* api_ = nullptr;  // set by an available probe
-  std::vector<std::unique_ptr<Device>> devices_;
+  sdk::Devices<Device> devices_;
 };
 
 // The generated entries, for tests that drive the backend directly.

@@ -172,8 +172,8 @@ sdk::Probe OpenclBackend::probe() {
             {}};
   }
   api_ = &api;
-  devices_ = std::move(devices);
-  std::string reason = std::to_string(devices_.size()) + " OpenCL device(s): " + join(summaries, ", ");
+  devices_.assign(std::move(devices));
+  std::string reason = std::to_string(devices_.count()) + " OpenCL device(s): " + join(summaries, ", ");
   reason += accelerator ? "; a GPU or accelerator, so priority " + std::to_string(kAcceleratorPriority)
                         : "; CPU devices only, so priority " + std::to_string(kCpuOnlyPriority) + " (below cpu)";
   if (!notes.empty()) reason += " (" + join(notes, "; ") + ")";
