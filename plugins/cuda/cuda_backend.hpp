@@ -78,6 +78,23 @@ struct Device;           // cuda_state.hpp
 struct DriverApi;        // cuda_driver.hpp
 struct TimingReference;  // cuda_state.hpp
 
+// What a copy or conversion does, for its messages and its event's: the
+// numbers, formatted into text only when a message is needed (a failure),
+// never on the success path.
+struct Operation {
+  const char* call = "";  // the ABI call without _async: "copy_to_device", "convert_integers"
+  sdk::Mode mode = sdk::Mode::kBlocking;
+  std::uint64_t amount = 0;  // bytes; elements for a conversion
+  const Device* from = nullptr;
+  const Device* to = nullptr;                  // the device a conversion runs on
+  BP_IntegerType source_type = BP_INTEGER_U8;  // conversions only
+  BP_IntegerType destination_type = BP_INTEGER_U8;
+
+  // "copy_to_device_async of 4.00 MiB to cuda:0", "convert_integers of 10 U8
+  // to U16 on cuda:0" (cuda_backend.cu).
+  std::string text() const;
+};
+
 class CudaBackend {
  public:
   static constexpr sdk::Identity kIdentity{
@@ -101,7 +118,7 @@ class CudaBackend {
   struct Event {
     const DriverApi* driver = nullptr;
     CUevent_st* event = nullptr;
-    std::string operation;  // what completes, for event_wait's message
+    Operation operation;  // what completes, for event_wait's message
     // Timed work only: an event recorded before it, and the reference that
     // places both on the host's clock.
     CUevent_st* start = nullptr;

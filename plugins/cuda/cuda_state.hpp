@@ -52,7 +52,7 @@ class ContextScope {
  public:
   // Throws Failure when the context cannot be made current.
   ContextScope(const DriverApi& driver, const Device& device) : driver_(driver) {
-    check(driver, driver.cuCtxPushCurrent(device.context), "cuCtxPushCurrent on " + device.label);
+    check(driver, driver.cuCtxPushCurrent(device.context), [&] { return "cuCtxPushCurrent on " + device.label; });
   }
   ~ContextScope() {
     CUcontext popped = nullptr;

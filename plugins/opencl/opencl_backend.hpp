@@ -103,6 +103,23 @@ struct Device : sdk::DeviceBase {
   std::int64_t clock_measured_ns = -1;  // CLOCK_MONOTONIC when it was measured; -1 never
 };
 
+// What a copy or conversion does, for its messages and its event's: the
+// numbers, formatted into text only when a message is needed (a failure),
+// never on the success path.
+struct Operation {
+  const char* call = "";         // the OpenCL call, or "convert_integers"
+  std::uint64_t amount = 0;      // bytes; elements for a conversion
+  const char* preposition = "";  // "to", "from" or "on" the device
+  const Device* device = nullptr;
+  const Device* origin = nullptr;              // the other device of a copy between two: "(from opencl:1)"
+  BP_IntegerType source_type = BP_INTEGER_U8;  // conversions only
+  BP_IntegerType destination_type = BP_INTEGER_U8;
+
+  // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", "convert_integers U8 to
+  // U16 of 10 elements on opencl:0" (opencl_backend.cpp).
+  std::string text() const;
+};
+
 class OpenclBackend {
  public:
   static constexpr sdk::Identity kIdentity{
@@ -124,7 +141,7 @@ class OpenclBackend {
   struct Event {
     const Api* api = nullptr;
     cl_event event = nullptr;
-    std::string operation;           // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", for wait's error
+    Operation operation;             // what completes, for wait's error
     std::vector<std::byte> staging;  // host bytes the copy reads, for copies between devices
     Device* timed_on = nullptr;      // set when the caller asked for device time
     ~Event();                        // waits, then releases the cl_event
@@ -158,7 +175,7 @@ class OpenclBackend {
   // The device, started: its context and in-order queue made.
   Device& start(Device& device, const char* call);
   cl_kernel widen_kernel(Device& device, BP_IntegerType source_type, BP_IntegerType destination_type);
-  std::unique_ptr<Event> track(Device& device, cl_event event, std::string operation);
+  std::unique_ptr<Event> track(Device& device, cl_event event, const Operation& operation);
   // CLOCK_MONOTONIC minus `device`'s profiling clock, measured when stale.
   std::int64_t clock_offset(Device& device);
 

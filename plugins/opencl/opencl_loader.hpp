@@ -18,6 +18,7 @@
 
 #include <backplane/plugin.h>
 
+#include <concepts>
 #include <string>
 #include <string_view>
 
@@ -90,6 +91,16 @@ BP_ErrorCode error_code_for(cl_int code);
 // Throws backplane::plugin_sdk::Failure "<what> failed: CL_X<note>" for a failed
 // call. Does nothing on CL_SUCCESS.
 void check(cl_int code, std::string_view what, std::string_view note = {});
+
+// The same for a call on the hot path (a copy, an event): `what` is a
+// callable that builds the message, run only when the call failed, so that
+// success formats nothing.
+template <class What>
+requires std::invocable<What&>
+void check(cl_int code, What&& what) {
+  if (code != CL_SUCCESS) [[unlikely]]
+    check(code, std::string_view(std::string(what())));
+}
 
 // Fork: an OpenCL driver's state (PoCL's worker threads, a GPU driver's
 // contexts) does not survive fork(). The probe records the process in which
