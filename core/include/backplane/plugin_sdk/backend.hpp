@@ -21,8 +21,9 @@
 //       not use the backend now (a driver that does not survive fork(), say).
 //       probe then reports unavailable with it, and every call that reaches
 //       a device or a buffer fails UNAVAILABLE with "<call>: <refusal>"
-//       before any hook runs; the destroy calls still run, so destructors
-//       must check for themselves. The text must stay valid until
+//       before any hook runs. The destroy calls still run, so destructors
+//       must check for themselves; so must probe, which device_count runs
+//       without asking refusal. The text must stay valid until
 //       backend_destroy.
 //   release (optional, no capability bit): memory_free frees through it, so
 //       that a failure reaches the caller; the handle is gone either way and
