@@ -59,7 +59,13 @@ class CpuBackend {
   std::int32_t device_count() const { return devices_; }
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
-  BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size,
+                                      sdk::Mode mode);
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,
+                                               std::uint64_t destination_offset, std::uint64_t size, sdk::Mode mode);
   std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
   void wait(Event&) {}
   bool query(Event&) { return true; }

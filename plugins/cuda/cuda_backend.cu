@@ -97,25 +97,26 @@ std::shared_ptr<TimingReference> timing_reference(const DriverApi& driver, Devic
 // events instead of one that does not time.
 template <class Enqueue>
 std::unique_ptr<CudaBackend::Event> submit(const DriverApi& driver, Device& device, Device* after,
-                                           std::string operation, Enqueue&& enqueue) {
+                                           const Operation& operation, Enqueue&& enqueue) {
   ContextScope scope(driver, device);
   auto event = std::make_unique<CudaBackend::Event>();
   event->driver = &driver;
-  event->operation = std::move(operation);
+  event->operation = operation;
   const bool timed = sdk::timing_requested();
   const unsigned int flags = timed ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
-  check(driver, driver.cuEventCreate(&event->event, flags), "cuEventCreate on " + device.label);
+  const auto on_device = [&](const char* call) { return [&device, call] { return call + (" on " + device.label); }; };
+  check(driver, driver.cuEventCreate(&event->event, flags), on_device("cuEventCreate"));
   if (after != nullptr && after != &device) {
     ContextScope other_scope(driver, *after);
     order_after(driver, device, after->stream, after->label, after->label);
   }
   if (timed) {
     event->reference = timing_reference(driver, device);
-    check(driver, driver.cuEventCreate(&event->start, CU_EVENT_DEFAULT), "cuEventCreate on " + device.label);
-    check(driver, driver.cuEventRecord(event->start, device.stream), "cuEventRecord on " + device.label);
+    check(driver, driver.cuEventCreate(&event->start, CU_EVENT_DEFAULT), on_device("cuEventCreate"));
+    check(driver, driver.cuEventRecord(event->start, device.stream), on_device("cuEventRecord"));
   }
   enqueue(device.stream);
-  check(driver, driver.cuEventRecord(event->event, device.stream), "cuEventRecord on " + device.label);
+  check(driver, driver.cuEventRecord(event->event, device.stream), on_device("cuEventRecord"));
   return event;
 }
 
@@ -140,31 +141,40 @@ const std::string& widen_unavailable(const DriverApi& driver, Device& device) {
 
 CUdeviceptr device_pointer(const void* address) { return reinterpret_cast<CUdeviceptr>(address); }
 
-// The ABI call a hook serves, for messages.
-std::string call_name(const char* call, sdk::Mode mode) {
-  return mode == sdk::Mode::kAsync ? std::string(call) + "_async" : std::string(call);
-}
-
 // Host <-> device: under unified addressing one cuMemcpyAsync serves both
 // directions, on the device's stream.
 std::unique_ptr<CudaBackend::Event> copy_with_host(const DriverApi& driver, Device& device, CUdeviceptr target,
-                                                   CUdeviceptr origin, std::uint64_t size,
-                                                   const std::string& operation) {
+                                                   CUdeviceptr origin, const Operation& operation) {
   return submit(driver, device, nullptr, operation, [&](CUstream stream) {
-    if (size != 0) check(driver, driver.cuMemcpyAsync(target, origin, size, stream), operation + " (cuMemcpyAsync)");
+    if (operation.amount == 0) return;
+    check(driver, driver.cuMemcpyAsync(target, origin, operation.amount, stream),
+          [&] { return operation.text() + " (cuMemcpyAsync)"; });
   });
 }
 
 }  // namespace
 
+std::string Operation::text() const {
+  const std::string call_name = std::string(call) + (mode == sdk::Mode::kAsync ? "_async" : "");
+  if (std::string_view(call) == "convert_integers") {
+    return call_name + " of " + std::to_string(amount) + " " + integer_type_name(source_type) + " to " +
+           integer_type_name(destination_type) + " on " + to->label;
+  }
+  std::string text = call_name + " of " + format_bytes(amount);
+  if (from != nullptr) text += " from " + from->label;
+  if (to != nullptr) text += " to " + to->label;
+  return text;
+}
+
 void order_after(const DriverApi& driver, const Device& waiting, CUstream producer, const std::string& context_label,
                  const std::string& producer_name) {
   CUevent queued = nullptr;
-  check(driver, driver.cuEventCreate(&queued, CU_EVENT_DISABLE_TIMING), "cuEventCreate on " + context_label);
+  check(driver, driver.cuEventCreate(&queued, CU_EVENT_DISABLE_TIMING),
+        [&] { return "cuEventCreate on " + context_label; });
   CUresult result = driver.cuEventRecord(queued, producer);
   if (result == CUDA_SUCCESS) result = driver.cuStreamWaitEvent(waiting.stream, queued, 0);
   driver.cuEventDestroy(queued);  // released once the wait no longer needs it
-  check(driver, result, "ordering " + waiting.label + " after " + producer_name);
+  check(driver, result, [&] { return "ordering " + waiting.label + " after " + producer_name; });
 }
 
 // ------------------------------------------------------------- lifetime --
@@ -175,15 +185,15 @@ CudaBackend::~CudaBackend() {
   // In a child the contexts are the parent's: only the bookkeeping goes.
   if (driver_ == nullptr || driver_forked()) return;
   const DriverApi& driver = *driver_;
-  for (const auto& device : devices_) {
-    if (device->context == nullptr) continue;
-    if (driver.cuCtxPushCurrent(device->context) == CUDA_SUCCESS) {
-      driver.cuStreamSynchronize(device->stream);
-      driver.cuStreamDestroy(device->stream);
+  for (Device& device : devices_) {
+    if (!device.started()) continue;
+    if (driver.cuCtxPushCurrent(device.context) == CUDA_SUCCESS) {
+      driver.cuStreamSynchronize(device.stream);
+      driver.cuStreamDestroy(device.stream);
       CUcontext popped = nullptr;
       driver.cuCtxPopCurrent(&popped);
     }
-    driver.cuDevicePrimaryCtxRelease(device->handle);
+    driver.cuDevicePrimaryCtxRelease(device.handle);
   }
 }
 
@@ -212,14 +222,14 @@ std::string_view CudaBackend::refusal() {
 sdk::Probe CudaBackend::probe() {
   ProbeResult result = run_probe();
   driver_ = result.driver;
-  devices_ = std::move(result.devices);
+  devices_.assign(std::move(result.devices));
   return std::move(result.probe);
 }
 
-std::int32_t CudaBackend::device_count() { return static_cast<std::int32_t>(devices_.size()); }
+std::int32_t CudaBackend::device_count() { return devices_.count(); }
 
 sdk::DeviceDescription CudaBackend::describe(std::int32_t ordinal) {
-  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  const Device& device = devices_.at(ordinal);
   return {device.name, BP_DEVICE_KIND_GPU, device.attributes};
 }
 
@@ -228,16 +238,12 @@ sdk::DeviceDescription CudaBackend::describe(std::int32_t ordinal) {
 // holds it active; otherwise free is unknown rather than a context created
 // just to ask (probe and info must not initialise devices).
 sdk::MemoryFigures CudaBackend::memory(std::int32_t ordinal) {
-  Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  Device& device = devices_.at(ordinal);
   const DriverApi& driver = *driver_;
   sdk::MemoryFigures memory{device.memory_total, std::nullopt};
   unsigned int flags = 0;
   int active = 0;
-  CUcontext context = nullptr;
-  {
-    std::lock_guard lock(device.mutex);
-    context = device.context;
-  }
+  CUcontext context = device.started() ? device.context : nullptr;
   const bool borrow = context == nullptr &&
                       driver.cuDevicePrimaryCtxGetState(device.handle, &flags, &active) == CUDA_SUCCESS &&
                       active != 0 && driver.cuDevicePrimaryCtxRetain(&context, device.handle) == CUDA_SUCCESS;
@@ -253,29 +259,27 @@ sdk::MemoryFigures CudaBackend::memory(std::int32_t ordinal) {
 }
 
 Device& CudaBackend::start_device(std::int32_t ordinal) {
-  Device& device = *devices_[static_cast<std::size_t>(ordinal)];
-  const DriverApi& driver = *driver_;
-  std::lock_guard lock(device.mutex);
-  if (device.context != nullptr) return device;
-  CUcontext context = nullptr;
-  check(driver, driver.cuDevicePrimaryCtxRetain(&context, device.handle),
-        "cuDevicePrimaryCtxRetain on " + device.label);
-  CUstream stream = nullptr;
-  CUresult result = driver.cuCtxPushCurrent(context);
-  if (result == CUDA_SUCCESS) {
-    result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
-    CUcontext popped = nullptr;
-    driver.cuCtxPopCurrent(&popped);
-  }
-  if (result != CUDA_SUCCESS) {
-    driver.cuDevicePrimaryCtxRelease(device.handle);
-    check(driver, result, "creating the stream of " + device.label);
-  }
-  keep_plugin_loaded();
-  keep_context_alive(driver, device);
-  device.stream = stream;
-  device.context = context;
-  return device;
+  return devices_.start(ordinal, [this](Device& device) {
+    const DriverApi& driver = *driver_;
+    CUcontext context = nullptr;
+    check(driver, driver.cuDevicePrimaryCtxRetain(&context, device.handle),
+          "cuDevicePrimaryCtxRetain on " + device.label);
+    CUstream stream = nullptr;
+    CUresult result = driver.cuCtxPushCurrent(context);
+    if (result == CUDA_SUCCESS) {
+      result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+      CUcontext popped = nullptr;
+      driver.cuCtxPopCurrent(&popped);
+    }
+    if (result != CUDA_SUCCESS) {
+      driver.cuDevicePrimaryCtxRelease(device.handle);
+      check(driver, result, "creating the stream of " + device.label);
+    }
+    keep_plugin_loaded();
+    keep_context_alive(driver, device);
+    device.stream = stream;
+    device.context = context;
+  });
 }
 
 void CudaBackend::try_enable_peer_access(Device& destination, Device& source) {
@@ -297,16 +301,16 @@ void CudaBackend::try_enable_peer_access(Device& destination, Device& source) {
 std::unique_ptr<CudaBackend::Event> CudaBackend::copy_to_device(Buffer& destination, std::uint64_t offset,
                                                                 const void* source, std::uint64_t size,
                                                                 sdk::Mode mode) {
-  return copy_with_host(
-      *driver_, *destination.device, device_pointer(destination.address) + offset, device_pointer(source), size,
-      call_name("copy_to_device", mode) + " of " + format_bytes(size) + " to " + destination.device->label);
+  const Operation operation{.call = "copy_to_device", .mode = mode, .amount = size, .to = destination.device};
+  return copy_with_host(*driver_, *destination.device, device_pointer(destination.address) + offset,
+                        device_pointer(source), operation);
 }
 
 std::unique_ptr<CudaBackend::Event> CudaBackend::copy_to_host(Buffer& source, std::uint64_t offset, void* destination,
                                                               std::uint64_t size, sdk::Mode mode) {
-  return copy_with_host(
-      *driver_, *source.device, device_pointer(destination), device_pointer(source.address) + offset, size,
-      call_name("copy_to_host", mode) + " of " + format_bytes(size) + " from " + source.device->label);
+  const Operation operation{.call = "copy_to_host", .mode = mode, .amount = size, .from = source.device};
+  return copy_with_host(*driver_, *source.device, device_pointer(destination), device_pointer(source.address) + offset,
+                        operation);
 }
 
 std::unique_ptr<CudaBackend::Event> CudaBackend::copy_device_to_device(Buffer& source, std::uint64_t source_offset,
@@ -316,8 +320,7 @@ std::unique_ptr<CudaBackend::Event> CudaBackend::copy_device_to_device(Buffer& s
   const DriverApi& driver = *driver_;
   Device& to = *destination.device;
   Device& from = *source.device;
-  const std::string operation = call_name("copy_device_to_device", mode) + " of " + format_bytes(size) + " from " +
-                                from.label + " to " + to.label;
+  const Operation operation{.call = "copy_device_to_device", .mode = mode, .amount = size, .from = &from, .to = &to};
   const bool peer = &to != &from && source.kind == BP_MEMORY_DEVICE && destination.kind == BP_MEMORY_DEVICE;
   return submit(driver, to, &from, operation, [&](CUstream stream) {
     if (size == 0) return;
@@ -326,9 +329,10 @@ std::unique_ptr<CudaBackend::Event> CudaBackend::copy_device_to_device(Buffer& s
     if (peer) {
       try_enable_peer_access(to, from);
       check(driver, driver.cuMemcpyPeerAsync(target, to.context, origin, from.context, size, stream),
-            operation + " (cuMemcpyPeerAsync)");
+            [&] { return operation.text() + " (cuMemcpyPeerAsync)"; });
     } else {
-      check(driver, driver.cuMemcpyAsync(target, origin, size, stream), operation + " (cuMemcpyAsync)");
+      check(driver, driver.cuMemcpyAsync(target, origin, size, stream),
+            [&] { return operation.text() + " (cuMemcpyAsync)"; });
     }
   });
 }
@@ -341,8 +345,8 @@ std::unique_ptr<CudaBackend::Event> CudaBackend::convert_integers(Buffer& source
                                                                   BP_IntegerType destination_type,
                                                                   std::uint64_t count) {
   const char* call = "convert_integers";
-  const std::string pair = std::string(integer_type_name(source_type)) + " to " + integer_type_name(destination_type);
   if (!widen_supported(source_type, destination_type)) {
+    const std::string pair = std::string(integer_type_name(source_type)) + " to " + integer_type_name(destination_type);
     throw Failure(BP_ERROR_INVALID_ARGUMENT, std::string(call) + ": cannot widen " + pair +
                                                  " (supported: U8 -> U16/U32/I32/I64, U16 -> U32/I32/I64, U32 -> I64)");
   }
@@ -366,13 +370,14 @@ std::unique_ptr<CudaBackend::Event> CudaBackend::convert_integers(Buffer& source
   if (const std::string& unavailable = widen_unavailable(driver, device); !unavailable.empty()) {
     throw Failure(BP_ERROR_UNSUPPORTED, std::string(call) + ": " + unavailable);
   }
-  const std::string operation = std::string(call) + " of " + std::to_string(count) + " " + pair + " on " + device.label;
+  const Operation operation{
+      .call = call, .amount = count, .to = &device, .source_type = source_type, .destination_type = destination_type};
   return submit(driver, device, nullptr, operation, [&](CUstream stream) {
     const LaunchStatus status = launch_widen(static_cast<const std::byte*>(source.address) + source_offset, source_type,
                                              static_cast<std::byte*>(destination.address) + destination_offset,
                                              destination_type, count, stream);
     if (status.code != 0) {
-      throw Failure(BP_ERROR_DEVICE, operation + " failed: kernel launch: " + status.name + ": " + status.text);
+      throw Failure(BP_ERROR_DEVICE, operation.text() + " failed: kernel launch: " + status.name + ": " + status.text);
     }
   });
 }
@@ -380,7 +385,7 @@ std::unique_ptr<CudaBackend::Event> CudaBackend::convert_integers(Buffer& source
 // --------------------------------------------------------------- events --
 
 void CudaBackend::wait(Event& event) {
-  check(*event.driver, event.driver->cuEventSynchronize(event.event), event.operation);
+  check(*event.driver, event.driver->cuEventSynchronize(event.event), [&] { return event.operation.text(); });
 }
 
 // True once the work finished, successfully or not; wait reports how it ended.
@@ -392,9 +397,9 @@ std::optional<sdk::DeviceSpan> CudaBackend::timing(Event& event) {
   float since_reference_ms = 0;
   float duration_ms = 0;
   check(driver, driver.cuEventElapsedTime(&since_reference_ms, event.reference->event, event.start),
-        "cuEventElapsedTime for the start of " + event.operation);
+        [&] { return "cuEventElapsedTime for the start of " + event.operation.text(); });
   check(driver, driver.cuEventElapsedTime(&duration_ms, event.start, event.event),
-        "cuEventElapsedTime for " + event.operation);
+        [&] { return "cuEventElapsedTime for " + event.operation.text(); });
   const auto begin =
       event.reference->host_ns + static_cast<std::int64_t>(static_cast<double>(since_reference_ms) * 1e6);
   return sdk::DeviceSpan{begin, begin + static_cast<std::int64_t>(static_cast<double>(duration_ms) * 1e6)};

@@ -78,6 +78,23 @@ struct Device;           // cuda_state.hpp
 struct DriverApi;        // cuda_driver.hpp
 struct TimingReference;  // cuda_state.hpp
 
+// What a copy or conversion does, for its messages and its event's: the
+// numbers, formatted into text only when a message is needed (a failure),
+// never on the success path.
+struct Operation {
+  const char* call = "";  // the ABI call without _async: "copy_to_device", "convert_integers"
+  sdk::Mode mode = sdk::Mode::kBlocking;
+  std::uint64_t amount = 0;  // bytes; elements for a conversion
+  const Device* from = nullptr;
+  const Device* to = nullptr;                  // the device a conversion runs on
+  BP_IntegerType source_type = BP_INTEGER_U8;  // conversions only
+  BP_IntegerType destination_type = BP_INTEGER_U8;
+
+  // "copy_to_device_async of 4.00 MiB to cuda:0", "convert_integers of 10 U8
+  // to U16 on cuda:0" (cuda_backend.cu).
+  std::string text() const;
+};
+
 class CudaBackend {
  public:
   static constexpr sdk::Identity kIdentity{
@@ -101,7 +118,7 @@ class CudaBackend {
   struct Event {
     const DriverApi* driver = nullptr;
     CUevent_st* event = nullptr;
-    std::string operation;  // what completes, for event_wait's message
+    Operation operation;  // what completes, for event_wait's message
     // Timed work only: an event recorded before it, and the reference that
     // places both on the host's clock.
     CUevent_st* start = nullptr;
@@ -120,16 +137,24 @@ class CudaBackend {
   std::int32_t device_count();
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
-  BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size,
+                                      sdk::Mode mode);
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,
+                                               std::uint64_t destination_offset, std::uint64_t size, sdk::Mode mode);
   std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
   void release(Buffer& buffer);
-  BACKPLANE_PLUGIN_SDK_CONVERT_HOOK;
+  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type,
+                                          Buffer& destination, std::uint64_t destination_offset,
+                                          BP_IntegerType destination_type, std::uint64_t count);
   void wait(Event& event);
   bool query(Event& event);
   std::optional<sdk::DeviceSpan> timing(Event& event);
 
  private:
-  // Retains the device's primary context and creates its stream, once.
+  // The device, started: its primary context retained and its stream made.
   Device& start_device(std::int32_t ordinal);
   // Waits for the work queued on every started device.
   void wait_for_every_device();
@@ -138,7 +163,7 @@ class CudaBackend {
   void try_enable_peer_access(Device& destination, Device& source);
 
   const DriverApi* driver_ = nullptr;  // set by an available probe
-  std::vector<std::unique_ptr<Device>> devices_;
+  sdk::Devices<Device> devices_;
   std::mutex peer_mutex_;
   std::set<std::pair<int, int>> peer_pairs_tried_;  // (destination, source) ordinals
 };

@@ -120,7 +120,7 @@ BP_ErrorCode error_code_for(CUresult result) {
 
 void check(const DriverApi& driver, CUresult result, const std::string& what, const std::string& note) {
   if (result == CUDA_SUCCESS) return;
-  throw plugin::Failure(error_code_for(result), what + " failed: " + describe_result(driver, result) + note);
+  throw plugin_sdk::Failure(error_code_for(result), what + " failed: " + describe_result(driver, result) + note);
 }
 
 }  // namespace backplane::cuda

@@ -12,6 +12,7 @@
 #include <backplane/plugin.h>
 #include <cuda.h>
 
+#include <concepts>
 #include <cstdint>
 #include <string>
 
@@ -107,9 +108,19 @@ std::string format_cuda_version(int version);
 // The one place CUDA results become ABI error codes.
 BP_ErrorCode error_code_for(CUresult result);
 
-// Throws backplane::plugin::Failure for a failed driver call, with the message
+// Throws backplane::plugin_sdk::Failure for a failed driver call, with the message
 // "<what> failed: CUDA_ERROR_X: text<note>". Does nothing on CUDA_SUCCESS.
 void check(const DriverApi& driver, CUresult result, const std::string& what, const std::string& note = "");
+
+// The same for a call on the hot path (a copy, an event): `what` is a
+// callable that builds the message, run only when the call failed, so that
+// success formats nothing.
+template <class What>
+requires std::invocable<What&>
+void check(const DriverApi& driver, CUresult result, What&& what) {
+  if (result != CUDA_SUCCESS) [[unlikely]]
+    check(driver, result, std::string(what()));
+}
 
 }  // namespace backplane::cuda
 

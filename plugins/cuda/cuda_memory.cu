@@ -74,7 +74,7 @@ std::unique_ptr<CudaBackend::Buffer> CudaBackend::allocate(std::int32_t ordinal,
     // addressing the host pointer is also the device pointer.
     void* host = nullptr;
     check(driver, driver.cuMemHostAlloc(&host, size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-          "cuMemHostAlloc of " + format_bytes(size) + " of pinned host memory");
+          [&] { return "cuMemHostAlloc of " + format_bytes(size) + " of pinned host memory"; });
     buffer->address = host;
   }
   return buffer;
@@ -105,13 +105,14 @@ void CudaBackend::release(Buffer& buffer) {
   const DriverApi& driver = *driver_;
   Device& device = *buffer.device;
   ContextScope scope(driver, device);
-  check(driver, driver.cuStreamSynchronize(device.stream), "waiting for " + device.label + " before freeing a buffer");
+  check(driver, driver.cuStreamSynchronize(device.stream),
+        [&] { return "waiting for " + device.label + " before freeing a buffer"; });
   if (!buffer.owned) return;
   if (buffer.kind == BP_MEMORY_PINNED_HOST) {
-    check(driver, driver.cuMemFreeHost(address), "cuMemFreeHost of " + format_bytes(buffer.size));
+    check(driver, driver.cuMemFreeHost(address), [&] { return "cuMemFreeHost of " + format_bytes(buffer.size); });
   } else {
     check(driver, driver.cuMemFree(reinterpret_cast<CUdeviceptr>(address)),
-          "cuMemFree of " + format_bytes(buffer.size) + " on " + device.label);
+          [&] { return "cuMemFree of " + format_bytes(buffer.size) + " on " + device.label; });
   }
 }
 
@@ -126,14 +127,11 @@ CudaBackend::Buffer::~Buffer() {
 
 void CudaBackend::wait_for_every_device() {
   const DriverApi& driver = *driver_;
-  for (const auto& device : devices_) {
-    {
-      std::lock_guard lock(device->mutex);  // start_device sets the context under it
-      if (device->context == nullptr) continue;
-    }
-    ContextScope scope(driver, *device);
-    check(driver, driver.cuStreamSynchronize(device->stream),
-          "waiting for " + device->label + " before releasing a wrapped buffer");
+  for (Device& device : devices_) {
+    if (!device.started()) continue;
+    ContextScope scope(driver, device);
+    check(driver, driver.cuStreamSynchronize(device.stream),
+          [&] { return "waiting for " + device.label + " before releasing a wrapped buffer"; });
   }
 }
 

@@ -27,20 +27,19 @@ struct TimingReference {
   ~TimingReference();
 };
 
-// One GPU as the driver numbers it (after CUDA_VISIBLE_DEVICES).
-struct Device {
-  int ordinal = 0;
+// One GPU as the driver numbers it (after CUDA_VISIBLE_DEVICES). Started
+// (context and stream) on first use, through the backend's sdk::Devices.
+struct Device : sdk::DeviceBase {
   CUdevice handle = 0;
-  std::string label;  // "cuda:0"
   std::string name;
   std::uint64_t memory_total = 0;
   std::vector<std::pair<std::string, std::string>> attributes;
 
-  std::mutex mutex;             // guards first use
-  CUcontext context = nullptr;  // retained primary context, set on first use
-  CUstream stream = nullptr;    // every operation on this device runs here
-  // Whether the widening kernel runs here, asked on the first conversion
-  // (guarded by mutex): empty when it does, else why not.
+  CUcontext context = nullptr;  // retained primary context, set when started
+  CUstream stream = nullptr;    // every operation on this device runs here; set when started
+  std::mutex mutex;             // guards the two below
+  // Whether the widening kernel runs here, asked on the first conversion:
+  // empty when it does, else why not.
   bool widen_checked = false;
   std::string widen_unavailable;
 
@@ -53,7 +52,7 @@ class ContextScope {
  public:
   // Throws Failure when the context cannot be made current.
   ContextScope(const DriverApi& driver, const Device& device) : driver_(driver) {
-    check(driver, driver.cuCtxPushCurrent(device.context), "cuCtxPushCurrent on " + device.label);
+    check(driver, driver.cuCtxPushCurrent(device.context), [&] { return "cuCtxPushCurrent on " + device.label; });
   }
   ~ContextScope() {
     CUcontext popped = nullptr;

@@ -64,6 +64,19 @@ const char* kSupportedWidenings = "U8 -> U16/U32/I32/I64, U16 -> U32/I32/I64, U3
 
 }  // namespace
 
+std::string Operation::text() const {
+  if (std::string_view(call) == "convert_integers") {
+    return std::string(call) + " " + sdk::integer_type_name(source_type) + " to " +
+           sdk::integer_type_name(destination_type) + " of " + std::to_string(amount) + " elements on " + device->label;
+  }
+  std::string text = std::string(call) + " of " + format_bytes(amount) + " " + preposition + " " + device->label;
+  if (origin != nullptr) text += " (from " + origin->label + ")";
+  return text;
+}
+
+// The destructors check for fork themselves: refusal() stops calls, but
+// memory_free, event_destroy and backend_destroy still run in a child, and
+// there the driver objects are the parent's.
 OpenclBackend::Buffer::~Buffer() {
   if (memory == nullptr || forked()) return;  // in a child the memory is the parent's
   if (address != nullptr) api->clEnqueueUnmapMemObject(device->queue, memory, address, 0, nullptr, nullptr);
@@ -78,14 +91,14 @@ OpenclBackend::Event::~Event() {
 
 OpenclBackend::~OpenclBackend() {
   if (forked()) return;
-  for (const auto& device : devices_) {
-    for (const auto& [pair, kernel] : device->widen_kernels) api_->clReleaseKernel(kernel);
-    if (device->widen_program != nullptr) api_->clReleaseProgram(device->widen_program);
-    if (device->queue != nullptr) {
-      api_->clFinish(device->queue);
-      api_->clReleaseCommandQueue(device->queue);
+  for (Device& device : devices_) {
+    for (const auto& [pair, kernel] : device.widen_kernels) api_->clReleaseKernel(kernel);
+    if (device.widen_program != nullptr) api_->clReleaseProgram(device.widen_program);
+    if (device.queue != nullptr) {
+      api_->clFinish(device.queue);
+      api_->clReleaseCommandQueue(device.queue);
     }
-    if (device->context != nullptr) api_->clReleaseContext(device->context);
+    if (device.context != nullptr) api_->clReleaseContext(device.context);
   }
 }
 
@@ -101,8 +114,14 @@ std::unique_ptr<OpenclBackend> OpenclBackend::create(const sdk::Options& options
                                          build_options != nullptr ? std::string(*build_options) : std::string());
 }
 
+std::string_view OpenclBackend::refusal() {
+  if (!forked()) return {};
+  static const std::string message = forked_message();
+  return message;
+}
+
 sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
-  const Device& device = *devices_[static_cast<std::size_t>(ordinal)];
+  const Device& device = devices_.at(ordinal);
   return {device.name,
           kind_of(device.type),
           {{"vendor", device.vendor},
@@ -118,49 +137,50 @@ sdk::DeviceDescription OpenclBackend::describe(std::int32_t ordinal) {
 // OpenCL has no portable free-memory query, and total less what this backend
 // holds would miss every other user of the device: free is unknown.
 sdk::MemoryFigures OpenclBackend::memory(std::int32_t ordinal) {
-  return {devices_[static_cast<std::size_t>(ordinal)]->global_memory, std::nullopt};
+  return {devices_.at(ordinal).global_memory, std::nullopt};
 }
 
 Device& OpenclBackend::start(Device& device, const char* call) {
-  require_initialising_process(call);
-  const std::lock_guard lock(device.mutex);
-  if (device.queue != nullptr) return device;
-  const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
-                                              reinterpret_cast<cl_context_properties>(device.platform), 0};
-  cl_int result = CL_SUCCESS;
-  if (device.context == nullptr) {
-    device.context = api_->clCreateContext(properties, 1, &device.id, nullptr, nullptr, &result);
-    check(result, std::string(call) + ": clCreateContext on " + device.label);
-  }
-  // In order, so that work on one device completes in submission order.
-  device.queue = api_->clCreateCommandQueue(device.context, device.id, CL_QUEUE_PROFILING_ENABLE, &result);
-  check(result, std::string(call) + ": clCreateCommandQueue on " + device.label);
-  return device;
+  return devices_.start(device, [&](Device& starting) {
+    const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
+                                                reinterpret_cast<cl_context_properties>(starting.platform), 0};
+    cl_int result = CL_SUCCESS;
+    // A context made by an earlier try whose queue failed is kept for the next.
+    if (starting.context == nullptr) {
+      starting.context = api_->clCreateContext(properties, 1, &starting.id, nullptr, nullptr, &result);
+      check(result, std::string(call) + ": clCreateContext on " + starting.label);
+    }
+    // In order, so that work on one device completes in submission order.
+    starting.queue = api_->clCreateCommandQueue(starting.context, starting.id, CL_QUEUE_PROFILING_ENABLE, &result);
+    check(result, std::string(call) + ": clCreateCommandQueue on " + starting.label);
+  });
 }
 
-std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(Device& device, cl_event event, std::string operation) {
+std::unique_ptr<OpenclBackend::Event> OpenclBackend::track(Device& device, cl_event event, const Operation& operation) {
   auto tracked = std::make_unique<Event>();
   tracked->api = api_;
   tracked->event = event;
-  tracked->operation = std::move(operation);
+  tracked->operation = operation;
   if (sdk::timing_requested()) tracked->timed_on = &device;
   return tracked;
 }
 
 std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind,
                                                                std::uint64_t size) {
-  Device& device = start(*devices_[static_cast<std::size_t>(ordinal)], "memory_allocate");
+  Device& device = start(devices_.at(ordinal), "memory_allocate");
   const bool pinned = kind == BP_MEMORY_PINNED_HOST;
   // OpenCL has no empty buffers: size 0 holds one byte nobody copies.
   const std::uint64_t bytes = std::max<std::uint64_t>(size, 1);
-  const std::string what = std::string("clCreateBuffer") + (pinned ? "(CL_MEM_ALLOC_HOST_PTR)" : "") + " of " +
-                           format_bytes(size) + " on " + device.label;
-  if (bytes > SIZE_MAX) throw Failure(BP_ERROR_OUT_OF_MEMORY, what + " failed: larger than the address space");
+  const auto what = [&] {
+    return std::string("clCreateBuffer") + (pinned ? "(CL_MEM_ALLOC_HOST_PTR)" : "") + " of " + format_bytes(size) +
+           " on " + device.label;
+  };
+  if (bytes > SIZE_MAX) throw Failure(BP_ERROR_OUT_OF_MEMORY, what() + " failed: larger than the address space");
   cl_int result = CL_SUCCESS;
   const cl_mem_flags flags = CL_MEM_READ_WRITE | (pinned ? CL_MEM_ALLOC_HOST_PTR : 0);
   cl_mem memory = api_->clCreateBuffer(device.context, flags, static_cast<std::size_t>(bytes), nullptr, &result);
   if (result == CL_INVALID_BUFFER_SIZE && bytes > device.max_allocation) {
-    throw Failure(BP_ERROR_OUT_OF_MEMORY, what + " failed: CL_INVALID_BUFFER_SIZE (" + device.label +
+    throw Failure(BP_ERROR_OUT_OF_MEMORY, what() + " failed: CL_INVALID_BUFFER_SIZE (" + device.label +
                                               " allocates at most " + format_bytes(device.max_allocation) +
                                               " at once)");
   }
@@ -176,7 +196,8 @@ std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordi
     // Mapped for the buffer's whole life: the mapped pointer is its address.
     void* mapped = api_->clEnqueueMapBuffer(device.queue, memory, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                             static_cast<std::size_t>(bytes), 0, nullptr, nullptr, &result);
-    check(result, "clEnqueueMapBuffer of " + format_bytes(size) + " of pinned host memory on " + device.label);
+    check(result,
+          [&] { return "clEnqueueMapBuffer of " + format_bytes(size) + " of pinned host memory on " + device.label; });
     buffer->address = mapped;
   }
   return buffer;
@@ -185,37 +206,35 @@ std::unique_ptr<OpenclBackend::Buffer> OpenclBackend::allocate(std::int32_t ordi
 std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_device(Buffer& destination, std::uint64_t offset,
                                                                     const void* source, std::uint64_t size, sdk::Mode) {
   if (size == 0) return nullptr;
-  require_initialising_process("copy_to_device");
   if (destination.address != nullptr) {  // pinned host memory: mapped, so written directly
     std::memmove(static_cast<std::byte*>(destination.address) + offset, source, size);
     return nullptr;
   }
   Device& device = *destination.device;
-  const std::string what = "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + device.label;
+  const Operation what{.call = "clEnqueueWriteBuffer", .amount = size, .preposition = "to", .device = &device};
   cl_event event = nullptr;
   check(
       api_->clEnqueueWriteBuffer(device.queue, destination.memory, CL_FALSE, offset, size, source, 0, nullptr, &event),
-      what);
+      [&] { return what.text(); });
   auto tracked = track(device, event, what);
-  check(api_->clFlush(device.queue), "clFlush after " + what);
+  check(api_->clFlush(device.queue), [&] { return "clFlush after " + what.text(); });
   return tracked;
 }
 
 std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_to_host(Buffer& source, std::uint64_t offset,
                                                                   void* destination, std::uint64_t size, sdk::Mode) {
   if (size == 0) return nullptr;
-  require_initialising_process("copy_to_host");
   if (source.address != nullptr) {
     std::memmove(destination, static_cast<const std::byte*>(source.address) + offset, size);
     return nullptr;
   }
   Device& device = *source.device;
-  const std::string what = "clEnqueueReadBuffer of " + format_bytes(size) + " from " + device.label;
+  const Operation what{.call = "clEnqueueReadBuffer", .amount = size, .preposition = "from", .device = &device};
   cl_event event = nullptr;
   check(api_->clEnqueueReadBuffer(device.queue, source.memory, CL_FALSE, offset, size, destination, 0, nullptr, &event),
-        what);
+        [&] { return what.text(); });
   auto tracked = track(device, event, what);
-  check(api_->clFlush(device.queue), "clFlush after " + what);
+  check(api_->clFlush(device.queue), [&] { return "clFlush after " + what.text(); });
   return tracked;
 }
 
@@ -224,7 +243,6 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
                                                                            std::uint64_t destination_offset,
                                                                            std::uint64_t size, sdk::Mode mode) {
   if (size == 0) return nullptr;
-  require_initialising_process("copy_device_to_device");
   // Pinned host memory on either side is a host pointer.
   if (source.address != nullptr) {
     return copy_to_device(destination, destination_offset,
@@ -239,22 +257,24 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
   if (&from != &to) {
     // Different contexts: through host memory the event keeps alive.
     std::vector<std::byte> staging(size);
-    const std::string read = "clEnqueueReadBuffer of " + format_bytes(size) + " from " + from.label;
     check(api_->clEnqueueReadBuffer(from.queue, source.memory, CL_TRUE, source_offset, size, staging.data(), 0, nullptr,
                                     nullptr),
-          read + " (for a copy to " + to.label + ")");
-    const std::string what =
-        "clEnqueueWriteBuffer of " + format_bytes(size) + " to " + to.label + " (from " + from.label + ")";
+          [&] {
+            return "clEnqueueReadBuffer of " + format_bytes(size) + " from " + from.label + " (for a copy to " +
+                   to.label + ")";
+          });
+    const Operation what{
+        .call = "clEnqueueWriteBuffer", .amount = size, .preposition = "to", .device = &to, .origin = &from};
     cl_event event = nullptr;
     check(api_->clEnqueueWriteBuffer(to.queue, destination.memory, CL_FALSE, destination_offset, size, staging.data(),
                                      0, nullptr, &event),
-          what);
+          [&] { return what.text(); });
     auto tracked = track(to, event, what);
     tracked->staging = std::move(staging);  // the vector's heap block does not move
-    check(api_->clFlush(to.queue), "clFlush after " + what);
+    check(api_->clFlush(to.queue), [&] { return "clFlush after " + what.text(); });
     return tracked;
   }
-  const std::string what = "clEnqueueCopyBuffer of " + format_bytes(size) + " on " + to.label;
+  const Operation what{.call = "clEnqueueCopyBuffer", .amount = size, .preposition = "on", .device = &to};
   const bool overlap = source.memory == destination.memory && source_offset < destination_offset + size &&
                        destination_offset < source_offset + size;
   cl_event event = nullptr;
@@ -263,21 +283,23 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::copy_device_to_device(Buffe
     // temporary buffer, released at once (OpenCL frees it after the copies).
     cl_int result = CL_SUCCESS;
     cl_mem temporary = api_->clCreateBuffer(to.context, CL_MEM_READ_WRITE, size, nullptr, &result);
-    check(result, "clCreateBuffer of " + format_bytes(size) + " on " + to.label + " (to stage an overlapping copy)");
+    check(result, [&] {
+      return "clCreateBuffer of " + format_bytes(size) + " on " + to.label + " (to stage an overlapping copy)";
+    });
     result = api_->clEnqueueCopyBuffer(to.queue, source.memory, temporary, source_offset, 0, size, 0, nullptr, nullptr);
     if (result == CL_SUCCESS) {
       result = api_->clEnqueueCopyBuffer(to.queue, temporary, destination.memory, 0, destination_offset, size, 0,
                                          nullptr, &event);
     }
     api_->clReleaseMemObject(temporary);
-    check(result, what + " (overlapping, staged)");
+    check(result, [&] { return what.text() + " (overlapping, staged)"; });
   } else {
     check(api_->clEnqueueCopyBuffer(to.queue, source.memory, destination.memory, source_offset, destination_offset,
                                     size, 0, nullptr, &event),
-          what);
+          [&] { return what.text(); });
   }
   auto tracked = track(to, event, what);
-  check(api_->clFlush(to.queue), "clFlush after " + what);
+  check(api_->clFlush(to.queue), [&] { return "clFlush after " + what.text(); });
   return tracked;
 }
 
@@ -327,14 +349,13 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
                                                                       std::uint64_t destination_offset,
                                                                       BP_IntegerType destination_type,
                                                                       std::uint64_t count) {
-  const std::string pair =
-      std::string(sdk::integer_type_name(source_type)) + " to " + sdk::integer_type_name(destination_type);
   const bool supported = std::any_of(std::begin(kWidenings), std::end(kWidenings), [&](const Widening& widening) {
     return widening.source == source_type && widening.destination == destination_type;
   });
   if (!supported) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                  "convert_integers: cannot widen " + pair + " (supported: " + kSupportedWidenings + ")");
+                  std::string("convert_integers: cannot widen ") + sdk::integer_type_name(source_type) + " to " +
+                      sdk::integer_type_name(destination_type) + " (supported: " + kSupportedWidenings + ")");
   }
   if (source.kind != BP_MEMORY_DEVICE || destination.kind != BP_MEMORY_DEVICE || source.device != destination.device) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
@@ -351,7 +372,13 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
   }
   if (count == 0) return nullptr;
   Device& device = start(*source.device, "convert_integers");
-  const std::string what = "convert_integers " + pair + " of " + std::to_string(count) + " elements on " + device.label;
+  const Operation what{.call = "convert_integers",
+                       .amount = count,
+                       .preposition = "on",
+                       .device = &device,
+                       .source_type = source_type,
+                       .destination_type = destination_type};
+  const auto failed = [&](const char* call) { return [&what, call] { return what.text() + ": " + call; }; };
   const cl_ulong source_index = source_offset / source_size;
   const cl_ulong destination_index = destination_offset / destination_size;
   const cl_ulong elements = count;
@@ -362,30 +389,29 @@ std::unique_ptr<OpenclBackend::Event> OpenclBackend::convert_integers(Buffer& so
     // One kernel object per pair and device: arguments and launch together.
     const std::lock_guard lock(device.mutex);
     cl_kernel kernel = widen_kernel(device, source_type, destination_type);
-    check(api_->clSetKernelArg(kernel, 0, sizeof(cl_mem), &source.memory), what + ": clSetKernelArg");
-    check(api_->clSetKernelArg(kernel, 1, sizeof(cl_ulong), &source_index), what + ": clSetKernelArg");
-    check(api_->clSetKernelArg(kernel, 2, sizeof(cl_mem), &destination.memory), what + ": clSetKernelArg");
-    check(api_->clSetKernelArg(kernel, 3, sizeof(cl_ulong), &destination_index), what + ": clSetKernelArg");
-    check(api_->clSetKernelArg(kernel, 4, sizeof(cl_ulong), &elements), what + ": clSetKernelArg");
+    check(api_->clSetKernelArg(kernel, 0, sizeof(cl_mem), &source.memory), failed("clSetKernelArg"));
+    check(api_->clSetKernelArg(kernel, 1, sizeof(cl_ulong), &source_index), failed("clSetKernelArg"));
+    check(api_->clSetKernelArg(kernel, 2, sizeof(cl_mem), &destination.memory), failed("clSetKernelArg"));
+    check(api_->clSetKernelArg(kernel, 3, sizeof(cl_ulong), &destination_index), failed("clSetKernelArg"));
+    check(api_->clSetKernelArg(kernel, 4, sizeof(cl_ulong), &elements), failed("clSetKernelArg"));
     check(api_->clEnqueueNDRangeKernel(device.queue, kernel, 1, nullptr, &global, nullptr, 0, nullptr, &event),
-          what + ": clEnqueueNDRangeKernel");
+          failed("clEnqueueNDRangeKernel"));
   }
   auto tracked = track(device, event, what);
-  check(api_->clFlush(device.queue), "clFlush after " + what);
+  check(api_->clFlush(device.queue), [&] { return "clFlush after " + what.text(); });
   return tracked;
 }
 
 void OpenclBackend::wait(Event& event) {
-  require_initialising_process("event_wait");
   const cl_int waited = api_->clWaitForEvents(1, &event.event);
   cl_int status = CL_COMPLETE;
   const cl_int asked =
       api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
   if (asked == CL_SUCCESS && status < 0) {
-    throw Failure(error_code_for(status), event.operation + " failed: " + error_name(status));
+    throw Failure(error_code_for(status), event.operation.text() + " failed: " + error_name(status));
   }
-  check(waited, "clWaitForEvents for " + event.operation);
-  check(asked, "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation);
+  check(waited, [&] { return "clWaitForEvents for " + event.operation.text(); });
+  check(asked, [&] { return "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation.text(); });
 }
 
 namespace {
@@ -436,24 +462,22 @@ std::int64_t OpenclBackend::clock_offset(Device& device) {
 }
 
 std::optional<sdk::DeviceSpan> OpenclBackend::timing(Event& event) {
-  require_initialising_process("event_timing");
   if (event.timed_on == nullptr) return std::nullopt;
   cl_ulong begin = 0;
   cl_ulong end = 0;
   check(api_->clGetEventProfilingInfo(event.event, CL_PROFILING_COMMAND_START, sizeof(begin), &begin, nullptr),
-        "clGetEventProfilingInfo(CL_PROFILING_COMMAND_START) for " + event.operation);
+        [&] { return "clGetEventProfilingInfo(CL_PROFILING_COMMAND_START) for " + event.operation.text(); });
   check(api_->clGetEventProfilingInfo(event.event, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr),
-        "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END) for " + event.operation);
+        [&] { return "clGetEventProfilingInfo(CL_PROFILING_COMMAND_END) for " + event.operation.text(); });
   const std::int64_t offset = clock_offset(*event.timed_on);
   return sdk::DeviceSpan{static_cast<std::int64_t>(begin) + offset, static_cast<std::int64_t>(end) + offset};
 }
 
 // Done once the command completed or failed (a negative status).
 bool OpenclBackend::query(Event& event) {
-  require_initialising_process("event_query");
   cl_int status = CL_QUEUED;
   check(api_->clGetEventInfo(event.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr),
-        "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation);
+        [&] { return "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) for " + event.operation.text(); });
   return status <= CL_COMPLETE;
 }
 

@@ -42,8 +42,10 @@
 // sizes. The OpenCL C kernels are built on the first conversion per device;
 // a failed build is an error carrying the driver's build log.
 //
-// Fork: a child of a process that listed OpenCL platforms refuses every call
-// that would reach the driver (opencl_loader.hpp, forked_message()).
+// Fork: in a child of a process that listed OpenCL platforms, probe answers
+// unavailable and every call that would reach the driver fails UNAVAILABLE
+// saying so (refusal(), opencl_loader.hpp's forked_message()); destroying
+// frees only the bookkeeping.
 //
 // Options (string values):
 //   library = PATH          the ICD loader to open instead of libOpenCL.so.1.
@@ -63,6 +65,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,10 +80,9 @@ namespace sdk = backplane::plugin_sdk;
 inline constexpr std::int32_t kCpuOnlyPriority = 5;       // below cpu (10)
 inline constexpr std::int32_t kAcceleratorPriority = 50;  // above cpu, below cuda (100)
 
-// One OpenCL device, numbered across platforms.
-struct Device {
-  std::int32_t ordinal = 0;
-  std::string label;  // "opencl:0"
+// One OpenCL device, numbered across platforms. Started (context and queue)
+// on first use, through the backend's sdk::Devices.
+struct Device : sdk::DeviceBase {
   cl_platform_id platform = nullptr;
   cl_device_id id = nullptr;
   cl_device_type type = 0;
@@ -89,9 +91,9 @@ struct Device {
   std::uint64_t max_allocation = 0;
   std::uint32_t compute_units = 0;
 
-  std::mutex mutex;  // guards first use and the kernels
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
+  cl_context context = nullptr;      // set when started
+  cl_command_queue queue = nullptr;  // set when started
+  std::mutex mutex;                  // guards the kernels
   bool widen_built = false;
   cl_program widen_program = nullptr;
   std::map<std::pair<BP_IntegerType, BP_IntegerType>, cl_kernel> widen_kernels;
@@ -99,6 +101,23 @@ struct Device {
   std::mutex timing_mutex;              // guards the two below
   std::int64_t clock_offset_ns = 0;     // CLOCK_MONOTONIC minus the device's profiling clock
   std::int64_t clock_measured_ns = -1;  // CLOCK_MONOTONIC when it was measured; -1 never
+};
+
+// What a copy or conversion does, for its messages and its event's: the
+// numbers, formatted into text only when a message is needed (a failure),
+// never on the success path.
+struct Operation {
+  const char* call = "";         // the OpenCL call, or "convert_integers"
+  std::uint64_t amount = 0;      // bytes; elements for a conversion
+  const char* preposition = "";  // "to", "from" or "on" the device
+  const Device* device = nullptr;
+  const Device* origin = nullptr;              // the other device of a copy between two: "(from opencl:1)"
+  BP_IntegerType source_type = BP_INTEGER_U8;  // conversions only
+  BP_IntegerType destination_type = BP_INTEGER_U8;
+
+  // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", "convert_integers U8 to
+  // U16 of 10 elements on opencl:0" (opencl_backend.cpp).
+  std::string text() const;
 };
 
 class OpenclBackend {
@@ -122,7 +141,7 @@ class OpenclBackend {
   struct Event {
     const Api* api = nullptr;
     cl_event event = nullptr;
-    std::string operation;           // "clEnqueueWriteBuffer of 4.00 MiB to opencl:0", for wait's error
+    Operation operation;             // what completes, for wait's error
     std::vector<std::byte> staging;  // host bytes the copy reads, for copies between devices
     Device* timed_on = nullptr;      // set when the caller asked for device time
     ~Event();                        // waits, then releases the cl_event
@@ -133,27 +152,37 @@ class OpenclBackend {
   ~OpenclBackend();
   static std::unique_ptr<OpenclBackend> create(const sdk::Options& options);
 
+  std::string_view refusal();
   sdk::Probe probe();
-  std::int32_t device_count() const { return static_cast<std::int32_t>(devices_.size()); }
+  std::int32_t device_count() const { return devices_.count(); }
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
-  BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
-  BACKPLANE_PLUGIN_SDK_CONVERT_HOOK;
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size,
+                                      sdk::Mode mode);
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,
+                                               std::uint64_t destination_offset, std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type,
+                                          Buffer& destination, std::uint64_t destination_offset,
+                                          BP_IntegerType destination_type, std::uint64_t count);
   void wait(Event& event);
   bool query(Event& event);
   std::optional<sdk::DeviceSpan> timing(Event& event);
 
  private:
+  // The device, started: its context and in-order queue made.
   Device& start(Device& device, const char* call);
   cl_kernel widen_kernel(Device& device, BP_IntegerType source_type, BP_IntegerType destination_type);
-  std::unique_ptr<Event> track(Device& device, cl_event event, std::string operation);
+  std::unique_ptr<Event> track(Device& device, cl_event event, const Operation& operation);
   // CLOCK_MONOTONIC minus `device`'s profiling clock, measured when stale.
   std::int64_t clock_offset(Device& device);
 
   const std::string library_;
   const std::string build_options_;
   const Api* api_ = nullptr;  // set by an available probe
-  std::vector<std::unique_ptr<Device>> devices_;
+  sdk::Devices<Device> devices_;
 };
 
 // The generated entries, for tests that drive the backend directly.

@@ -152,7 +152,8 @@ BP_ErrorCode error_code_for(cl_int code) {
 
 void check(cl_int code, std::string_view what, std::string_view note) {
   if (code == CL_SUCCESS) return;
-  throw plugin::Failure(error_code_for(code), std::string(what) + " failed: " + error_name(code) + std::string(note));
+  throw plugin_sdk::Failure(error_code_for(code),
+                            std::string(what) + " failed: " + error_name(code) + std::string(note));
 }
 
 void note_initialised() noexcept { fork_guard.note_initialised(); }
@@ -160,9 +161,5 @@ void note_initialised() noexcept { fork_guard.note_initialised(); }
 bool forked() noexcept { return fork_guard.forked(); }
 
 std::string forked_message() { return fork_guard.message("OpenCL", "OpenCL drivers do not survive fork", "opencl"); }
-
-void require_initialising_process(std::string_view call) {
-  if (forked()) throw plugin::Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + forked_message());
-}
 
 }  // namespace backplane::opencl

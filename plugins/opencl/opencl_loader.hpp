@@ -18,6 +18,7 @@
 
 #include <backplane/plugin.h>
 
+#include <concepts>
 #include <string>
 #include <string_view>
 
@@ -87,22 +88,30 @@ std::string error_name(cl_int code);
 // The one place OpenCL errors become ABI error codes.
 BP_ErrorCode error_code_for(cl_int code);
 
-// Throws backplane::plugin::Failure "<what> failed: CL_X<note>" for a failed
+// Throws backplane::plugin_sdk::Failure "<what> failed: CL_X<note>" for a failed
 // call. Does nothing on CL_SUCCESS.
 void check(cl_int code, std::string_view what, std::string_view note = {});
+
+// The same for a call on the hot path (a copy, an event): `what` is a
+// callable that builds the message, run only when the call failed, so that
+// success formats nothing.
+template <class What>
+requires std::invocable<What&>
+void check(cl_int code, What&& what) {
+  if (code != CL_SUCCESS) [[unlikely]]
+    check(code, std::string_view(std::string(what())));
+}
 
 // Fork: an OpenCL driver's state (PoCL's worker threads, a GPU driver's
 // contexts) does not survive fork(). The probe records the process in which
 // the loader first answered with platforms; in any other process (a child)
-// the backend refuses to call the driver, with forked_message().
+// the backend's refusal() hook refuses every call, with forked_message().
 void note_initialised() noexcept;
 bool forked() noexcept;
 // "OpenCL was initialised in process 1234 before fork(); OpenCL drivers do not
 // survive fork: use the opencl backend only in the parent, or start workers
 // with the 'spawn' method".
 std::string forked_message();
-// Throws Failure(BP_ERROR_UNAVAILABLE, "<call>: " + forked_message()) in a child.
-void require_initialising_process(std::string_view call);
 
 }  // namespace backplane::opencl
 

@@ -69,6 +69,8 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
 }  // namespace
 
 sdk::Probe OpenclBackend::probe() {
+  // refusal() covers the probe call but not device_count, which probes too:
+  // a child must not reach the driver through it either.
   if (forked()) return {false, forked_message(), {}};
   const LoaderLoad& load = load_loader(library_);
   if (load.api == nullptr) return {false, load.failure, {}};
@@ -170,8 +172,8 @@ sdk::Probe OpenclBackend::probe() {
             {}};
   }
   api_ = &api;
-  devices_ = std::move(devices);
-  std::string reason = std::to_string(devices_.size()) + " OpenCL device(s): " + join(summaries, ", ");
+  devices_.assign(std::move(devices));
+  std::string reason = std::to_string(devices_.count()) + " OpenCL device(s): " + join(summaries, ", ");
   reason += accelerator ? "; a GPU or accelerator, so priority " + std::to_string(kAcceleratorPriority)
                         : "; CPU devices only, so priority " + std::to_string(kCpuOnlyPriority) + " (below cpu)";
   if (!notes.empty()) reason += " (" + join(notes, "; ") + ")";

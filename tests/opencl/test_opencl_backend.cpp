@@ -333,6 +333,13 @@ TEST_CASE("[opencl][device] fork: a child refuses the parent's OpenCL, with the 
     const PluginStatus refused = backend.allocate(64, &other);
     checks.expect(refused.code() == ErrorCode::kUnavailable, "allocate in the child: " + refused.message());
     checks.expect(contains(refused.message(), "before fork(); OpenCL drivers do not survive fork"), refused.message());
+    // A buffer of the parent's is refused too, before any hook reaches the driver.
+    std::vector<std::uint8_t> bytes(64, 7);
+    const PluginStatus copy = backend.to_device(buffer, 0, bytes.data(), bytes.size());
+    checks.expect(copy.code() == ErrorCode::kUnavailable, "copy_to_device in the child: " + copy.message());
+    checks.expect(contains(copy.message(), "copy_to_device: OpenCL was initialised in process "), copy.message());
+    const PluginStatus read = backend.to_host(buffer, 0, bytes.data(), bytes.size());
+    checks.expect(contains(read.message(), "copy_to_host: OpenCL was initialised in process "), read.message());
     Backend fresh(api());
     const ProbeAnswer answer = probe(fresh);
     checks.expect(!answer.available, "a backend made in the child is available");

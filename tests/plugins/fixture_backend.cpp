@@ -8,9 +8,9 @@
 namespace backplane::testing {
 namespace {
 
-using plugin::Failure;
-using plugin::guarded;
-using plugin::require_args;
+using plugin_sdk::Failure;
+using plugin_sdk::guarded;
+using plugin_sdk::require_args;
 
 FixtureSpec g_spec;  // set once by make_table, before any call can arrive
 

@@ -73,6 +73,27 @@ TEST_CASE("drain hands back every live object and leaves the table empty") {
   for (ThingHandle* handle : handles) CHECK(table.find(handle) == nullptr);
 }
 
+TEST_CASE("objects on both sides of the table's built-in first segment keep their handles, and are freed") {
+  // The first 4096 slots live inside the table, later ones in segments it
+  // allocates: lookups, removal, drain and destruction must treat both alike.
+  constexpr int kObjects = 4096 * 2 + 10;
+  std::vector<ThingHandle*> handles;
+  {
+    Table table;
+    for (int i = 0; i < kObjects; ++i) handles.push_back(insert(table, i));
+    for (int i = 0; i < kObjects; ++i) {
+      REQUIRE(table.find(handles[i]) != nullptr);
+      CHECK(table.find(handles[i])->value == i);
+    }
+    for (const int i : {0, 4095, 4096, 8191, 8192, kObjects - 1}) {
+      CHECK(table.remove(handles[i])->value == i);
+      CHECK(table.find(handles[i]) == nullptr);
+    }
+    CHECK(table.drain().size() == kObjects - 6);
+    for (int i = 0; i < 5000; ++i) insert(table, i);  // left for the destructor to free
+  }
+}
+
 TEST_CASE("threads insert, find and remove concurrently without losing or confusing objects") {
   Table table;
   constexpr int kThreads = 4;

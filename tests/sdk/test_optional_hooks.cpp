@@ -1,6 +1,6 @@
 // The SDK's optional hooks refusal() and release(), and availability checked
-// before buffer handles, for a backend whose memory hooks are declared with
-// BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS and defined out of line.
+// before buffer handles, for a backend whose memory hooks are defined out of
+// line.
 #include <backplane/plugin_sdk.hpp>
 
 #include <doctest/doctest.h>
@@ -43,7 +43,13 @@ class GuardedBackend {
   std::int32_t device_count() { return 1; }
   sdk::DeviceDescription describe(std::int32_t) { return {"Guarded", BP_DEVICE_KIND_ACCELERATOR, {}}; }
   sdk::MemoryFigures memory(std::int32_t) { return {64, 64}; }
-  BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS;
+  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
+  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
+                                        std::uint64_t size, sdk::Mode mode);
+  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size,
+                                      sdk::Mode mode);
+  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,
+                                               std::uint64_t destination_offset, std::uint64_t size, sdk::Mode mode);
   void release(Buffer&) {
     ++g_releases;
     if (g_fail_release) throw sdk::Failure(BP_ERROR_DEVICE, "guarded: the device lost the buffer");

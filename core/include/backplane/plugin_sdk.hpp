@@ -2,8 +2,10 @@
 // the whole Backend ABI (plugin.h) generated around it. Header-only; the ABI
 // itself is unchanged, and a plugin in plain C needs only plugin.h.
 //
-//   backplane/plugin_sdk/backend.hpp  the table generator and what a backend provides
+//   backplane/plugin_sdk/contract.hpp what a backend class provides, as concepts
+//   backplane/plugin_sdk/backend.hpp  the table generator
 //   backplane/plugin_sdk/checks.hpp   ranges, options, byte sizes in messages
+//   backplane/plugin_sdk/devices.hpp  a backend's devices, started on first use
 //   backplane/plugin_sdk/handles.hpp  lock-free handle tables
 //   backplane/plugin_sdk/fork.hpp     refusing a forked child of a driver's process
 #ifndef BACKPLANE_PLUGIN_SDK_HPP
@@ -11,6 +13,8 @@
 
 #include <backplane/plugin_sdk/backend.hpp>
 #include <backplane/plugin_sdk/checks.hpp>
+#include <backplane/plugin_sdk/contract.hpp>
+#include <backplane/plugin_sdk/devices.hpp>
 #include <backplane/plugin_sdk/fork.hpp>
 #include <backplane/plugin_sdk/handles.hpp>
 

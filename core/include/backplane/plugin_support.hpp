@@ -3,6 +3,9 @@
 // Optional: a plugin needs only plugin.h. These helpers make the ABI rules
 // easy to keep: errors are heap objects with their own destroy function, and
 // every exported body runs inside `guarded`, so no exception crosses the ABI.
+// They belong to the plugin SDK's namespace, backplane::plugin_sdk; the
+// older name backplane::plugin is an alias kept for plugins written against
+// it (deprecated, see docs/plugin-authors.md).
 #ifndef BACKPLANE_PLUGIN_SUPPORT_HPP
 #define BACKPLANE_PLUGIN_SUPPORT_HPP
 
@@ -17,7 +20,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace backplane::plugin {
+namespace backplane::plugin_sdk {
 
 namespace detail {
 
@@ -123,6 +126,11 @@ inline void require_args(const Args* args, const char* call, std::size_t minimum
   }
 }
 
-}  // namespace backplane::plugin
+}  // namespace backplane::plugin_sdk
+
+namespace backplane {
+// Deprecated: the name these helpers had before the SDK had one namespace.
+namespace plugin = plugin_sdk;
+}  // namespace backplane
 
 #endif  // BACKPLANE_PLUGIN_SUPPORT_HPP

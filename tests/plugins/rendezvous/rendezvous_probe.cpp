@@ -28,9 +28,9 @@
 
 namespace {
 
-using backplane::plugin::Failure;
-using backplane::plugin::guarded;
-using backplane::plugin::require_args;
+using backplane::plugin_sdk::Failure;
+using backplane::plugin_sdk::guarded;
+using backplane::plugin_sdk::require_args;
 
 constexpr auto kWaitAtMost = std::chrono::seconds(10);
 

@@ -6,48 +6,28 @@
 // BP_Error. A hook reports failure by throwing plugin_sdk::Failure (or any
 // exception, which becomes BP_ERROR_INTERNAL); no exception crosses the ABI.
 //
-// What an Impl provides (see docs/plugin-authors.md for a worked example):
-//
-//   static constexpr plugin_sdk::Identity kIdentity{...};
-//   using Buffer = ...;  // derives from plugin_sdk::BufferBase; its destructor
-//                        // releases the memory (memory_free, backend_destroy)
-//   using Event = ...;   // its destructor waits if needed, then releases
-//   static std::unique_ptr<Impl> create(const plugin_sdk::Options& options);
-//   plugin_sdk::Probe probe();                        // called once
-//   std::int32_t device_count();                      // only when available
-//   plugin_sdk::DeviceDescription describe(std::int32_t ordinal);  // once per device
-//   plugin_sdk::MemoryFigures memory(std::int32_t ordinal);        // per device_info
-//   std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
-//   std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset,
-//                                         const void* source, std::uint64_t size, Mode mode);
-//   std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset,
-//                                       void* destination, std::uint64_t size, Mode mode);
-//   std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset,
-//                                                Buffer& destination, std::uint64_t destination_offset,
-//                                                std::uint64_t size, Mode mode);
-//   void wait(Event& event);   // throws the asynchronous error, if any
-//   bool query(Event& event);  // true once complete
-// Optional, each with its capability bit in kIdentity (checked at compile time):
-//   std::unique_ptr<Buffer> wrap(std::int32_t ordinal, void* address, std::uint64_t size);
-//   std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset,
-//                                           BP_IntegerType source_type, Buffer& destination,
-//                                           std::uint64_t destination_offset,
-//                                           BP_IntegerType destination_type, std::uint64_t count);
-//   std::optional<plugin_sdk::DeviceSpan> timing(Event& event);   // BP_CAPABILITY_EVENT_TIMING
-//       For a completed event, when the device ran its work (CLOCK_MONOTONIC
-//       ns), or nullopt for work that was not timed. The async hooks see
-//       plugin_sdk::timing_requested() true when the caller asked for it.
-// Optional, no capability bit:
-//   std::string_view refusal();
-//       Non-empty: why this process may not use the backend now (a driver
-//       that does not survive fork(), say). probe then reports unavailable
-//       with it, and every call that reaches a device or a buffer fails
-//       UNAVAILABLE with "<call>: <refusal>" before any hook runs; the
-//       destroy calls still run, so destructors must check for themselves.
-//       The text must stay valid until backend_destroy.
-//   void release(Buffer& buffer);
-//       memory_free frees through it, so that a failure reaches the caller;
-//       the handle is gone either way and the buffer's destructor runs after.
+// What an Impl provides is the `Backend` concept and the optional-hook
+// concepts in contract.hpp, checked hook by hook when the table is generated.
+// Notes on the hooks the signatures do not say:
+//   probe is called once; describe once per device; memory per device_info.
+//   Buffer's destructor releases the memory (memory_free, backend_destroy);
+//   Event's destructor waits if needed, then releases.
+//   wait throws the asynchronous error, if any; query is true once complete.
+//   timing (BP_CAPABILITY_EVENT_TIMING): for a completed event, when the
+//       device ran its work (CLOCK_MONOTONIC ns), or nullopt for work that
+//       was not timed. The async hooks see plugin_sdk::timing_requested()
+//       true when the caller asked for it.
+//   refusal (optional, no capability bit): non-empty, why this process may
+//       not use the backend now (a driver that does not survive fork(), say).
+//       probe then reports unavailable with it, and every call that reaches
+//       a device or a buffer fails UNAVAILABLE with "<call>: <refusal>"
+//       before any hook runs. The destroy calls still run, so destructors
+//       must check for themselves; so must probe, which device_count runs
+//       without asking refusal. The text must stay valid until
+//       backend_destroy.
+//   release (optional, no capability bit): memory_free frees through it, so
+//       that a failure reaches the caller; the handle is gone either way and
+//       the buffer's destructor runs after.
 //
 // A copy hook returns nullptr when the copy has completed, or an event. In
 // Mode::kBlocking the SDK waits on a returned event before the call returns;
@@ -65,6 +45,7 @@
 
 #include <backplane/plugin.h>
 #include <backplane/plugin_sdk/checks.hpp>
+#include <backplane/plugin_sdk/contract.hpp>
 #include <backplane/plugin_sdk/handles.hpp>
 #include <backplane/plugin_sdk/timing.hpp>
 #include <backplane/plugin_support.hpp>
@@ -83,42 +64,6 @@
 #include <vector>
 
 namespace backplane::plugin_sdk {
-
-struct Identity {
-  std::string_view name;     // [a-z0-9_]+, the <name> of backplane-<name>.so
-  std::string_view version;  // free-form
-  std::int32_t priority = 0;
-  BP_Capabilities capabilities = 0;
-  std::int32_t dlpack_device_type = 0;  // DLDeviceType, 0 when not shared through DLPack
-};
-
-struct Probe {
-  bool available = false;
-  std::string reason;                    // why not, or a short description
-  std::optional<std::int32_t> priority;  // from what was found; else kIdentity's
-};
-
-struct DeviceDescription {
-  std::string name;
-  BP_DeviceKind kind = BP_DEVICE_KIND_CPU;
-  std::vector<std::pair<std::string, std::string>> attributes;
-};
-
-struct MemoryFigures {
-  std::uint64_t total = 0;
-  // Empty when the backend cannot tell (BP_MEMORY_FREE_UNKNOWN): never an estimate.
-  std::optional<std::uint64_t> free;
-};
-
-// What the SDK needs of every buffer; a backend's Buffer adds its own fields.
-struct BufferBase {
-  std::int32_t ordinal = 0;
-  BP_MemoryKind kind = BP_MEMORY_DEVICE;
-  std::uint64_t size = 0;
-  void* address = nullptr;  // memory_allocate's `address` out-field
-};
-
-enum class Mode { kBlocking, kAsync };
 
 namespace detail {
 
@@ -154,25 +99,10 @@ struct Instance {
   HandleTable<EventSlot<typename Impl::Event>, BP_Event> events;
 };
 
-template <class Impl>
-concept CanRefuse = requires(Impl& impl) {
-  { impl.refusal() } -> std::same_as<std::string_view>;
-};
-
-template <class Impl>
-concept CanRelease = requires(Impl& impl, typename Impl::Buffer& buffer) {
-  impl.release(buffer);
-};
-
-template <class Impl>
-concept CanTime = requires(Impl& impl, typename Impl::Event& event) {
-  { impl.timing(event) } -> std::same_as<std::optional<DeviceSpan>>;
-};
-
 // Whether an async call's args ask for device timing.
 template <class Impl, class Args>
 bool timed(const Args* args) {
-  if constexpr (CanTime<Impl>) {
+  if constexpr (TimesEvents<Impl>) {
     return BP_STRUCT_HAS_FIELD(args, Args, timed) && args->timed != 0;
   } else {
     return false;
@@ -240,7 +170,7 @@ class Entries {
   // The backend, unless it refuses this process (see refusal()).
   static Instance& admitted(BP_Backend* handle, const char* call) {
     Instance& self = instance(handle, call);
-    if constexpr (detail::CanRefuse<Impl>) {
+    if constexpr (Refuses<Impl>) {
       const std::string_view refusal = self.impl->refusal();
       if (!refusal.empty()) [[unlikely]] {
         throw Failure(BP_ERROR_UNAVAILABLE, std::string(call) + ": " + std::string(refusal));
@@ -328,7 +258,7 @@ class Entries {
 
   template <class Body>
   static BP_Error* run(Body&& body) noexcept {
-    return plugin::guarded([&]() -> BP_Error* {
+    return guarded([&]() -> BP_Error* {
       body();
       return nullptr;
     });
@@ -337,7 +267,7 @@ class Entries {
  public:
   static BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "backend_create");
+      require_args(args, "backend_create");
       const Options options(kId.name, args->options, args->option_count);
       auto created = std::make_unique<Instance>();
       created->impl = Impl::create(options);
@@ -359,9 +289,9 @@ class Entries {
 
   static BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "probe");  // a 1.1 caller's struct ends before priority
+      require_args(args, "probe");  // a 1.1 caller's struct ends before priority
       Instance& self = instance(args->backend, "probe");
-      if constexpr (detail::CanRefuse<Impl>) {
+      if constexpr (Refuses<Impl>) {
         if (const std::string_view refusal = self.impl->refusal(); !refusal.empty()) {
           args->available = 0;
           args->reason = refusal.data();
@@ -380,14 +310,14 @@ class Entries {
 
   static BP_Error* device_count(BP_DeviceCountArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "device_count");
+      require_args(args, "device_count");
       args->count = probed(args->backend, "device_count").device_count;
     });
   }
 
   static BP_Error* device_info(BP_DeviceInfoArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "device_info");
+      require_args(args, "device_info");
       Instance& self = usable(args->backend, "device_info", args->ordinal);
       const auto ordinal = static_cast<std::size_t>(args->ordinal);
       const detail::DescribedDevice* device = nullptr;
@@ -420,7 +350,7 @@ class Entries {
 
   static BP_Error* memory_allocate(BP_MemoryAllocateArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "memory_allocate");
+      require_args(args, "memory_allocate");
       Instance& self = usable(args->backend, "memory_allocate", args->ordinal);
       if (args->kind == BP_MEMORY_PINNED_HOST && (kId.capabilities & BP_CAPABILITY_PINNED_HOST) == 0) {
         throw Failure(BP_ERROR_UNSUPPORTED, "memory_allocate: " + name() + " offers no pinned host memory");
@@ -441,7 +371,7 @@ class Entries {
 
   static BP_Error* memory_wrap(BP_MemoryWrapArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "memory_wrap");
+      require_args(args, "memory_wrap");
       Instance& self = usable(args->backend, "memory_wrap", args->ordinal);
       if (args->address == nullptr && args->size != 0) {
         throw Failure(BP_ERROR_INVALID_ARGUMENT, "memory_wrap: address is NULL for " + std::to_string(args->size) +
@@ -457,7 +387,7 @@ class Entries {
 
   static BP_Error* memory_free(BP_MemoryFreeArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "memory_free");
+      require_args(args, "memory_free");
       Instance& self = admitted(args->backend, "memory_free");
       if (args->buffer == nullptr) return;
       const std::unique_ptr<Buffer> removed = self.buffers.remove(args->buffer);
@@ -465,7 +395,7 @@ class Entries {
         throw Failure(BP_ERROR_INVALID_ARGUMENT, "memory_free: buffer handle is not a live buffer of this " + name() +
                                                      " backend (already freed, or from another backend)");
       }
-      if constexpr (detail::CanRelease<Impl>) self.impl->release(*removed);
+      if constexpr (Releases<Impl>) self.impl->release(*removed);
     });
   }
 
@@ -473,7 +403,7 @@ class Entries {
   static BP_Error* copy_to_device(BP_CopyToDeviceArgs* args) noexcept {
     constexpr const char* call = kMode == Mode::kAsync ? "copy_to_device_async" : "copy_to_device";
     return run([&] {
-      plugin::require_args(args, call);
+      require_args(args, call);
       Instance& self = working(args->backend, call);
       const detail::TimingRequest timing(kMode == Mode::kAsync && detail::timed<Impl>(args));
       Buffer& destination = buffer(self, args->destination, call, "destination");
@@ -488,7 +418,7 @@ class Entries {
   static BP_Error* copy_to_host(BP_CopyToHostArgs* args) noexcept {
     constexpr const char* call = kMode == Mode::kAsync ? "copy_to_host_async" : "copy_to_host";
     return run([&] {
-      plugin::require_args(args, call);
+      require_args(args, call);
       Instance& self = working(args->backend, call);
       const detail::TimingRequest timing(kMode == Mode::kAsync && detail::timed<Impl>(args));
       Buffer& source = buffer(self, args->source, call, "source");
@@ -503,7 +433,7 @@ class Entries {
   static BP_Error* copy_device_to_device(BP_CopyDeviceToDeviceArgs* args) noexcept {
     constexpr const char* call = kMode == Mode::kAsync ? "copy_device_to_device_async" : "copy_device_to_device";
     return run([&] {
-      plugin::require_args(args, call);
+      require_args(args, call);
       Instance& self = working(args->backend, call);
       const detail::TimingRequest timing(kMode == Mode::kAsync && detail::timed<Impl>(args));
       Buffer& source = buffer(self, args->source, call, "source");
@@ -519,7 +449,7 @@ class Entries {
 
   static BP_Error* convert_integers(BP_ConvertIntegersArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "convert_integers");
+      require_args(args, "convert_integers");
       Instance& self = working(args->backend, "convert_integers");
       const detail::TimingRequest timing(detail::timed<Impl>(args));
       Buffer& source = buffer(self, args->source, "convert_integers", "source");
@@ -539,7 +469,7 @@ class Entries {
 
   static BP_Error* event_wait(BP_EventArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "event_wait");
+      require_args(args, "event_wait");
       Instance& self = admitted(args->backend, "event_wait");
       detail::EventSlot<Event>& slot = event(self, args->event, "event_wait");
       if (slot.event != nullptr) self.impl->wait(*slot.event);
@@ -548,7 +478,7 @@ class Entries {
 
   static BP_Error* event_query(BP_EventArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "event_query");
+      require_args(args, "event_query");
       Instance& self = admitted(args->backend, "event_query");
       detail::EventSlot<Event>& slot = event(self, args->event, "event_query");
       args->done = slot.event == nullptr || self.impl->query(*slot.event) ? 1 : 0;
@@ -557,7 +487,7 @@ class Entries {
 
   static BP_Error* event_timing(BP_EventTimingArgs* args) noexcept {
     return run([&] {
-      plugin::require_args(args, "event_timing");
+      require_args(args, "event_timing");
       Instance& self = admitted(args->backend, "event_timing");
       detail::EventSlot<Event>& slot = event(self, args->event, "event_timing");
       args->available = 0;
@@ -590,32 +520,8 @@ class Entries {
 namespace detail {
 
 template <class Impl>
-concept CanWrap = requires(Impl& impl, void* address) {
-  { impl.wrap(std::int32_t{}, address, std::uint64_t{}) } -> std::same_as<std::unique_ptr<typename Impl::Buffer>>;
-};
-
-template <class Impl>
-concept CanConvert = requires(Impl& impl, typename Impl::Buffer& buffer) {
-  {
-    impl.convert_integers(buffer, std::uint64_t{}, BP_IntegerType{}, buffer, std::uint64_t{}, BP_IntegerType{},
-                          std::uint64_t{})
-    } -> std::same_as<std::unique_ptr<typename Impl::Event>>;
-};
-
-}  // namespace detail
-
-// The ABI table for backend class Impl; static, valid for the plugin's life.
-template <class Impl>
-const BP_PluginApi* table() noexcept {
+const BP_PluginApi* generated_table() noexcept {
   using E = Entries<Impl>;
-  constexpr Identity id = Impl::kIdentity;
-  static_assert(std::is_base_of_v<BufferBase, typename Impl::Buffer>, "Impl::Buffer must derive from BufferBase");
-  static_assert(((id.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0) == detail::CanWrap<Impl>,
-                "BP_CAPABILITY_WRAP_MEMORY is declared exactly when Impl has wrap()");
-  static_assert(((id.capabilities & BP_CAPABILITY_CONVERT_INTEGERS) != 0) == detail::CanConvert<Impl>,
-                "BP_CAPABILITY_CONVERT_INTEGERS is declared exactly when Impl has convert_integers()");
-  static_assert(((id.capabilities & BP_CAPABILITY_EVENT_TIMING) != 0) == detail::CanTime<Impl>,
-                "BP_CAPABILITY_EVENT_TIMING is declared exactly when Impl has timing()");
   static const BP_PluginApi api = [] {
     constexpr Identity id = Impl::kIdentity;
     BP_PluginApi table{};
@@ -644,37 +550,30 @@ const BP_PluginApi* table() noexcept {
     table.event_wait = E::event_wait;
     table.event_query = E::event_query;
     table.event_destroy = E::event_destroy;
-    if constexpr (detail::CanConvert<Impl>) table.convert_integers = E::convert_integers;
-    if constexpr (detail::CanWrap<Impl>) table.memory_wrap = E::memory_wrap;
+    if constexpr (ConvertsIntegers<Impl>) table.convert_integers = E::convert_integers;
+    if constexpr (WrapsMemory<Impl>) table.memory_wrap = E::memory_wrap;
     table.dlpack_device_type = id.dlpack_device_type;
-    if constexpr (detail::CanTime<Impl>) table.event_timing = E::event_timing;
+    if constexpr (TimesEvents<Impl>) table.event_timing = E::event_timing;
     return table;
   }();
   return &api;
 }
 
+}  // namespace detail
+
+// The ABI table for backend class Impl; static, valid for the plugin's life.
+// A class that is not a backend (contract.hpp) gets one compile error per
+// missing or mismatched hook, and nothing generated.
+template <class Impl>
+const BP_PluginApi* table() noexcept {
+  if constexpr (!detail::check_contract<Impl>()) {
+    return nullptr;
+  } else {
+    return detail::generated_table<Impl>();
+  }
+}
+
 }  // namespace backplane::plugin_sdk
-
-// Declares, inside a backend class, the hooks that move bytes: allocate and
-// the three copies, with the signatures the table generator calls. For
-// classes that define them out of line; the signatures then live here once
-// rather than in every plugin.
-#define BACKPLANE_PLUGIN_SDK_MEMORY_HOOKS                                                                          \
-  std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);                  \
-  std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,             \
-                                        std::uint64_t size, ::backplane::plugin_sdk::Mode mode);                   \
-  std::unique_ptr<Event> copy_to_host(Buffer& source, std::uint64_t offset, void* destination, std::uint64_t size, \
-                                      ::backplane::plugin_sdk::Mode mode);                                         \
-  std::unique_ptr<Event> copy_device_to_device(Buffer& source, std::uint64_t source_offset, Buffer& destination,   \
-                                               std::uint64_t destination_offset, std::uint64_t size,               \
-                                               ::backplane::plugin_sdk::Mode mode)
-
-// Declares convert_integers, for a backend with BP_CAPABILITY_CONVERT_INTEGERS
-// that defines it out of line.
-#define BACKPLANE_PLUGIN_SDK_CONVERT_HOOK                                                                          \
-  std::unique_ptr<Event> convert_integers(Buffer& source, std::uint64_t source_offset, BP_IntegerType source_type, \
-                                          Buffer& destination, std::uint64_t destination_offset,                   \
-                                          BP_IntegerType destination_type, std::uint64_t count)
 
 // Defines the plugin's one exported symbol for backend class IMPL. The plugin
 // speaks the ABI major it was built with and returns its table whatever the

@@ -20,8 +20,6 @@
 
 namespace backplane::plugin_sdk {
 
-using plugin::Failure;
-
 // "512 bytes", "1.50 KiB", "19.09 GiB".
 inline std::string format_bytes(std::uint64_t bytes) {
   static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -110,7 +108,7 @@ class Options {
                     "backend_create: options is NULL with option_count " + std::to_string(count));
     }
     for (std::size_t index = 0; index < count; ++index) {
-      plugin::require_args(&options[index], "backend_create: option");
+      require_args(&options[index], "backend_create: option");
       const std::string where = "backend_create: option " + std::to_string(index);
       entries_.emplace_back(abi_string(options[index].key, options[index].key_size, where + " key"),
                             abi_string(options[index].value, options[index].value_size, where + " value"));

@@ -7,6 +7,10 @@
 // array and compares generations. Lookups take no lock (two acquire loads);
 // inserting and removing take a mutex, since they allocate anyway.
 //
+// The first segment of slots lives inside the table, so a lookup of one of
+// the first 4096 objects loads no segment pointer: one dependent load fewer
+// on every call (bench/bench_abi_call), for 64 KiB more per table.
+//
 // Limits, documented rather than hidden: a table holds at most 2^24 live
 // objects; a slot's generation wraps after 2^24 reuses, so a handle stale by
 // exactly that many reuses of one slot would read as live; two tables share a
@@ -77,6 +81,7 @@ class HandleTable {
   }
   ~HandleTable() {
     if (at_destruction_ == AtDestruction::kLeaveLiveObjects && used_ != free_.size()) return;
+    for (Slot& slot : first_.slots) delete slot.object.load(std::memory_order_relaxed);
     for (auto& segment : segments_) {
       Segment* slots = segment.load(std::memory_order_relaxed);
       if (slots == nullptr) continue;
@@ -98,8 +103,10 @@ class HandleTable {
     } else {
       if (used_ == kMaxObjects) return nullptr;
       index = used_++;
-      std::atomic<Segment*>& segment = segments_[index / kSegmentSize];
-      if (segment.load(std::memory_order_relaxed) == nullptr) segment.store(new Segment, std::memory_order_release);
+      if (index >= kSegmentSize) {
+        std::atomic<Segment*>& segment = segments_[index / kSegmentSize];
+        if (segment.load(std::memory_order_relaxed) == nullptr) segment.store(new Segment, std::memory_order_release);
+      }
     }
     Slot& slot = slot_at(index);
     const std::uint64_t generation = (slot.state.load(std::memory_order_relaxed) >> 1) + 1;
@@ -112,7 +119,9 @@ class HandleTable {
   T* find(const Handle* handle) const noexcept {
     const Decoded decoded = decode(handle);
     if (!decoded.valid) return nullptr;
-    const Segment* segment = segments_[decoded.index / kSegmentSize].load(std::memory_order_acquire);
+    const Segment* segment = decoded.index < kSegmentSize
+                                 ? &first_
+                                 : segments_[decoded.index / kSegmentSize].load(std::memory_order_acquire);
     if (segment == nullptr) return nullptr;
     const Slot& slot = segment->slots[decoded.index % kSegmentSize];
     const std::uint64_t state = slot.state.load(std::memory_order_acquire);
@@ -179,16 +188,18 @@ class HandleTable {
   }
 
   Slot& slot_at(std::uint64_t index) {
-    return segments_[index / kSegmentSize].load(std::memory_order_relaxed)->slots[index % kSegmentSize];
+    Segment* segment = index < kSegmentSize ? &first_ : segments_[index / kSegmentSize].load(std::memory_order_relaxed);
+    return segment->slots[index % kSegmentSize];
   }
 
   static constexpr std::uint64_t kSegmentCount = (kMaxObjects + kSegmentSize) / kSegmentSize;
 
   const std::uint64_t tag_;
   const AtDestruction at_destruction_;
-  std::array<std::atomic<Segment*>, kSegmentCount> segments_{};
-  std::uint64_t used_ = 0;           // slots ever used; guarded by table_mutex
-  std::vector<std::uint64_t> free_;  // guarded by table_mutex
+  Segment first_;                                                // slots 0..kSegmentSize-1
+  std::array<std::atomic<Segment*>, kSegmentCount> segments_{};  // [0] unused: first_ holds those
+  std::uint64_t used_ = 0;                                       // slots ever used; guarded by table_mutex
+  std::vector<std::uint64_t> free_;                              // guarded by table_mutex
 };
 
 }  // namespace backplane::plugin_sdk
