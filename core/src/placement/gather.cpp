@@ -136,10 +136,7 @@ Array send_batch(Placement& placement, const std::shared_ptr<LiveDevice>& target
             target->copy_to_device(block->buffer(), 0, wide.data(), wide.size());
             return;
           }
-          if (std::optional<PluginFailure> failure = widened.wait()) {
-            throw Error(failure->code, fmt::format("{}: convert_integers of {} elements: {}", target->selector(), count,
-                                                   failure->message));
-          }
+          widened.wait([&] { return fmt::format("{}: convert_integers of {} elements", target->selector(), count); });
         },
         std::move(transfer));
   } else if (target->asynchronous()) {
