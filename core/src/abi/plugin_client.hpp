@@ -258,8 +258,7 @@ struct BufferAllocation {
 // them (a NULL buffer or event on success included); text a plugin answers
 // (probe's reason, device_info's strings) is the filled args struct, whose
 // pointers stay the plugin's. Optional calls (memory_wrap, convert_integers,
-// event_timing)
-// must be present in the table: the caller checks.
+// event_timing) must be present in the table: the caller checks.
 class PluginClient {
  public:
   PluginClient(const BP_PluginApi& api, BP_Backend* backend, ErrorInspector* inspector = nullptr)
