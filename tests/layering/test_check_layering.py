@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""scripts/check-layering refuses an upward include, a module without a rule
-and a rule naming no module, and accepts a tree that keeps to its table.
-Each case builds a small tree with its own docs/architecture.md.
+"""scripts/check-layering refuses an upward include, a module without a rule,
+a rule naming no module and a call through the plugin's table outside abi/
+and conformance/, and accepts a tree that keeps to its table. Each case
+builds a small tree with its own docs/architecture.md and plugin.h.
 
 Usage: test_check_layering.py SOURCE_DIR   Prints one doctest-style summary line."""
 import pathlib
@@ -13,15 +14,25 @@ TABLE = """| directory | holds | may include |
 | --- | --- | --- |
 | `core/src/util/` | basics | public headers |
 | `core/src/loader/` | loading | util |
+| `core/src/abi/` | the door | util |
 | `core/src/c_api/` | entry points | everything above |
 """
 
+PLUGIN_H = """typedef struct BP_PluginApi {
+  uint32_t struct_size;
+  BP_Error* (*probe)(BP_ProbeArgs* args);
+  void (*event_destroy)(BP_Backend* backend, BP_Event* event);
+} BP_PluginApi;
+"""
 
-def run(script, files, table=TABLE):
+
+def run(script, files, table=TABLE, plugin_h=PLUGIN_H):
     with tempfile.TemporaryDirectory() as directory:
         root = pathlib.Path(directory)
         (root / "docs").mkdir()
         (root / "docs" / "architecture.md").write_text(table, encoding="utf-8")
+        (root / "core" / "include" / "backplane").mkdir(parents=True)
+        (root / "core" / "include" / "backplane" / "plugin.h").write_text(plugin_h, encoding="utf-8")
         for name, text in files.items():
             path = root / "core" / "src" / name
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +46,8 @@ def main(source):
     good = {"util/log.hpp": '#include <string>\n#include "backplane/backplane.hpp"\n',
             "loader/plugin.cpp": '#include "loader/plugin.hpp"\n#include "util/log.hpp"\n',
             "loader/plugin.hpp": "",
-            "c_api/c_api.cpp": '#include "loader/plugin.hpp"\n#include "util/log.hpp"\n'}
+            "c_api/c_api.cpp": '#include "loader/plugin.hpp"\n#include "util/log.hpp"\n',
+            "abi/client.cpp": "void f(const BP_PluginApi* api_) { api_->probe(&args); }\n"}
     cases = {
         "a tree that keeps to its table passes": (good, TABLE, 0, "keeps to"),
         "an upward include fails, naming file, line and rule": (
@@ -47,10 +59,15 @@ def main(source):
         "a rule naming no module fails": (
             good, TABLE.replace("| loading | util |", "| loading | util, nonesuch |"), 1,
             "may include 'nonesuch', which is no module of core/src"),
+        "a table call outside abi/ fails, naming file, line and call": (
+            dict(good, **{"c_api/c_api.cpp": "int n = table->struct_size;\nvoid g() { api().event_destroy(b, e); }\n"}),
+            TABLE, 1, "core/src/c_api/c_api.cpp:2: calls the plugin's event_destroy through its table"),
     }
     failed = 0
-    for name, (files, table, status, expected) in cases.items():
-        code, output = run(script, files, table)
+    cases["a plugin.h without the table fails, naming it"] = (good, TABLE, 1, "no BP_PluginApi with function "
+                                                               "pointers was found", "")
+    for name, (files, table, status, expected, *plugin_h) in cases.items():
+        code, output = run(script, files, table, *plugin_h)
         if code != status or expected not in output:
             failed += 1
             print(f"FAIL: {name}: exit {code} (expected {status}), output:\n{output}")

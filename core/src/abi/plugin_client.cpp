@@ -113,24 +113,29 @@ PluginStatus PluginClient::copy_device_to_device(BP_Buffer* source, std::uint64_
 }
 
 PluginResult<BP_Event*> PluginClient::copy_to_device_async(BP_Buffer* destination, std::uint64_t destination_offset,
-                                                           const void* source, std::uint64_t size) const {
+                                                           const void* source, std::uint64_t size,
+                                                           std::int32_t timed) const {
   auto args = copy_to_device_args(backend_, destination, destination_offset, source, size);
+  args.timed = timed;
   auto error = take_error(api_->copy_to_device_async(&args), inspector_);
   return answer(std::move(error), args.event);
 }
 
 PluginResult<BP_Event*> PluginClient::copy_to_host_async(BP_Buffer* source, std::uint64_t source_offset,
-                                                         void* destination, std::uint64_t size) const {
+                                                         void* destination, std::uint64_t size,
+                                                         std::int32_t timed) const {
   auto args = copy_to_host_args(backend_, source, source_offset, destination, size);
+  args.timed = timed;
   auto error = take_error(api_->copy_to_host_async(&args), inspector_);
   return answer(std::move(error), args.event);
 }
 
 PluginResult<BP_Event*> PluginClient::copy_device_to_device_async(BP_Buffer* source, std::uint64_t source_offset,
                                                                   BP_Buffer* destination,
-                                                                  std::uint64_t destination_offset,
-                                                                  std::uint64_t size) const {
+                                                                  std::uint64_t destination_offset, std::uint64_t size,
+                                                                  std::int32_t timed) const {
   auto args = copy_device_to_device_args(backend_, source, source_offset, destination, destination_offset, size);
+  args.timed = timed;
   auto error = take_error(api_->copy_device_to_device_async(&args), inspector_);
   return answer(std::move(error), args.event);
 }
@@ -138,9 +143,11 @@ PluginResult<BP_Event*> PluginClient::copy_device_to_device_async(BP_Buffer* sou
 PluginResult<BP_Event*> PluginClient::convert_integers(BP_Buffer* source, std::uint64_t source_offset,
                                                        BP_IntegerType source_type, BP_Buffer* destination,
                                                        std::uint64_t destination_offset,
-                                                       BP_IntegerType destination_type, std::uint64_t count) const {
+                                                       BP_IntegerType destination_type, std::uint64_t count,
+                                                       std::int32_t timed) const {
   auto args = convert_integers_args(backend_, source, source_offset, source_type, destination, destination_offset,
                                     destination_type, count);
+  args.timed = timed;
   auto error = take_error(api_->convert_integers(&args), inspector_);
   return answer(std::move(error), args.event);
 }
@@ -154,6 +161,12 @@ PluginResult<std::int32_t> PluginClient::event_query(BP_Event* event) const {
   auto args = event_args(backend_, event);
   auto error = take_error(api_->event_query(&args), inspector_);
   return answer(std::move(error), args.done);
+}
+
+PluginResult<BP_EventTimingArgs> PluginClient::event_timing(BP_Event* event) const {
+  auto args = event_timing_args(backend_, event);
+  auto error = take_error(api_->event_timing(&args), inspector_);
+  return answer(std::move(error), args);
 }
 
 }  // namespace backplane::detail

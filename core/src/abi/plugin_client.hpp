@@ -144,6 +144,12 @@ inline BP_EventArgs event_args(BP_Backend* backend, BP_Event* event) {
   return args;
 }
 
+inline BP_EventTimingArgs event_timing_args(BP_Backend* backend, BP_Event* event) {
+  auto args = args_for<BP_EventTimingArgs>(backend);
+  args.event = event;
+  return args;
+}
+
 // The options as BP_KeyValue pairs; they point into `options`, which must
 // outlive them.
 std::vector<BP_KeyValue> key_values(const std::vector<std::pair<std::string, std::string>>& options);
@@ -251,8 +257,8 @@ struct BufferAllocation {
 // One backend instance's calls. Out-values come back as the plugin wrote
 // them (a NULL buffer or event on success included); text a plugin answers
 // (probe's reason, device_info's strings) is the filled args struct, whose
-// pointers stay the plugin's. Optional calls (memory_wrap, convert_integers)
-// must be present in the table: the caller checks.
+// pointers stay the plugin's. Optional calls (memory_wrap, convert_integers,
+// event_timing) must be present in the table: the caller checks.
 class PluginClient {
  public:
   PluginClient(const BP_PluginApi& api, BP_Backend* backend, ErrorInspector* inspector = nullptr)
@@ -284,20 +290,25 @@ class PluginClient {
                             std::uint64_t size) const;
   PluginStatus copy_device_to_device(BP_Buffer* source, std::uint64_t source_offset, BP_Buffer* destination,
                                      std::uint64_t destination_offset, std::uint64_t size) const;
+  // The asynchronous calls pass `timed` as the args' field (ABI 1.3): 1 asks
+  // the plugin to time the work on the device for event_timing.
   PluginResult<BP_Event*> copy_to_device_async(BP_Buffer* destination, std::uint64_t destination_offset,
-                                               const void* source, std::uint64_t size) const;
+                                               const void* source, std::uint64_t size, std::int32_t timed = 0) const;
   PluginResult<BP_Event*> copy_to_host_async(BP_Buffer* source, std::uint64_t source_offset, void* destination,
-                                             std::uint64_t size) const;
+                                             std::uint64_t size, std::int32_t timed = 0) const;
   PluginResult<BP_Event*> copy_device_to_device_async(BP_Buffer* source, std::uint64_t source_offset,
                                                       BP_Buffer* destination, std::uint64_t destination_offset,
-                                                      std::uint64_t size) const;
+                                                      std::uint64_t size, std::int32_t timed = 0) const;
   PluginResult<BP_Event*> convert_integers(BP_Buffer* source, std::uint64_t source_offset, BP_IntegerType source_type,
                                            BP_Buffer* destination, std::uint64_t destination_offset,
-                                           BP_IntegerType destination_type, std::uint64_t count) const;
+                                           BP_IntegerType destination_type, std::uint64_t count,
+                                           std::int32_t timed = 0) const;
 
   PluginStatus event_wait(BP_Event* event) const;
   // The done flag as the plugin set it (0 when it set none).
   PluginResult<std::int32_t> event_query(BP_Event* event) const;
+  // The filled args, as the plugin answered them (optional call, ABI 1.3).
+  PluginResult<BP_EventTimingArgs> event_timing(BP_Event* event) const;
   void event_destroy(BP_Event* event) const noexcept { api_->event_destroy(backend_, event); }
   void backend_destroy() const noexcept { api_->backend_destroy(backend_); }
 

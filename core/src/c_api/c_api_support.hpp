@@ -6,6 +6,7 @@
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 
+#include "util/caught_error.hpp"
 #include "util/error_codes.hpp"
 
 #include <memory>
@@ -25,18 +26,10 @@ bp_status guarded(Body&& body) noexcept {
   try {
     body();
     return BP_OK;
-  } catch (const Error& error) {
-    set_last_error(error.what());
-    return static_cast<bp_status>(error.code());  // numbered alike: util/error_codes.hpp
-  } catch (const std::bad_alloc&) {
-    set_last_error("out of host memory");
-    return BP_STATUS_OUT_OF_MEMORY;
-  } catch (const std::exception& error) {
-    set_last_error(std::string("internal error: ") + error.what());
-    return BP_STATUS_INTERNAL;
   } catch (...) {
-    set_last_error("internal error: unknown exception");
-    return BP_STATUS_INTERNAL;
+    const detail::CaughtError caught = detail::caught_error();
+    set_last_error(caught.message);
+    return static_cast<bp_status>(caught.code);  // numbered alike: util/error_codes.hpp
   }
 }
 

@@ -85,24 +85,24 @@ void drive_event(Context& context, BP_Event* event, std::string_view what) {
   BP_EventArgs query = event_args(context, event);
   query.done = -1;
   if (auto failure = context.take(context.api.event_query(&query))) {
-    context.api.event_destroy(context.backend, event);
+    context.client().event_destroy(event);
     throw CheckFailure(fmt::format("event_query after {} failed: {}", what, failure->message));
   }
   if (query.done != 0 && query.done != 1) {
-    context.api.event_destroy(context.backend, event);
+    context.client().event_destroy(event);
     throw CheckFailure(fmt::format("event_query after {} set done to {}; it must be 0 or 1", what, query.done));
   }
   for (const char* attempt : {"event_wait", "a second event_wait"}) {
     BP_EventArgs wait = event_args(context, event);
     if (auto failure = context.take(context.api.event_wait(&wait))) {
-      context.api.event_destroy(context.backend, event);
+      context.client().event_destroy(event);
       throw CheckFailure(fmt::format("{} after {} failed: {}: {}", attempt, what, error_code_name(failure->plugin_code),
                                      failure->message));
     }
   }
   query = event_args(context, event);
   auto failure = context.take(context.api.event_query(&query));
-  context.api.event_destroy(context.backend, event);
+  context.client().event_destroy(event);
   if (failure) throw CheckFailure(fmt::format("event_query after the wait failed: {}", failure->message));
   if (query.done != 1) throw CheckFailure(fmt::format("event_query after event_wait says done = {}", query.done));
 }
@@ -247,7 +247,7 @@ void check_async(Context& context) {
       try {
         events.push_back(submit_to_device(context, buffer, offset, pieces.back().data(), pieces.back().size()));
       } catch (...) {
-        for (BP_Event* event : events) context.api.event_destroy(context.backend, event);
+        for (BP_Event* event : events) context.client().event_destroy(event);
         throw;
       }
     }
@@ -273,18 +273,18 @@ void check_async(Context& context) {
     for (;;) {
       BP_EventArgs query = event_args(context, event);
       if (auto failure = context.take(context.api.event_query(&query))) {
-        context.api.event_destroy(context.backend, event);
+        context.client().event_destroy(event);
         throw CheckFailure(fmt::format("event_query failed: {}", failure->message));
       }
       ++polls;
       if (query.done == 1) break;
       if (std::chrono::steady_clock::now() - start > kQueryTimeout) {
-        context.api.event_destroy(context.backend, event);
+        context.client().event_destroy(event);
         throw CheckFailure("event_query still says not done after 20 s: the copy must progress without event_wait");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    context.api.event_destroy(context.backend, event);
+    context.client().event_destroy(event);
     require_equal_bytes(context.read(buffer, 0, data.size()), data, "the buffer once the event is done");
     return fmt::format("done after {} poll(s)", polls);
   });
@@ -292,7 +292,7 @@ void check_async(Context& context) {
     context.require_devices();
     auto [buffer, model] = filled_buffer(context, 0, kBufferSize);
     std::vector<std::uint8_t> host(static_cast<std::size_t>(kBufferSize), 0);
-    context.api.event_destroy(context.backend, submit_to_host(context, buffer, 0, host.data(), host.size()));
+    context.client().event_destroy(submit_to_host(context, buffer, 0, host.data(), host.size()));
     require_equal_bytes(host, model, "the host memory right after event_destroy (no event_wait)");
     return std::string();
   });

@@ -140,7 +140,7 @@ void check_short_struct_sizes(Context& context) {
     auto create = detail::backend_create_args(nullptr, 0);
     create.struct_size = size_of(offsetof(BP_BackendCreateArgs, backend));
     BP_Error* created = api.backend_create(&create);
-    if (created == nullptr && create.backend != nullptr) api.backend_destroy(create.backend);
+    if (created == nullptr && create.backend != nullptr) detail::PluginClient(api, create.backend).backend_destroy();
     context.require_error(created, "backend_create" + suffix, {BP_ERROR_INVALID_ARGUMENT});
     auto probe = detail::probe_args(backend);
     probe.struct_size = size_of(offsetof(BP_ProbeArgs, reason_size));

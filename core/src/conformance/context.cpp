@@ -1,6 +1,7 @@
 #include "conformance/context.hpp"
 
 #include "loader/plugin_limits.hpp"
+#include "util/caught_error.hpp"
 
 #include <fmt/format.h>
 
@@ -94,9 +95,9 @@ void Context::check(const std::string& name, const std::function<std::string()>&
     result.detail = failure.what();
   } catch (const std::bad_alloc&) {
     throw;
-  } catch (const std::exception& error) {
+  } catch (...) {
     result.outcome = Outcome::kFail;
-    result.detail = fmt::format("the suite hit an unexpected error: {}", error.what());
+    result.detail = fmt::format("the suite hit an unexpected error: {}", caught_error().message);
   }
   record(std::move(result));
 }

@@ -185,7 +185,7 @@ void check_backend_lifecycle(Context& context) {
     options.emplace_back(kUnknownOption, "1");
     auto created = detail::PluginClient::create(api, options, &context.inspector());
     if (created.ok()) {
-      if (*created != nullptr) api.backend_destroy(*created);
+      if (*created != nullptr) detail::PluginClient(api, *created).backend_destroy();
       throw CheckFailure(fmt::format("backend_create accepted the option {}=1", kUnknownOption));
     }
     const PluginError failure =
@@ -326,7 +326,7 @@ void run_checks(Context& context, const std::filesystem::path& file) {
   }
   check_argument_errors(context);
   check_error_objects(context);
-  if (context.backend != nullptr) context.api.backend_destroy(context.backend);
+  if (context.backend != nullptr) context.client().backend_destroy();
   context.backend = nullptr;
 }
 

@@ -1,5 +1,6 @@
 #include "placement/completion.hpp"
 
+#include "util/caught_error.hpp"
 #include "util/fork.hpp"
 
 #include <fmt/format.h>
@@ -142,22 +143,23 @@ void Completion::finish_error(ErrorCode code, const std::string& message) {
 
 void Completion::settle_event_locked() noexcept {
   if (!event_) return;
-  std::optional<PluginFailure> failure;
+  std::optional<CaughtError> failure;
   try {
-    failure = trace_ && trace::recording() ? event_.wait(trace_->device) : event_.wait();
-  } catch (...) {  // only allocation can throw here
-    failure = PluginFailure{ErrorCode::kOutOfMemory, "out of memory while reading the event's error"};
+    const auto context = [this] { return device_->selector(); };
+    if (trace_ && trace::recording()) {
+      event_.wait(trace_->device, context);
+    } else {
+      event_.wait(context);
+    }
+  } catch (...) {
+    failure = caught_error();
   }
   event_.reset();
   // Release the staging and source buffers before anyone sees "done", so
   // memory statistics read after a wait are already settled.
   keep_alive_.clear();
   if (failure) {
-    try {
-      finish_error(failure->code, fmt::format("{}: {}", device_->selector(), failure->message));
-    } catch (...) {
-      finish_error(failure->code, failure->message);
-    }
+    finish_error(failure->code, failure->message);
   } else {
     finish_ok();
   }

@@ -1,12 +1,13 @@
 #include "placement/placement.hpp"
 
 #include "registry/runtime_impl.hpp"
+#include "util/caught_error.hpp"
 
 #include <backplane/array.hpp>
 
 #include <fmt/format.h>
 
-#include <new>
+#include <optional>
 
 namespace backplane {
 using namespace detail;
@@ -25,28 +26,17 @@ std::shared_ptr<Completion> Placement::run(std::string description, std::functio
   if (transfer) arrival->trace_as(std::move(*transfer));
   auto shared_work = std::make_shared<std::function<void()>>(std::move(work));
   executor_.submit([arrival, shared_work]() mutable {
-    ErrorCode code = ErrorCode::kOk;
-    std::string message;
+    std::optional<CaughtError> failure;
     try {
       (*shared_work)();
-    } catch (const Error& error) {
-      code = error.code();
-      message = error.what();
-    } catch (const std::bad_alloc&) {
-      code = ErrorCode::kOutOfMemory;
-      message = "out of host memory";
-    } catch (const std::exception& error) {
-      code = ErrorCode::kInternal;
-      message = error.what();
     } catch (...) {
-      code = ErrorCode::kInternal;
-      message = "unknown exception";
+      failure = caught_error();
     }
     shared_work.reset();  // buffers go back to their caches before anyone sees "done"
-    if (code == ErrorCode::kOk) {
-      arrival->finish_ok();
+    if (failure) {
+      arrival->finish_error(failure->code, failure->message);
     } else {
-      arrival->finish_error(code, message);
+      arrival->finish_ok();
     }
   });
   return arrival;

@@ -71,16 +71,16 @@ void StagedUpload::retire(Slot& slot) {
   std::optional<Error> failure;
   std::uint64_t arrived = 0;
   for (Copy& copy : slot.copies) {
-    std::optional<PluginFailure> copy_failure = copy.event.wait();
+    try {
+      copy.event.wait([&] { return label_(copy.tag, copy.offset, copy.size); });
+    } catch (const Error& error) {
+      if (!failure) failure.emplace(error);  // the first is reported; the later copies are still waited for
+    }
     arrived += copy.size;
     copy.nvtx.end();
     if (slot.lane.held()) {
       trace::complete(slot.lane.track(), "staging", "copy", copy.sent, trace::Clock::now(),
                       {{"bytes", copy.size}, {"offset", copy.offset}, {"device", to_.selector()}});
-    }
-    if (copy_failure && !failure) {
-      failure.emplace(copy_failure->code,
-                      fmt::format("{}: {}", label_(copy.tag, copy.offset, copy.size), copy_failure->message));
     }
   }
   slot.copies.clear();

@@ -216,10 +216,7 @@ void widen_on_device(const Put& put) {
     target.copy_to_device(put.destination->buffer(), 0, wide.data(), wide.size());
     return;
   }
-  if (std::optional<PluginFailure> failure = widened.wait()) {
-    throw Error(failure->code, fmt::format("{}: convert_integers of {} elements: {}", target.selector(), put.elements,
-                                           failure->message));
-  }
+  widened.wait([&] { return fmt::format("{}: convert_integers of {} elements", target.selector(), put.elements); });
 }
 
 // The whole copy, blocking; runs on a transfer thread.

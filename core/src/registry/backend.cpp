@@ -23,22 +23,17 @@ void require_within(std::uint64_t value, std::size_t limit, std::string_view cal
 
 }  // namespace
 
-void throw_plugin_error(BP_Error* error, std::string_view context) {
-  auto failure = consume_error(error);
-  if (!failure) throw Error(ErrorCode::kInternal, fmt::format("{}: no error to report", context));
-  throw_plugin_error(*failure, context);
-}
-
-void throw_plugin_error(const PluginFailure& failure, std::string_view context) {
+void throw_plugin_error(const PluginError& failure, std::string_view context) {
   throw Error(failure.code, fmt::format("{}: {}", context, failure.message));
 }
 
-PluginResult<std::unique_ptr<Backend>> Backend::create(std::shared_ptr<PluginLibrary> library,
-                                                       const PluginOptions& options) {
-  auto created = detail::PluginClient::create(library->api(), options);
-  if (!created.ok()) return std::move(created).error();
-  if (*created == nullptr) return PluginFailure{ErrorCode::kPlugin, "backend_create returned no backend"};
-  return std::unique_ptr<Backend>(new Backend(std::move(library), *created));
+std::unique_ptr<Backend> Backend::create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options) {
+  BP_Backend* handle = throw_if_failed(detail::PluginClient::create(library->api(), options),
+                                       [] { return std::string("backend_create failed"); });
+  if (handle == nullptr) {
+    throw Error(ErrorCode::kPlugin, "backend_create failed: backend_create returned no backend");
+  }
+  return std::unique_ptr<Backend>(new Backend(std::move(library), handle));
 }
 
 Backend::Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
@@ -51,7 +46,7 @@ Backend::Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
 // The plugin's state for this backend belongs to the parent: leaked, not
 // destroyed, in a child (see usable_here).
 Backend::~Backend() {
-  if (usable_here()) api().backend_destroy(handle_);
+  if (usable_here()) client_.backend_destroy();
 }
 
 bool Backend::usable_here() const noexcept {
@@ -67,14 +62,14 @@ Error Backend::fork_error(int ordinal) const {
                            name(), ordinal, created_pid_));
 }
 
-PluginResult<Backend::ProbeAnswer> Backend::probe() {
+Backend::ProbeAnswer Backend::probe() {
   // The table's priority stands unless the plugin answers its own (ABI 1.2).
   auto probed = client_.probe(api().priority);
-  if (!probed.ok()) return std::move(probed).error();
+  if (!probed.ok()) throw_plugin_error(probed.error(), fmt::format("probe failed ({})", to_string(probed.code())));
   const BP_ProbeArgs& args = *probed;
   if (args.reason_size > kMaxPluginTextSize) {
-    return PluginFailure{ErrorCode::kPlugin, fmt::format("probe answered reason_size {}, more than {}",
-                                                         args.reason_size, kMaxPluginTextSize)};
+    throw Error(ErrorCode::kPlugin, fmt::format("probe failed ({}): probe answered reason_size {}, more than {}",
+                                                to_string(ErrorCode::kPlugin), args.reason_size, kMaxPluginTextSize));
   }
   return ProbeAnswer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
 }
@@ -225,30 +220,27 @@ void Backend::copy_device_to_device(int ordinal, BP_Buffer* source, std::uint64_
 PluginEvent Backend::copy_to_device_async(int ordinal, BP_Buffer* destination, std::uint64_t offset, const void* source,
                                           std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = detail::copy_to_device_args(handle_, destination, offset, source, size);
-  args.timed = timing_request();
-  throw_if_error(api().copy_to_device_async(&args), copy_context(name(), ordinal, "copy_to_device_async", size));
-  return require_event(*this, args.event, ordinal, "copy_to_device_async");
+  BP_Event* event = throw_if_failed(client_.copy_to_device_async(destination, offset, source, size, timing_request()),
+                                    copy_context(name(), ordinal, "copy_to_device_async", size));
+  return require_event(*this, event, ordinal, "copy_to_device_async");
 }
 
 PluginEvent Backend::copy_to_host_async(int ordinal, BP_Buffer* source, std::uint64_t offset, void* destination,
                                         std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = detail::copy_to_host_args(handle_, source, offset, destination, size);
-  args.timed = timing_request();
-  throw_if_error(api().copy_to_host_async(&args), copy_context(name(), ordinal, "copy_to_host_async", size));
-  return require_event(*this, args.event, ordinal, "copy_to_host_async");
+  BP_Event* event = throw_if_failed(client_.copy_to_host_async(source, offset, destination, size, timing_request()),
+                                    copy_context(name(), ordinal, "copy_to_host_async", size));
+  return require_event(*this, event, ordinal, "copy_to_host_async");
 }
 
 PluginEvent Backend::copy_device_to_device_async(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
                                                  BP_Buffer* destination, std::uint64_t destination_offset,
                                                  std::uint64_t size) {
   note_device_use(ordinal);
-  auto args = detail::copy_device_to_device_args(handle_, source, source_offset, destination, destination_offset, size);
-  args.timed = timing_request();
-  throw_if_error(api().copy_device_to_device_async(&args),
-                 copy_context(name(), ordinal, "copy_device_to_device_async", size));
-  return require_event(*this, args.event, ordinal, "copy_device_to_device_async");
+  BP_Event* event = throw_if_failed(client_.copy_device_to_device_async(source, source_offset, destination,
+                                                                        destination_offset, size, timing_request()),
+                                    copy_context(name(), ordinal, "copy_device_to_device_async", size));
+  return require_event(*this, event, ordinal, "copy_device_to_device_async");
 }
 
 PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint64_t source_offset,
@@ -259,29 +251,27 @@ PluginEvent Backend::convert_integers(int ordinal, BP_Buffer* source, std::uint6
     throw Error(ErrorCode::kUnsupported, fmt::format("{}:{}: the backend does not convert integers", name(), ordinal));
   }
   note_device_use(ordinal);
-  auto args = detail::convert_integers_args(handle_, source, source_offset, source_type, destination,
-                                            destination_offset, destination_type, count);
-  args.timed = timing_request();
-  throw_if_error(api().convert_integers(&args),
-                 [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
-  return require_event(*this, args.event, ordinal, "convert_integers");
+  BP_Event* event =
+      throw_if_failed(client_.convert_integers(source, source_offset, source_type, destination, destination_offset,
+                                               destination_type, count, timing_request()),
+                      [&] { return fmt::format("{}:{}: convert_integers of {} elements", name(), ordinal, count); });
+  return require_event(*this, event, ordinal, "convert_integers");
 }
 
-std::optional<PluginFailure> Backend::wait_event(BP_Event* event) {
-  if (!usable_here()) return PluginFailure{ErrorCode::kUnavailable, fork_error(0).what()};
-  auto args = detail::event_args(handle_, event);
-  return consume_error(api().event_wait(&args));
+PluginStatus Backend::wait_event(BP_Event* event) {
+  if (!usable_here()) return PluginError{ErrorCode::kUnavailable, fork_error(0).what()};
+  return client_.event_wait(event);
 }
 
 bool Backend::query_event(BP_Event* event) noexcept {
   if (!usable_here()) return true;  // wait_event reports why
-  auto args = detail::event_args(handle_, event);
-  BP_Error* error = api().event_query(&args);
-  if (error != nullptr) {
-    detail::discard_error(error);
-    return true;  // event_wait will report what went wrong
+  // A failed query counts as done: event_wait will report what went wrong.
+  try {
+    const PluginResult<std::int32_t> done = client_.event_query(event);
+    return !done.ok() || *done != 0;
+  } catch (...) {  // no memory to copy the query's error: done, as for any failed query
+    return true;
   }
-  return args.done != 0;
 }
 
 std::int32_t Backend::timing_request() const { return trace::recording() && times_events() ? 1 : 0; }
@@ -290,11 +280,10 @@ DeviceTiming Backend::event_timing(BP_Event* event) noexcept {
   DeviceTiming timing;
   if (!times_events() || !usable_here()) return timing;
   try {
-    auto args = detail::args_for<BP_EventTimingArgs>(handle_);
-    args.event = event;
-    if (auto failure = consume_error(api().event_timing(&args))) {
-      timing.error = std::move(failure->message);
-    } else if (args.available != 0) {
+    auto answered = client_.event_timing(event);
+    if (!answered.ok()) {
+      timing.error = std::move(answered).error().message;
+    } else if (const BP_EventTimingArgs& args = *answered; args.available != 0) {
       if (args.begin_ns > args.end_ns) {
         timing.error =
             fmt::format("event_timing answered a begin ({} ns) after the end ({} ns)", args.begin_ns, args.end_ns);
@@ -308,7 +297,7 @@ DeviceTiming Backend::event_timing(BP_Event* event) noexcept {
 }
 
 void Backend::destroy_event(BP_Event* event) noexcept {
-  if (event != nullptr && usable_here()) api().event_destroy(handle_, event);
+  if (event != nullptr && usable_here()) client_.event_destroy(event);
 }
 
 PluginEvent& PluginEvent::operator=(PluginEvent&& other) noexcept {
@@ -320,19 +309,12 @@ PluginEvent& PluginEvent::operator=(PluginEvent&& other) noexcept {
   return *this;
 }
 
-std::optional<PluginFailure> PluginEvent::wait() {
-  if (event_ == nullptr) return std::nullopt;
-  std::optional<PluginFailure> failure = backend_->wait_event(event_);
+PluginStatus PluginEvent::finish(DeviceTiming* timing) {
+  if (event_ == nullptr) return {};
+  PluginStatus waited = backend_->wait_event(event_);
+  if (waited.ok() && timing != nullptr) *timing = backend_->event_timing(event_);
   reset();
-  return failure;
-}
-
-std::optional<PluginFailure> PluginEvent::wait(DeviceTiming& timing) {
-  if (event_ == nullptr) return std::nullopt;
-  std::optional<PluginFailure> failure = backend_->wait_event(event_);
-  if (!failure) timing = backend_->event_timing(event_);
-  reset();
-  return failure;
+  return waited;
 }
 
 bool PluginEvent::query() noexcept { return event_ == nullptr || backend_->query_event(event_); }

@@ -1,9 +1,18 @@
 // One live, configured instance of a plugin's backend: the core's policy over
 // abi/plugin_client.hpp.
 //
-// Discovery-time calls (create, probe) return a PluginResult, since a plugin
-// that fails there is a status to report, not an error to raise; device calls
-// throw backplane::Error carrying the plugin's message.
+// The error rule: every Backend call that can fail throws backplane::Error,
+// with the plugin's code and a message that names the call (device calls
+// also the device and the size: "<backend>:<ordinal>: <call> of N bytes:
+// <plugin message>"). Values (PluginResult, PluginStatus) stay one layer
+// down, in PluginClient, where the conformance kit reads them raw. Three
+// kinds of call cannot fail for their caller and are noexcept: cleanup
+// (free, event and backend destruction log or leak), PluginEvent::query (a
+// failing query counts as completed, and the wait reports it) and the device
+// times of an event (a trace annotation, which says why it is missing).
+// Discovery is the one caller that turns these errors back into a value
+// (registry/probe_call.hpp): a plugin that fails there has a status, not an
+// error.
 #pragma once
 
 #include "abi/plugin_client.hpp"
@@ -23,27 +32,14 @@
 
 namespace backplane::detail {
 
-using PluginFailure = detail::PluginError;
 using detail::PluginResult;
 using detail::PluginStatus;
 
-// Copies the error's code and message, then destroys it. NULL -> nullopt.
-inline std::optional<PluginFailure> consume_error(BP_Error* error) { return detail::take_error(error); }
-
-// Throws Error(code, "<context>: <plugin message>"), consuming `error`.
-[[noreturn]] void throw_plugin_error(BP_Error* error, std::string_view context);
-
-// Throws as above when `error` is set. `context` is a callable returning the
-// text; it runs only on failure, so a successful call formats nothing (an
-// eagerly formatted context cost ~80 ns per call, 25x the call itself).
-template <class Context>
-void throw_if_error(BP_Error* error, Context&& context) {
-  if (error != nullptr) [[unlikely]]
-    throw_plugin_error(error, context());
-}
-
 // Throws Error(code, "<context>: <plugin message>") for a failed call.
-[[noreturn]] void throw_plugin_error(const PluginFailure& failure, std::string_view context);
+// `context` is a callable returning the text; it runs only on failure, so a
+// successful call formats nothing (an eagerly formatted context cost ~80 ns
+// per call, 25x the call itself).
+[[noreturn]] void throw_plugin_error(const PluginError& failure, std::string_view context);
 template <class Context>
 void throw_if_failed(const PluginStatus& status, Context&& context) {
   if (!status.ok()) [[unlikely]]
@@ -79,12 +75,19 @@ class PluginEvent {
   ~PluginEvent() { reset(); }
 
   explicit operator bool() const noexcept { return event_ != nullptr; }
-  // Waits for the operation and releases the event: its asynchronous error
-  // as a value (the caller adds context). An empty event has none.
-  std::optional<PluginFailure> wait();
+  // Waits for the operation and releases the event; throws its asynchronous
+  // error as Error("<context>: <plugin message>"), `context` being a callable
+  // as for throw_if_failed. An empty event has none.
+  template <class Context>
+  void wait(Context&& context) {
+    throw_if_failed(finish(nullptr), context);
+  }
   // As wait(), and when the operation succeeded asks the plugin when the
   // device ran it, into `timing` (left empty for an untimed event).
-  std::optional<PluginFailure> wait(DeviceTiming& timing);
+  template <class Context>
+  void wait(DeviceTiming& timing, Context&& context) {
+    throw_if_failed(finish(&timing), context);
+  }
   // True once completed; a failing query counts as completed (wait reports it).
   bool query() noexcept;
   // Destroys the event now (waiting for the operation).
@@ -94,6 +97,9 @@ class PluginEvent {
   void leak() noexcept { event_ = nullptr; }
 
  private:
+  // Waits, reads the timing when asked, releases the event.
+  PluginStatus finish(DeviceTiming* timing);
+
   Backend* backend_ = nullptr;
   BP_Event* event_ = nullptr;
 };
@@ -107,16 +113,16 @@ class Backend {
     int priority = 0;
   };
 
-  // Calls backend_create with the plugin options. A success that set no
-  // backend is a kPlugin error.
-  static PluginResult<std::unique_ptr<Backend>> create(std::shared_ptr<PluginLibrary> library,
-                                                       const PluginOptions& options);
+  // Calls backend_create with the plugin options; throws Error("backend_create
+  // failed: <plugin message>"), and kPlugin for a success that set no backend.
+  static std::unique_ptr<Backend> create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options);
   ~Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  // The plugin's answer; a reason past kMaxPluginTextSize is a kPlugin error.
-  PluginResult<ProbeAnswer> probe();
+  // The plugin's answer; throws Error("probe failed (<code>): <plugin
+  // message>"), and kPlugin for a reason past kMaxPluginTextSize.
+  ProbeAnswer probe();
 
   // Inline: bench_abi_call measures the fixed cost of an ABI call with it.
   int device_count() {
@@ -189,7 +195,7 @@ class Backend {
 
  private:
   friend class PluginEvent;
-  std::optional<PluginFailure> wait_event(BP_Event* event);
+  PluginStatus wait_event(BP_Event* event);
   bool query_event(BP_Event* event) noexcept;
   DeviceTiming event_timing(BP_Event* event) noexcept;
   // The `timed` field of an asynchronous call: set while a trace is recorded.

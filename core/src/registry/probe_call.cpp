@@ -46,11 +46,14 @@ std::uint32_t probe_timeout_ms(const std::optional<std::string>& text) {
 ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options,
                               const std::function<void(const char* stage)>& on_stage) {
   ProbeOutcome outcome;
-  on_stage("backend_create");
-  outcome.created = Backend::create(library, options);
-  if (!outcome.created->ok()) return outcome;
-  on_stage("probe");
-  outcome.probed = outcome.created->value()->probe();
+  try {
+    on_stage("backend_create");
+    outcome.backend = Backend::create(library, options);
+    on_stage("probe");
+    outcome.probed = outcome.backend->probe();
+  } catch (const Error& error) {  // the plugin's failure: its status (see ProbeOutcome)
+    outcome.failure = error;
+  }
   return outcome;
 }
 
@@ -104,14 +107,9 @@ std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
 }
 
 ProbeVerdict verdict_of(const ProbeOutcome& outcome) {
-  if (!outcome.created->ok()) {
-    return {BackendStatus::kFailed, fmt::format("backend_create failed: {}", outcome.created->message())};
-  }
-  if (!outcome.probed->ok()) {
-    return {BackendStatus::kFailed,
-            fmt::format("probe failed ({}): {}", to_string(outcome.probed->code()), outcome.probed->message())};
-  }
-  const Backend::ProbeAnswer& answer = outcome.probed->value();
+  // Backend's create and probe word their errors as the reason.
+  if (outcome.failure) return {BackendStatus::kFailed, outcome.failure->what()};
+  const Backend::ProbeAnswer& answer = *outcome.probed;
   if (!answer.available) {
     return {BackendStatus::kUnavailable, answer.reason.empty() ? "the plugin gave no reason" : answer.reason};
   }

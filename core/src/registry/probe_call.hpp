@@ -18,15 +18,19 @@ namespace backplane::detail {
 // invalid value is a warning and keeps the default.
 std::uint32_t probe_timeout_ms(const std::optional<std::string>& text);
 
-// What each call returned; `probed` is set only once backend_create worked.
+// What the calls gave: the backend once backend_create worked, the probe's
+// answer once the probe did, and otherwise the error that stopped them. This
+// is where a Backend's error becomes a value: a plugin that fails here has a
+// status (failed, with the error as its reason), not an error for the caller.
 struct ProbeOutcome {
-  std::optional<PluginResult<std::unique_ptr<Backend>>> created;
-  std::optional<PluginResult<Backend::ProbeAnswer>> probed;
+  std::unique_ptr<Backend> backend;
+  std::optional<Backend::ProbeAnswer> probed;
+  std::optional<Error> failure;
 
   // The probe's answer; NULL when a call failed.
-  const Backend::ProbeAnswer* answer() const { return probed && probed->ok() ? &probed->value() : nullptr; }
-  // The backend, which a call that failed leaves null.
-  std::unique_ptr<Backend> take_backend() { return created && created->ok() ? std::move(created->value()) : nullptr; }
+  const Backend::ProbeAnswer* answer() const { return probed ? &*probed : nullptr; }
+  // The backend, which a failed backend_create leaves null.
+  std::unique_ptr<Backend> take_backend() { return std::move(backend); }
 };
 
 // On the calling thread, without a deadline. `on_stage` is called with
