@@ -28,7 +28,7 @@ import argparse
 import pathlib
 import re
 import sys
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Tuple
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HEADER = ROOT / "core" / "include" / "backplane" / "backplane.h"
@@ -159,7 +159,7 @@ class Generator:
         if base in SCALARS:
             return Crossing(*SCALARS[base])
         if base in self.header.callbacks:
-            return Crossing(base, f"Optional[{base}_type]")
+            return Crossing(base, "Optional[ctypes._CFunctionType]")
         raise HeaderError(f"the C type {c_type!r} is none this generator knows")
 
     def pointer(self, c_type: str) -> Crossing:
@@ -287,8 +287,6 @@ if TYPE_CHECKING:
     # ctypes object that is one.
     VoidPointer = Union[int, None, ctypes.c_void_p, ctypes._CArgObject, "ctypes._Pointer[Any]",
                         "ctypes.Array[Any]"]
-    bp_progress_callback_type = ctypes._CFunctionType
-    bp_cancellable_progress_callback_type = ctypes._CFunctionType
 
 '''
 

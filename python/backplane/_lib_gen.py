@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     # ctypes object that is one.
     VoidPointer = Union[int, None, ctypes.c_void_p, ctypes._CArgObject, "ctypes._Pointer[Any]",
                         "ctypes.Array[Any]"]
-    bp_progress_callback_type = ctypes._CFunctionType
-    bp_cancellable_progress_callback_type = ctypes._CFunctionType
 
 # ---- constants ----
 BP_API_VERSION_MAJOR = 0
@@ -576,7 +574,7 @@ class Library(Protocol):
         runtime: VoidPointer,
         array: VoidPointer,
         device: Pointer[bp_device],
-        progress: Optional[bp_progress_callback_type],
+        progress: Optional[ctypes._CFunctionType],
         user_data: VoidPointer,
         out: Pointer[ctypes.c_void_p],
         /,
