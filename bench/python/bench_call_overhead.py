@@ -44,12 +44,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # makes (cffi's ABI mode reads C declarations; it cannot read the header's
 # macros).
 CFFI_DECLARATIONS = """
-typedef struct bp_device { char backend[65]; int32_t ordinal; } bp_device;
+typedef struct bp_device { char backend[%d]; int32_t ordinal; } bp_device;
 int32_t bp_take_windows(void* runtime, const void* tokens, const int64_t* offsets, size_t count, int64_t length,
                         const bp_device* device, int32_t output, void** out);
 void bp_array_destroy(void* array);
 int32_t bp_array_is_ready(const void* array, int32_t* out);
-"""
+""" % _lib.BACKEND_NAME_CAPACITY
 
 
 def per_call(function: Callable[[], Any], calls: int) -> Tuple[float, float]:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 from backplane import _lib, _lib_gen
 
@@ -111,6 +112,29 @@ class HeaderMirrorTest(unittest.TestCase):
             for field, *_ in struct._fields_:
                 self.assertEqual(int(compiler[f"{struct.__name__}.{field}"]), getattr(struct, field).offset,
                                  f"{struct.__name__}.{field}")
+
+
+class LoadingTest(unittest.TestCase):
+    class Library:
+        """A library that exports every function but `lacking`."""
+
+        def __init__(self, lacking):
+            self._name = "/old/libbackplane.so"
+            for name in set(_lib_gen.PROTOTYPES) - set(lacking):
+                setattr(self, name, unittest.mock.Mock())
+
+    def test_a_library_without_a_function_of_the_header_is_refused_naming_it(self):
+        with self.assertRaises(ImportError) as raised:
+            _lib._declare(self.Library(["bp_trace_stop", "bp_default_device_describe"]))
+        message = str(raised.exception)
+        self.assertIn("/old/libbackplane.so lacks bp_trace_stop:", message)
+        self.assertNotIn("bp_default_device_describe", message)
+
+    def test_the_optional_functions_may_be_missing(self):
+        library = self.Library(_lib.OPTIONAL)
+        self.assertIs(_lib._declare(library), library)
+        self.assertEqual(library.bp_take_windows.argtypes, _lib_gen.PROTOTYPES["bp_take_windows"][0])
+        self.assertIs(library.bp_version.restype, ctypes.c_char_p)
 
 
 GENERATOR = SOURCE / "python" / "generate_lib.py"
