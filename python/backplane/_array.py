@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from . import _dtypes, _lib
 from ._devices import Device
@@ -14,6 +14,11 @@ from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     import numpy
+
+    from ._lib_gen import Pointer as _Pointer
+    from ._lib_gen import VoidPointer as _VoidPointer
+
+    _Scalar = TypeVar("_Scalar", bound="ctypes._SimpleCData[Any]")
 
 
 class _Owner(Protocol):
@@ -75,9 +80,8 @@ class Array:
         """Releases this handle now (the data lives on while others use it)."""
         self.__del__()
 
-    def _query(self, name: str, c_type: Any) -> Any:
-        value = c_type()
-        _lib.call(name, self._live(), ctypes.byref(value))
+    def _query(self, function: Callable[[_VoidPointer, _Pointer[_Scalar]], int], value: _Scalar) -> Any:
+        _lib.check(function(self._live(), ctypes.byref(value)))
         return value.value
 
     @property
@@ -86,17 +90,17 @@ class Array:
         return _dtypes.name(self._dtype_code())
 
     def _dtype_code(self) -> int:
-        return int(self._query("bp_array_dtype", ctypes.c_int32))
+        return int(self._query(_lib.lib.bp_array_dtype, ctypes.c_int32()))
 
     @property
     def ndim(self) -> int:
-        return int(self._query("bp_array_rank", ctypes.c_size_t))
+        return int(self._query(_lib.lib.bp_array_rank, ctypes.c_size_t()))
 
     @property
     def shape(self) -> Tuple[int, ...]:
         rank = self.ndim
         extents = (ctypes.c_int64 * max(rank, 1))()
-        _lib.call("bp_array_shape", self._live(), extents, rank)
+        _lib.check(_lib.lib.bp_array_shape(self._live(), extents, rank))
         return tuple(extents[:rank])
 
     @property
@@ -108,22 +112,22 @@ class Array:
 
     @property
     def nbytes(self) -> int:
-        return int(self._query("bp_array_nbytes", ctypes.c_uint64))
+        return int(self._query(_lib.lib.bp_array_nbytes, ctypes.c_uint64()))
 
     @property
     def device(self) -> Device:
         device = _lib.bp_device()
-        _lib.call("bp_array_device", self._live(), ctypes.byref(device))
+        _lib.check(_lib.lib.bp_array_device(self._live(), ctypes.byref(device)))
         return Device._from_c(device)
 
     @property
     def data_ptr(self) -> int:
         """The backend's address of the first byte (host pointer on cpu)."""
-        return int(self._query("bp_array_native_address", ctypes.c_void_p) or 0)
+        return int(self._query(_lib.lib.bp_array_native_address, ctypes.c_void_p()) or 0)
 
     @property
     def is_ready(self) -> bool:
-        return bool(self._query("bp_array_is_ready", ctypes.c_int32))
+        return bool(self._query(_lib.lib.bp_array_is_ready, ctypes.c_int32()))
 
     @property
     def is_host(self) -> bool:
@@ -162,14 +166,14 @@ class Array:
 
     def wait(self) -> "Array":
         """Blocks until the data has arrived; raises the transfer's error."""
-        _lib.call("bp_array_wait", self._live())
+        _lib.check(_lib.lib.bp_array_wait(self._live()))
         return self
 
     def to_bytes(self) -> bytes:
         """Waits, then copies the data into a new bytes object."""
         size = self.nbytes
         buffer = ctypes.create_string_buffer(max(size, 1))
-        _lib.call("bp_array_copy_to_host", self._live(), buffer, size)
+        _lib.check(_lib.lib.bp_array_copy_to_host(self._live(), buffer, size))
         return buffer.raw[:size]
 
     # --- NumPy -------------------------------------------------------------
@@ -203,7 +207,7 @@ class Array:
     def slice(self, begin: int, end: int) -> "Array":
         """Rows [begin, end) along axis 0, sharing the buffer."""
         handle = ctypes.c_void_p()
-        _lib.call("bp_array_slice", self._live(), begin, end, ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_array_slice(self._live(), begin, end, ctypes.byref(handle)))
         return Array(self._runtime, handle)
 
     def __getitem__(self, key: builtins.slice) -> "Array":
@@ -215,7 +219,7 @@ class Array:
 
     def shares_buffer_with(self, other: "Array") -> bool:
         value = ctypes.c_int32()
-        _lib.call("bp_array_shares_buffer", self._live(), other._live(), ctypes.byref(value))
+        _lib.check(_lib.lib.bp_array_shares_buffer(self._live(), other._live(), ctypes.byref(value)))
         return bool(value.value)
 
     def device_put(self, device: Any = None, progress: Any = None) -> "Array":
@@ -230,7 +234,7 @@ class Array:
         device's ordinal, or kDLCPU (1, 0) for host memory. Raises
         UnsupportedError (a BufferError) naming the backend otherwise."""
         device_type, device_id = ctypes.c_int32(), ctypes.c_int32()
-        _lib.call("bp_array_dlpack_device", self._live(), ctypes.byref(device_type), ctypes.byref(device_id))
+        _lib.check(_lib.lib.bp_array_dlpack_device(self._live(), ctypes.byref(device_type), ctypes.byref(device_id)))
         return (device_type.value, device_id.value)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,

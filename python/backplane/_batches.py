@@ -265,8 +265,8 @@ class BatchStream:
         handle = ctypes.c_void_p()
         sources = (ctypes.c_void_p * len(self._sources))(*[source._live().value for source in self._sources])
         try:
-            _lib.call("bp_batch_stream_create", self._runtime._live_handle(), sources, len(self._sources),
-                      ctypes.byref(self._options), ctypes.byref(handle))
+            _lib.check(_lib.lib.bp_batch_stream_create(self._runtime._live_handle(), sources, len(self._sources),
+                                                       ctypes.byref(self._options), ctypes.byref(handle)))
         finally:
             self._options.state = None
         with self._swap:
@@ -341,7 +341,7 @@ class BatchStream:
     def stats(self) -> BatchStats:
         """What the stream did so far."""
         stats = _lib.bp_batch_stream_stats(struct_size=ctypes.sizeof(_lib.bp_batch_stream_stats))
-        _lib.call("bp_batch_stream_stats_get", self._live(), ctypes.byref(stats))
+        _lib.check(_lib.lib.bp_batch_stream_stats_get(self._live(), ctypes.byref(stats)))
         return BatchStats(**{field[0]: getattr(stats, field[0]) for field in _lib.bp_batch_stream_stats._fields_[1:]})
 
     def windows(self, step: int) -> List[Window]:
@@ -351,8 +351,8 @@ class BatchStream:
         sources = (ctypes.c_int32 * self._batch_size)()
         starts = (ctypes.c_int64 * self._batch_size)()
         count = ctypes.c_size_t()
-        _lib.call("bp_batch_stream_windows", self._live(), global_step, sources, starts, self._batch_size,
-                  ctypes.byref(count))
+        _lib.check(_lib.lib.bp_batch_stream_windows(self._live(), global_step, sources, starts, self._batch_size,
+                                                    ctypes.byref(count)))
         return [Window(sources[index], starts[index]) for index in range(count.value)]
 
     # --- lifetime --------------------------------------------------------------

@@ -112,7 +112,7 @@ def device_info_from_c(handle: ctypes.c_void_p, device: Device) -> DeviceInfo:
     for index in range(lib.bp_device_info_attribute_count(handle)):
         key = ctypes.c_char_p()
         value = ctypes.c_char_p()
-        _lib.call("bp_device_info_attribute", handle, index, ctypes.byref(key), ctypes.byref(value))
+        _lib.check(_lib.lib.bp_device_info_attribute(handle, index, ctypes.byref(key), ctypes.byref(value)))
         attributes[_lib.text(key.value)] = _lib.text(value.value)
     return DeviceInfo(
         device=device,

@@ -25,7 +25,7 @@ _pythonapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 # while a consumer's exception is pending (a consumer that refuses the
 # capsule drops it while raising), which ctypes turns into "Exception
 # ignored ... SystemError" and a tensor never freed.
-_DESTRUCTOR_ADDRESS = ctypes.cast(_lib.lib.bp_dlpack_capsule_destructor, ctypes.c_void_p).value
+_DESTRUCTOR_ADDRESS = _lib.address("bp_dlpack_capsule_destructor")
 
 
 def import_capsule(runtime_handle: ctypes.c_void_p, capsule: Any) -> ctypes.c_void_p:
@@ -33,7 +33,7 @@ def import_capsule(runtime_handle: ctypes.c_void_p, capsule: Any) -> ctypes.c_vo
     capsule, which is renamed "used_dltensor" once the array owns it."""
     pointer = _pythonapi.PyCapsule_GetPointer(capsule, _DLTENSOR)  # raises for a consumed or foreign capsule
     handle = ctypes.c_void_p()
-    _lib.call("bp_array_from_dlpack", runtime_handle, pointer, ctypes.byref(handle))
+    _lib.check(_lib.lib.bp_array_from_dlpack(runtime_handle, pointer, ctypes.byref(handle)))
     _pythonapi.PyCapsule_SetName(capsule, _USED_DLTENSOR)
     return handle
 
@@ -43,7 +43,7 @@ def export_capsule(array_handle: ctypes.c_void_p) -> Any:
     DLManagedTensor, freed by the capsule's destructor unless consumed."""
     tensor = ctypes.c_void_p()
     # UnsupportedError (a dtype or device DLPack cannot name) is a BufferError, as the protocol asks.
-    _lib.call("bp_array_to_dlpack", array_handle, ctypes.byref(tensor))
+    _lib.check(_lib.lib.bp_array_to_dlpack(array_handle, ctypes.byref(tensor)))
     try:
         return _pythonapi.PyCapsule_New(tensor, _DLTENSOR, _DESTRUCTOR_ADDRESS)
     except BaseException:

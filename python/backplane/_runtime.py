@@ -72,7 +72,7 @@ class Runtime:
             skip_default_paths=int(bool(skip_default_paths)),
         )
         handle = ctypes.c_void_p()
-        _lib.call("bp_runtime_create", ctypes.byref(options), ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_runtime_create(ctypes.byref(options), ctypes.byref(handle)))
         self._handle = handle
 
     @classmethod
@@ -80,7 +80,7 @@ class Runtime:
         """The process-wide runtime (BACKPLANE_* environment, config file)."""
         if cls._default is None:
             handle = ctypes.c_void_p()
-            _lib.call("bp_runtime_default", ctypes.byref(handle))
+            _lib.check(_lib.lib.bp_runtime_default(ctypes.byref(handle)))
             cls._default = cls(_handle=handle)
         return cls._default
 
@@ -126,31 +126,31 @@ class Runtime:
 
     def _resolve_c(self, selector: str) -> _lib.bp_device:
         out = _lib.bp_device()
-        _lib.call("bp_device_resolve", self._live_handle(), selector.encode(), ctypes.byref(out))
+        _lib.check(_lib.lib.bp_device_resolve(self._live_handle(), selector.encode(), ctypes.byref(out)))
         return out
 
     # --- discovery -----------------------------------------------------------
     @property
     def config_path(self) -> Optional[str]:
         path = ctypes.c_char_p()
-        _lib.call("bp_runtime_config_path", self._live_handle(), ctypes.byref(path))
+        _lib.check(_lib.lib.bp_runtime_config_path(self._live_handle(), ctypes.byref(path)))
         return _lib.text(path.value) or None
 
     def backends(self) -> List[Backend]:
         """Every plugin found, each with status and reason: listing never raises
         for an unavailable backend."""
         count = ctypes.c_size_t()
-        _lib.call("bp_backend_count", self._live_handle(), ctypes.byref(count))
+        _lib.check(_lib.lib.bp_backend_count(self._live_handle(), ctypes.byref(count)))
         result: List[Backend] = []
         for index in range(count.value):
             info = _lib.bp_backend_info(struct_size=ctypes.sizeof(_lib.bp_backend_info))
-            _lib.call("bp_backend_get", self._live_handle(), index, ctypes.byref(info))
+            _lib.check(_lib.lib.bp_backend_get(self._live_handle(), index, ctypes.byref(info)))
             result.append(backend_from_c(info))
         return result
 
     def is_available(self, backend: str) -> bool:
         available = ctypes.c_int32()
-        _lib.call("bp_backend_is_available", self._live_handle(), backend.encode(), ctypes.byref(available))
+        _lib.check(_lib.lib.bp_backend_is_available(self._live_handle(), backend.encode(), ctypes.byref(available)))
         return bool(available.value)
 
     def device(self, selector: DeviceLike) -> Device:
@@ -167,15 +167,15 @@ class Runtime:
         result: List[Device] = []
         for name in dict.fromkeys(names):  # a shadowed duplicate name lists once
             count = ctypes.c_int32()
-            _lib.call("bp_device_count", self._live_handle(), name.encode(), ctypes.byref(count))
+            _lib.check(_lib.lib.bp_device_count(self._live_handle(), name.encode(), ctypes.byref(count)))
             result.extend(Device(name, ordinal) for ordinal in range(count.value))
         return result
 
     def device_info(self, device: DeviceLike) -> DeviceInfo:
         resolved = self.device(device)
         handle = ctypes.c_void_p()
-        _lib.call("bp_device_info_create", self._live_handle(), ctypes.byref(resolved._to_c()),
-                  ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_device_info_create(self._live_handle(), ctypes.byref(resolved._to_c()),
+                                                  ctypes.byref(handle)))
         try:
             return device_info_from_c(handle, resolved)
         finally:
@@ -191,16 +191,16 @@ class Runtime:
         source = ctypes.c_int32()
         if _lib.has("bp_default_device_describe"):
             description = ctypes.c_char_p()
-            _lib.call("bp_default_device_describe", self._live_handle(), ctypes.byref(out), ctypes.byref(source),
-                      ctypes.byref(description))
+            _lib.check(_lib.lib.bp_default_device_describe(self._live_handle(), ctypes.byref(out), ctypes.byref(source),
+                                                           ctypes.byref(description)))
             return DefaultDevice(Device._from_c(out), _lib.text(description.value))
-        _lib.call("bp_default_device", self._live_handle(), ctypes.byref(out), ctypes.byref(source))
+        _lib.check(_lib.lib.bp_default_device(self._live_handle(), ctypes.byref(out), ctypes.byref(source)))
         return DefaultDevice(Device._from_c(out), _lib.text(_lib.lib.bp_device_source_name(source.value)))
 
     def set_default_device(self, selector: Optional[DeviceLike]) -> None:
         """The process-wide setting; None clears it."""
         value = None if selector is None else str(selector).encode()
-        _lib.call("bp_default_device_set", self._live_handle(), value)
+        _lib.check(_lib.lib.bp_default_device_set(self._live_handle(), value))
 
     def default_device_scope(self, selector: DeviceLike) -> DefaultDeviceScope:
         """`with runtime.default_device_scope("cpu") as device:` makes it the
@@ -250,8 +250,8 @@ class Runtime:
                 device: Optional[DeviceLike], keep: Any) -> Array:
         extents = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         handle = ctypes.c_void_p()
-        _lib.call("bp_array_create", self._live_handle(), self._device(device), code, extents, len(shape), address,
-                  size, ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_array_create(self._live_handle(), self._device(device), code, extents, len(shape),
+                                            address, size, ctypes.byref(handle)))
         del keep  # released only after the call has copied the bytes
         return Array(self, handle)
 
@@ -285,11 +285,12 @@ class Runtime:
         # Host memory lands on the default device, which the library decides:
         # it sees this context's Python scope only while it is pushed there.
         token = ctypes.c_uint64()
-        _lib.call("bp_default_device_push_scope", self._live_handle(), str(scoped).encode(), ctypes.byref(token))
+        _lib.check(_lib.lib.bp_default_device_push_scope(self._live_handle(), str(scoped).encode(),
+                                                         ctypes.byref(token)))
         try:
             return Array(self, import_capsule(self._live_handle(), capsule))
         finally:
-            _lib.call("bp_default_device_pop_scope", self._live_handle(), token)
+            _lib.check(_lib.lib.bp_default_device_pop_scope(self._live_handle(), token.value))
 
     def _importable_device_types(self) -> Set[int]:
         """Host memory, and the device types the available backends declare."""
@@ -303,8 +304,8 @@ class Runtime:
         if progress is not None:
             callback = keep = _lib.PROGRESS_CALLBACK(lambda done, total, _: progress(done, total))
         handle = ctypes.c_void_p()
-        _lib.call("bp_array_device_put", self._live_handle(), array._live(), self._device(device), callback, None,
-                  ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_array_device_put(self._live_handle(), array._live(), self._device(device), callback,
+                                                None, ctypes.byref(handle)))
         return Array(self, handle, keep=keep)
 
     def take_windows(self, tokens: Array, offsets: Any, length: int, device: Optional[DeviceLike] = None,
@@ -349,16 +350,16 @@ class Runtime:
 
     def memory_stats(self, device: Optional[DeviceLike] = None) -> MemoryStats:
         stats = _lib.bp_memory_stats(struct_size=ctypes.sizeof(_lib.bp_memory_stats))
-        _lib.call("bp_memory_stats_get", self._live_handle(), self._device(device), ctypes.byref(stats))
+        _lib.check(_lib.lib.bp_memory_stats_get(self._live_handle(), self._device(device), ctypes.byref(stats)))
         return memory_stats_from_c(stats)
 
     def reset_peak_memory_stats(self, device: Optional[DeviceLike] = None) -> None:
         """Sets the device's peak to what is in use now, so that the next
         memory_stats reports the peak of what ran since."""
-        _lib.call("bp_memory_reset_peak", self._live_handle(), self._device(device))
+        _lib.check(_lib.lib.bp_memory_reset_peak(self._live_handle(), self._device(device)))
 
     def empty_cache(self, device: Optional[DeviceLike] = None) -> None:
-        _lib.call("bp_empty_cache", self._live_handle(), self._device(device))
+        _lib.check(_lib.lib.bp_empty_cache(self._live_handle(), self._device(device)))
 
 
 def runtime_of(array: Array) -> Runtime:

@@ -6,12 +6,20 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union, overload
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union,
+                    overload)
 
 from . import _lib
 from ._array import Array
 from ._errors import CancelledError, MissingFileError, NotFoundError
 from ._runtime import DeviceLike, Runtime
+
+if TYPE_CHECKING:
+    from ._lib_gen import Pointer, VoidPointer
+
+    # bp_safetensors_header_metadata_n and bp_tensor_map_metadata_n.
+    _MetadataEntry = Callable[[VoidPointer, int, Pointer[ctypes.c_void_p], Pointer[ctypes.c_size_t],
+                               Pointer[ctypes.c_void_p], Pointer[ctypes.c_size_t]], int]
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[int, int], Any]
@@ -88,17 +96,18 @@ def _reraise_missing(error: NotFoundError, path: PathLike) -> None:
         raise MissingFileError(error.message, filename=os.fspath(path)) from None
 
 
-def _metadata(handle: ctypes.c_void_p, count_function: str, entry_function: str) -> Optional[Dict[str, str]]:
+def _metadata(handle: ctypes.c_void_p, count_function: Callable[[VoidPointer, Pointer[ctypes.c_int64]], int],
+              entry_function: _MetadataEntry) -> Optional[Dict[str, str]]:
     count = ctypes.c_int64()
-    _lib.call(count_function, handle, ctypes.byref(count))
+    _lib.check(count_function(handle, ctypes.byref(count)))
     if count.value < 0:
         return None
     result = {}
     for index in range(count.value):
         key, value = ctypes.c_void_p(), ctypes.c_void_p()
         key_size, value_size = ctypes.c_size_t(), ctypes.c_size_t()
-        _lib.call(entry_function, handle, index, ctypes.byref(key), ctypes.byref(key_size), ctypes.byref(value),
-                  ctypes.byref(value_size))
+        _lib.check(entry_function(handle, index, ctypes.byref(key), ctypes.byref(key_size), ctypes.byref(value),
+                                  ctypes.byref(value_size)))
         result[_text(key.value, key_size.value)] = _text(value.value, value_size.value)
     return result
 
@@ -108,23 +117,24 @@ def inspect(path: PathLike) -> Header:
     raises InvalidFileError naming the rule a broken file violates."""
     handle = ctypes.c_void_p()
     try:
-        _lib.call("bp_safetensors_inspect", _path_bytes(path), ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_safetensors_inspect(_path_bytes(path), ctypes.byref(handle)))
     except NotFoundError as error:
         _reraise_missing(error, path)
         raise
     try:
         count = ctypes.c_size_t()
-        _lib.call("bp_safetensors_header_tensor_count", handle, ctypes.byref(count))
+        _lib.check(_lib.lib.bp_safetensors_header_tensor_count(handle, ctypes.byref(count)))
         tensors = []
         for index in range(count.value):
             info = _lib.bp_safetensors_tensor_info(struct_size=ctypes.sizeof(_lib.bp_safetensors_tensor_info))
-            _lib.call("bp_safetensors_header_tensor", handle, index, ctypes.byref(info))
+            _lib.check(_lib.lib.bp_safetensors_header_tensor(handle, index, ctypes.byref(info)))
             name = _text(info.name, info.name_size)
             tensors.append(TensorInfo(name, _lib.text(info.dtype_name),
                                       tuple(info.shape[i] for i in range(info.rank)), info.begin, info.end))
         sizes = [ctypes.c_uint64() for _ in range(3)]
-        _lib.call("bp_safetensors_header_sizes", handle, *(ctypes.byref(size) for size in sizes))
-        metadata = _metadata(handle, "bp_safetensors_header_metadata_count", "bp_safetensors_header_metadata_n")
+        _lib.check(_lib.lib.bp_safetensors_header_sizes(handle, *(ctypes.byref(size) for size in sizes)))
+        metadata = _metadata(handle, _lib.lib.bp_safetensors_header_metadata_count,
+                             _lib.lib.bp_safetensors_header_metadata_n)
         return Header(tensors, metadata, sizes[0].value, sizes[1].value, sizes[2].value)
     finally:
         _lib.lib.bp_safetensors_header_destroy(handle)
@@ -248,8 +258,8 @@ def load(path: Union[PathLike, Runtime, None], *legacy: Any, names: Names = None
     )
     handle = ctypes.c_void_p()
     try:
-        _lib.call("bp_safetensors_load", runtime._live_handle(), _path_bytes(file), runtime._device(device),
-                  ctypes.byref(options), ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_safetensors_load(runtime._live_handle(), _path_bytes(file), runtime._device(device),
+                                                ctypes.byref(options), ctypes.byref(handle)))
     except CancelledError as error:
         failure = relay.failure if relay is not None else None
         if failure is None:
@@ -263,16 +273,16 @@ def load(path: Union[PathLike, Runtime, None], *legacy: Any, names: Names = None
             bar.close()
     try:
         count = ctypes.c_size_t()
-        _lib.call("bp_tensor_map_count", handle, ctypes.byref(count))
+        _lib.check(_lib.lib.bp_tensor_map_count(handle, ctypes.byref(count)))
         tensors = {}
         for index in range(count.value):
             name, size = ctypes.c_void_p(), ctypes.c_size_t()
-            _lib.call("bp_tensor_map_name_n", handle, index, ctypes.byref(name), ctypes.byref(size))
+            _lib.check(_lib.lib.bp_tensor_map_name_n(handle, index, ctypes.byref(name), ctypes.byref(size)))
             raw = ctypes.string_at(name.value or 0, size.value) if size.value else b""
             array = ctypes.c_void_p()
-            _lib.call("bp_tensor_map_get_n", handle, raw, size.value, ctypes.byref(array))
+            _lib.check(_lib.lib.bp_tensor_map_get_n(handle, raw, size.value, ctypes.byref(array)))
             tensors[raw.decode("utf-8", errors="replace")] = Array(runtime, array)
-        metadata = _metadata(handle, "bp_tensor_map_metadata_count", "bp_tensor_map_metadata_n")
+        metadata = _metadata(handle, _lib.lib.bp_tensor_map_metadata_count, _lib.lib.bp_tensor_map_metadata_n)
         return Loaded(tensors, metadata)
     finally:
         _lib.lib.bp_tensor_map_destroy(handle)
@@ -314,8 +324,9 @@ def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[s
     keys, key_sizes = _texts([str(key).encode() for key, _ in pairs])
     values, value_sizes = _texts([str(value).encode() for _, value in pairs])
     try:
-        _lib.call("bp_safetensors_save_n", _path_bytes(path), names, name_sizes, handles, len(items), keys, key_sizes,
-                  values, value_sizes, -1 if metadata is None else len(pairs))
+        _lib.check(_lib.lib.bp_safetensors_save_n(_path_bytes(path), names, name_sizes, handles, len(items), keys,
+                                                  key_sizes, values, value_sizes,
+                                                  -1 if metadata is None else len(pairs)))
     except NotFoundError as error:
         _reraise_missing(error, os.path.dirname(os.path.abspath(os.fspath(path))))
         raise

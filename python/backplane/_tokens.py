@@ -35,8 +35,8 @@ def _options(runtime: Runtime, dtype: Any, name: Optional[str], device: Optional
 def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
     handle = ctypes.c_void_p()
     try:
-        _lib.call("bp_tokens_load", runtime._live_handle(), os.fsencode(path), ctypes.byref(options),
-                  ctypes.byref(handle))
+        _lib.check(_lib.lib.bp_tokens_load(runtime._live_handle(), os.fsencode(path), ctypes.byref(options),
+                                           ctypes.byref(handle)))
     except NotFoundError as error:
         if not os.path.lexists(path):  # catchable as FileNotFoundError
             raise MissingFileError(error.message, filename=os.fspath(path)) from None
@@ -47,8 +47,8 @@ def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
 def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
     files = ctypes.c_void_p()
     try:
-        _lib.call("bp_tokens_load_files", runtime._live_handle(), os.fsencode(pattern), ctypes.byref(options),
-                  ctypes.byref(files))
+        _lib.check(_lib.lib.bp_tokens_load_files(runtime._live_handle(), os.fsencode(pattern), ctypes.byref(options),
+                                                 ctypes.byref(files)))
     except NotFoundError as error:
         # An empty match, in the library's words; a tensor name a matching
         # safetensors file lacks stays a NotFoundError.
@@ -57,11 +57,11 @@ def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
         raise
     try:
         count = ctypes.c_size_t()
-        _lib.call("bp_token_files_count", files, ctypes.byref(count))
+        _lib.check(_lib.lib.bp_token_files_count(files, ctypes.byref(count)))
         arrays = []
         for index in range(count.value):
             handle = ctypes.c_void_p()
-            _lib.call("bp_token_files_get", files, index, ctypes.byref(handle))
+            _lib.check(_lib.lib.bp_token_files_get(files, index, ctypes.byref(handle)))
             arrays.append(Array(runtime, handle))
         return arrays
     finally:

@@ -25,14 +25,14 @@ class Trace:
     def __init__(self, path: Union[str, "os.PathLike[str]"], capacity: int = 0) -> None:
         self.path = os.fspath(path)
         options = _lib.bp_trace_options(ctypes.sizeof(_lib.bp_trace_options), capacity)
-        _lib.call("bp_trace_start", self.path.encode(), ctypes.byref(options))
+        _lib.check(_lib.lib.bp_trace_start(self.path.encode(), ctypes.byref(options)))
         self._recording = True
 
     def stop(self) -> None:
         """Stops recording and writes the file (once; later calls do nothing)."""
         if self._recording:
             self._recording = False
-            _lib.call("bp_trace_stop")
+            _lib.check(_lib.lib.bp_trace_stop())
 
     def __enter__(self) -> "Trace":
         return self
