@@ -17,7 +17,6 @@
 #include <vector>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
 namespace {
 
 constexpr std::uint64_t kBufferSize = (std::uint64_t{1} << 20) + 37;  // 1 MiB and an odd tail

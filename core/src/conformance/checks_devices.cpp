@@ -12,7 +12,8 @@
 #include <vector>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
+using detail::kMaxDeviceAttributes;
+using detail::kMaxPluginTextSize;
 namespace {
 
 constexpr std::uint64_t kLargeAllocation = std::uint64_t{64} << 20;  // 64 MiB

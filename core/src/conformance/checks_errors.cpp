@@ -11,7 +11,6 @@
 #include <vector>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
 namespace {
 
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();

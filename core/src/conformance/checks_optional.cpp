@@ -11,7 +11,6 @@
 #include <vector>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
 namespace {
 
 struct Widening {

@@ -11,7 +11,6 @@
 #include <string>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
 namespace {
 
 using plugin_sdk::monotonic_ns;

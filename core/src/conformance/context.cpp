@@ -10,7 +10,9 @@
 #include <utility>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
+using detail::caught_error;
+using detail::kMaxPluginTextSize;
+using detail::plugin_text;
 namespace {
 
 constexpr std::size_t kMalformedKept = 4;

@@ -22,7 +22,14 @@
 #include <vector>
 
 namespace backplane::conformance {
-using namespace ::backplane::detail;
+using detail::Environment;
+using detail::open_plugin;
+using detail::OpenedPlugin;
+namespace isolation = detail::isolation;
+using detail::kMaxPluginDevices;
+using detail::kMaxPluginTextSize;
+using detail::plugin_text;
+using detail::probe_timeout_ms;
 namespace {
 
 constexpr char kUnknownOption[] = "conformance_no_such_option";

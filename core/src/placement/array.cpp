@@ -7,7 +7,8 @@
 #include <cstring>
 
 namespace backplane {
-using namespace detail;
+using detail::Backend;
+using detail::describe_bytes;
 namespace detail {
 
 const ArrayState& ArrayAccess::state(const Array& array, const char* call) {

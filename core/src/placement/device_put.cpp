@@ -8,7 +8,11 @@
 #include <fmt/format.h>
 
 namespace backplane {
-using namespace detail;
+using detail::Completion;
+using detail::describe_bytes;
+using detail::Plan;
+using detail::Transfer;
+using detail::TransferSource;
 namespace {
 
 using detail::ArrayAccess;

@@ -10,7 +10,7 @@
 #include <optional>
 
 namespace backplane {
-using namespace detail;
+using detail::CachingAllocator;
 
 namespace detail {
 

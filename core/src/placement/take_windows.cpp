@@ -13,7 +13,14 @@
 #include <vector>
 
 namespace backplane {
-using namespace detail;
+using detail::gather_rows;
+namespace trace = detail::trace;
+using detail::Completion;
+using detail::describe_bytes;
+using detail::Plan;
+using detail::RowGather;
+using detail::Transfer;
+using detail::TransferSource;
 namespace {
 
 using detail::ArrayAccess;

@@ -10,7 +10,14 @@
 #include <algorithm>
 
 namespace backplane {
-using namespace detail;
+using detail::Backend;
+using detail::Config;
+using detail::DiscoveredBackend;
+using detail::Environment;
+using detail::is_valid_backend_name;
+using detail::LogLevel;
+using detail::parse_probe_isolation;
+namespace trace = detail::trace;
 
 std::string_view version() noexcept { return BACKPLANE_VERSION; }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 namespace backplane {
-using namespace detail;
+using detail::LogLevel;
 namespace {
 
 // Innermost last. Each entry is tagged with its runtime's id (not its

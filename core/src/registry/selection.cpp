@@ -10,7 +10,12 @@
 #include <vector>
 
 namespace backplane {
-using namespace detail;
+using detail::Backend;
+using detail::check_ordinal;
+using detail::DeviceSelector;
+using detail::DiscoveredBackend;
+using detail::Environment;
+using detail::parse_selector;
 namespace {
 
 // The launchers' local-rank variables, in the order they are consulted:
