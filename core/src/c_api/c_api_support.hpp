@@ -1,5 +1,10 @@
 // What every exported C function shares: the thread-local last error, the one
 // guard that turns exceptions into status codes, and handle checks.
+//
+// The exported functions are defined at global scope, naming what they use
+// with using-declarations: GCC gives a C function defined inside a namespace
+// hidden visibility, whatever backplane.h declared, and it would not be
+// exported.
 #pragma once
 
 #include <backplane/backplane.h>
@@ -100,6 +105,10 @@ class LiveHandles {
 
 // Throws Error(kInvalidArgument, "<function>: <what> is NULL") when pointer is NULL.
 void require_non_null(const void* pointer, const char* function, const char* what);
+
+// Throws Error(kInvalidArgument, "<function>: <what>->struct_size N is smaller
+// than SIZE (set it to sizeof)") when `given` is below `size`.
+void require_struct_size(std::size_t given, std::size_t size, const char* function, const char* what);
 
 // The C++ runtime behind a handle, kept alive while the result is held (hold
 // it for the whole call); throws for NULL or destroyed handles.
