@@ -46,6 +46,15 @@ LiveHandles<bp_array>& live_arrays = *new LiveHandles<bp_array>;  // never destr
 
 bp_array* new_array_handle(Array array) { return live_arrays.add(std::make_shared<bp_array>(std::move(array))); }
 
+const NamedArrays::value_type& entry_at(const NamedArrays& entries, std::size_t index, const char* function,
+                                        const char* noun) {
+  if (index >= entries.size()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: index {} is out of range: {} {}", function, index, entries.size(), noun));
+  }
+  return entries[index];
+}
+
 std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function) {
   require_non_null(handle, function, "array");
   std::shared_ptr<bp_array> live = live_arrays.acquire(handle);

@@ -102,11 +102,10 @@ extern "C" {
 
 bp_status bp_device_resolve(bp_runtime* runtime, const char* selector, bp_device* out) {
   return guarded([&] {
-    const auto runtime_lease = runtime_of(runtime, "bp_device_resolve");
-    Runtime& cxx = *runtime_lease;
+    const auto cxx = runtime_of(runtime, "bp_device_resolve");
     require_non_null(selector, "bp_device_resolve", "selector");
     require_non_null(out, "bp_device_resolve", "out");
-    *out = from_device(cxx.resolve(selector));
+    *out = from_device(cxx->resolve(selector));
   });
 }
 
@@ -125,11 +124,10 @@ bp_status bp_device_selector(const bp_device* device, char* buffer, size_t capac
 
 bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out) {
   return guarded([&] {
-    const auto runtime_lease = runtime_of(runtime, "bp_device_count");
-    Runtime& cxx = *runtime_lease;
+    const auto cxx = runtime_of(runtime, "bp_device_count");
     require_non_null(backend, "bp_device_count", "backend");
     require_non_null(out, "bp_device_count", "out");
-    *out = static_cast<int32_t>(cxx.devices(backend).size());
+    *out = static_cast<int32_t>(cxx->devices(backend).size());
   });
 }
 

@@ -33,7 +33,7 @@ struct bp_safetensors_header {
 };
 
 struct bp_tensor_map {
-  std::vector<std::pair<std::string, backplane::Array>> tensors;  // bytewise name order
+  backplane::c_api::NamedArrays tensors;  // bytewise name order
   MetadataEntries metadata;
 };
 
@@ -108,11 +108,7 @@ void metadata_entry_n(const MetadataEntries& metadata, size_t index, const char*
 }
 
 const std::string& tensor_name(const bp_tensor_map& map, size_t index, const char* function) {
-  if (index >= map.tensors.size()) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: index {} is out of range: {} tensors", function, index, map.tensors.size()));
-  }
-  return map.tensors[index].first;
+  return entry_at(map.tensors, index, function, "tensors").first;
 }
 
 const Array& tensor_named(const bp_tensor_map& map, std::string_view name, const char* function) {

@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace backplane::c_api {
 
@@ -126,6 +128,13 @@ Device device_or_default(Runtime& runtime, const bp_device* device);
 // for NULL or destroyed handles).
 bp_array* new_array_handle(Array array);
 std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function);
+
+// What a tensor map or a token-file list holds: arrays under their names
+// (or paths), in bytewise order; and its entry `index`, or
+// Error(kOutOfRange, "<function>: index I is out of range: N <noun>").
+using NamedArrays = std::vector<std::pair<std::string, Array>>;
+const NamedArrays::value_type& entry_at(const NamedArrays& entries, std::size_t index, const char* function,
+                                        const char* noun);
 
 // The DType behind a bp_dtype; throws kInvalidArgument naming `function`.
 DType dtype_of(bp_dtype dtype, const char* function);

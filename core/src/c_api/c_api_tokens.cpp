@@ -12,7 +12,7 @@
 #include <vector>
 
 struct bp_token_files {
-  std::vector<std::pair<std::string, backplane::Array>> files;  // bytewise path order
+  backplane::c_api::NamedArrays files;  // bytewise path order
 };
 
 namespace backplane::c_api {
@@ -26,12 +26,8 @@ std::shared_ptr<const bp_token_files> token_files_of(const bp_token_files* files
   return live;
 }
 
-const std::pair<std::string, Array>& file_at(const bp_token_files& files, size_t index, const char* function) {
-  if (index >= files.files.size()) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: index {} is out of range: {} files", function, index, files.files.size()));
-  }
-  return files.files[index];
+const NamedArrays::value_type& file_at(const bp_token_files& files, size_t index, const char* function) {
+  return entry_at(files.files, index, function, "files");
 }
 
 TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, const char* function) {
