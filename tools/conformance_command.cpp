@@ -4,6 +4,7 @@
 // its verdict as it ends, then a summary; exit status 0 when no check failed,
 // 1 when one did, 2 for a usage error. Lines are flushed as they are printed,
 // so a plugin that crashes the process leaves the check it crashed in last.
+#include "arguments.hpp"
 #include "commands.hpp"
 
 #include <backplane/conformance.hpp>
@@ -56,40 +57,34 @@ void print_start(const std::string& name) {
 }  // namespace
 
 int run_conformance(const Arguments& args) {
+  const ParsedArguments arguments =
+      parse_arguments(args, {{"--option", true}, {"--seed", true}, {"--doctest-summary", false}});
+  if (arguments.help) {
+    fmt::print("{}", kUsage);
+    return 0;
+  }
+  if (!arguments.error.empty()) return usage_error(arguments.error);
+  if (arguments.positional.size() > 1) return usage_error("give exactly one plugin file");
+  if (arguments.positional.empty()) return usage_error("no plugin file given");
   Parsed parsed;
-  for (std::size_t index = 0; index < args.size(); ++index) {
-    const std::string_view arg = args[index];
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    if (arg == "--option" || arg == "--seed") {
-      if (index + 1 == args.size()) return usage_error(fmt::format("{} needs a value", arg));
-      const std::string_view value = args[++index];
-      if (arg == "--seed") {
-        const auto [end, status] = std::from_chars(value.data(), value.data() + value.size(), parsed.options.seed);
-        if (status != std::errc{} || end != value.data() + value.size()) {
-          return usage_error(fmt::format("--seed {} is not an unsigned integer", value));
-        }
-        continue;
+  parsed.plugin = std::string(arguments.positional.front());
+  for (const auto& [name, value] : arguments.options) {
+    if (name == "--seed") {
+      const auto [end, status] = std::from_chars(value.data(), value.data() + value.size(), parsed.options.seed);
+      if (status != std::errc{} || end != value.data() + value.size()) {
+        return usage_error(fmt::format("--seed {} is not an unsigned integer", value));
       }
+    } else if (name == "--option") {
       const auto equals = value.find('=');
       if (equals == std::string_view::npos || equals == 0) {
         return usage_error(fmt::format("--option {} is not KEY=VALUE", value));
       }
       parsed.options.plugin_options.emplace_back(std::string(value.substr(0, equals)),
                                                  std::string(value.substr(equals + 1)));
-    } else if (arg == "--doctest-summary") {
-      parsed.doctest_summary = true;
-    } else if (arg.starts_with("-")) {
-      return usage_error(fmt::format("unknown option '{}'", arg));
-    } else if (parsed.plugin.empty()) {
-      parsed.plugin = std::string(arg);
     } else {
-      return usage_error("give exactly one plugin file");
+      parsed.doctest_summary = true;
     }
   }
-  if (parsed.plugin.empty()) return usage_error("no plugin file given");
 
   fmt::print("conformance: {} (seed {})\n", parsed.plugin, parsed.options.seed);
   std::fflush(stdout);

@@ -2,6 +2,7 @@
 // shapes, offsets and metadata, and whether it is valid. Reads only the
 // header. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.
 // The JSON shape is documented in docs/safetensors.md and only grows.
+#include "arguments.hpp"
 #include "commands.hpp"
 
 #include <backplane/safetensors.hpp>
@@ -210,38 +211,28 @@ void print_text(const std::string& file, const st::Header& header) {
 }  // namespace
 
 int run_inspect(const Arguments& args) {
-  std::optional<std::string> file;
-  bool as_json = false;
-  bool options_done = false;
-  for (std::string_view arg : args) {
-    if (!options_done && arg == "--json") {
-      as_json = true;
-    } else if (!options_done && (arg == "--help" || arg == "-h")) {
-      fmt::print("{}", kUsage);
-      return 0;
-    } else if (!options_done && arg == "--") {
-      options_done = true;
-    } else if (!options_done && arg.size() > 1 && arg.front() == '-') {
-      fmt::print(stderr, "backplane inspect: unknown option '{}'\n{}", arg, kUsage);
-      return 2;
-    } else if (file) {
-      fmt::print(stderr, "backplane inspect: one file at a time\n{}", kUsage);
-      return 2;
-    } else {
-      file = std::string(arg);
-    }
+  const ParsedArguments parsed = parse_arguments(args, {{"--json", false}});
+  if (parsed.help) {
+    fmt::print("{}", kUsage);
+    return 0;
   }
-  if (!file) {
+  if (!parsed.error.empty() || parsed.positional.size() > 1) {
+    fmt::print(stderr, "backplane inspect: {}\n{}", parsed.error.empty() ? "one file at a time" : parsed.error, kUsage);
+    return 2;
+  }
+  if (parsed.positional.empty()) {
     fmt::print(stderr, "{}", kUsage);
     return 2;
   }
+  const std::string file(parsed.positional.front());
+  const bool as_json = !parsed.options.empty();
 
   try {
-    st::Header header = st::read_header(*file);
+    st::Header header = st::read_header(file);
     if (as_json) {
-      print_json(*file, header);
+      print_json(file, header);
     } else {
-      print_text(*file, header);
+      print_text(file, header);
     }
     return 0;
   } catch (const Error& error) {
@@ -252,9 +243,9 @@ int run_inspect(const Arguments& args) {
           {"rule", format_error ? json(st::rule_name(format_error->rule())) : json(nullptr)},
           {"tensor", format_error && format_error->tensor() ? json(*format_error->tensor()) : json(nullptr)},
           {"message", error.what()}};
-      fmt::print("{}\n", dump({{"file", *file}, {"valid", false}, {"error", details}}));
+      fmt::print("{}\n", dump({{"file", file}, {"valid", false}, {"error", details}}));
     } else if (format_error) {
-      fmt::print("file       {}\n", printable(*file));
+      fmt::print("file       {}\n", printable(file));
       fmt::print("verdict    invalid: {}{}\n", st::rule_name(format_error->rule()),
                  format_error->tensor() ? " (tensor " + printable(*format_error->tensor()) + ")" : "");
     }

@@ -3,6 +3,7 @@
 // the tensors, bytes, seconds and GB/s. Progress goes to stderr: a bar
 // redrawn in place on a terminal, a line per tenth otherwise (logs, CI).
 // Exit status: 0 loaded, 1 invalid/unreadable file or device error, 2 usage.
+#include "arguments.hpp"
 #include "commands.hpp"
 
 #include <backplane/safetensors.hpp>
@@ -87,41 +88,28 @@ class ProgressPrinter {
 }  // namespace
 
 int run_load(const Arguments& args) {
-  std::optional<std::string> file;
-  std::optional<std::string> selector;
-  st::LoadOptions options;
-  for (std::size_t index = 0; index < args.size(); ++index) {
-    const std::string_view arg = args[index];
-    const bool has_value = index + 1 < args.size();
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    if ((arg == "--device" || arg == "--names") && !has_value) {
-      fmt::print(stderr, "backplane load: {} needs a value\n{}", arg, kUsage);
-      return 2;
-    }
-    if (arg == "--device") {
-      selector = std::string(args[++index]);
-    } else if (arg.starts_with("--device=")) {
-      selector = std::string(arg.substr(9));
-    } else if (arg == "--names") {
-      options.names = split_names(args[++index]);
-    } else if (arg.starts_with("--names=")) {
-      options.names = split_names(arg.substr(8));
-    } else if (arg.size() > 1 && arg.front() == '-') {
-      fmt::print(stderr, "backplane load: unknown option '{}'\n{}", arg, kUsage);
-      return 2;
-    } else if (file) {
-      fmt::print(stderr, "backplane load: one file at a time\n{}", kUsage);
-      return 2;
-    } else {
-      file = std::string(arg);
-    }
+  const ParsedArguments parsed = parse_arguments(args, {{"--device", true}, {"--names", true}});
+  if (parsed.help) {
+    fmt::print("{}", kUsage);
+    return 0;
   }
-  if (!file) {
+  if (!parsed.error.empty() || parsed.positional.size() > 1) {
+    fmt::print(stderr, "backplane load: {}\n{}", parsed.error.empty() ? "one file at a time" : parsed.error, kUsage);
+    return 2;
+  }
+  if (parsed.positional.empty()) {
     fmt::print(stderr, "{}", kUsage);
     return 2;
+  }
+  const std::string file(parsed.positional.front());
+  std::optional<std::string> selector;
+  st::LoadOptions options;
+  for (const auto& [name, value] : parsed.options) {
+    if (name == "--device") {
+      selector = std::string(value);
+    } else {
+      options.names = split_names(value);
+    }
   }
 
   Runtime& runtime = Runtime::process_default();
@@ -132,7 +120,7 @@ int run_load(const Arguments& args) {
   const auto start = Clock::now();
   st::Loaded loaded;
   try {
-    loaded = st::load(runtime, *file, device, options);
+    loaded = st::load(runtime, file, device, options);
   } catch (...) {
     printer.finish();
     throw;  // main prints "backplane load: error: FILE: ... RULE ..."
@@ -143,7 +131,7 @@ int run_load(const Arguments& args) {
   for (const auto& [name, array] : loaded.tensors) bytes += array.nbytes();
   const bool mapped = !loaded.tensors.empty() && loaded.tensors.begin()->second.host_data() != nullptr;
   fmt::print("loaded {} tensor{} ({}, {} bytes) from {} onto {} in {:.3f} s: {:.2f} GB/s{}\n", loaded.tensors.size(),
-             loaded.tensors.size() == 1 ? "" : "s", format_bytes(bytes), bytes, *file, device.selector(), seconds,
+             loaded.tensors.size() == 1 ? "" : "s", format_bytes(bytes), bytes, file, device.selector(), seconds,
              gigabytes_per_second(bytes, seconds),
              mapped ? " (zero-copy: the file is mapped, its pages are read when first used)" : "");
   return 0;

@@ -3,6 +3,7 @@
 #include "config/config.hpp"
 #include "config/selector.hpp"
 #include "loader/table_validation.hpp"
+#include "safetensors/json_number.hpp"
 #include "tokens/token_layout.hpp"
 
 #include <backplane/batch_stream.hpp>
@@ -11,6 +12,8 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -139,6 +142,41 @@ void set_function(Field& field, bool present) {
   Trap trap = present ? &trap_call : nullptr;
   static_assert(sizeof(field) == sizeof(trap));
   std::memcpy(&field, &trap, sizeof(trap));
+}
+
+// The length of the JSON number (RFC 8259's grammar) at the start of `text`;
+// nullopt when the text does not start with one, or the number is cut short
+// ("1.", "1e+") or has a leading zero ("01").
+std::optional<std::size_t> json_number_length(std::string_view text) {
+  std::size_t at = 0;
+  const auto digits = [&] {
+    const std::size_t from = at;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9') ++at;
+    return at - from;
+  };
+  if (at < text.size() && text[at] == '-') ++at;
+  if (at < text.size() && text[at] == '0') {
+    ++at;
+    if (digits() != 0) return std::nullopt;
+  } else if (digits() == 0) {
+    return std::nullopt;
+  }
+  if (at < text.size() && text[at] == '.') {
+    ++at;
+    if (digits() == 0) return std::nullopt;
+  }
+  if (at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+    ++at;
+    if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
+    if (digits() == 0) return std::nullopt;
+  }
+  return at;
+}
+
+// At the top of the double range, where serde_json's twice-rounded float and
+// strtod's correctly rounded one may fall on either side of infinity.
+bool at_top_of_range(double value) {
+  return std::fabs(value) >= std::numeric_limits<double>::max() * (1 - 4 * std::numeric_limits<double>::epsilon());
 }
 
 }  // namespace
@@ -309,6 +347,46 @@ void token_headers(Bytes data) {
   std::memcpy(&claimed, data.data() + data.size() - 8, 8);
   const auto prefix = file.first(data.size() - 8);
   check_token_layout(prefix, std::max<std::uint64_t>(claimed, prefix.size()), "fuzz.bin", {});
+}
+
+void json_number(Bytes data) {
+  const std::string_view text = as_text(data);
+  const safetensors::detail::JsonNumberScan scan = safetensors::detail::scan_json_number(text, 0);
+  require(scan.number.has_value() == scan.error.empty(), "exactly one of a number and an error");
+  require(scan.end <= text.size(), "the scan ends inside the text");
+  const std::optional<std::size_t> length = json_number_length(text);
+  if (!length) {
+    require(!scan.number, "text that does not start with a JSON number is refused");
+    return;
+  }
+  const std::string literal(text.substr(0, *length));
+  const double expected = std::strtod(literal.c_str(), nullptr);
+  if (!scan.number) {
+    require(scan.error == "number out of range", "a JSON number is refused only as out of range");
+    require(at_top_of_range(expected), "only a number at the top of the range or past it is out of range");
+    return;
+  }
+  const safetensors::detail::JsonNumber& number = *scan.number;
+  require(scan.end == *length, "the number ends where JSON's grammar ends it");
+  std::uint64_t integer = 0;
+  const auto parsed = std::from_chars(literal.data(), literal.data() + literal.size(), integer);
+  const bool plain = literal.find_first_of("-.eE") == std::string::npos;
+  require(number.is_unsigned == (plain && parsed.ec == std::errc{}), "u64 exactly for plain integers within u64");
+  if (number.is_unsigned) require(number.unsigned_value == integer, "a u64 reads as its digits say");
+  require(std::signbit(number.value) == (literal.front() == '-'), "the sign is the text's");
+  // Where both accept, serde_json's float (rounded twice) agrees with strtod
+  // to within a few ulps; below the normal range only the magnitude matters.
+  const double magnitude = std::fabs(expected);
+  if (std::isinf(expected)) {
+    require(std::isfinite(number.value) && at_top_of_range(number.value),
+            "a number strtod rounds to infinity is accepted only at the top of the range");
+  } else if (magnitude >= std::numeric_limits<double>::min()) {
+    require(std::fabs(number.value - expected) <= 4 * std::numeric_limits<double>::epsilon() * magnitude,
+            "within 4 ulps of strtod");
+  } else {
+    require(std::fabs(number.value) <= 2 * std::numeric_limits<double>::min(),
+            "a number strtod takes below the normal range stays there");
+  }
 }
 
 }  // namespace backplane::fuzz

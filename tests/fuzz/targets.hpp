@@ -37,6 +37,11 @@ void batch_stream_state(Bytes data);
 // whose size the last 8 bytes give: an accepted layout lies inside the file
 // and reads the same from the header bytes the loader reads.
 void token_headers(Bytes data);
+// scan_json_number (serde_json's number parser) at the start of the bytes: it
+// accepts exactly the JSON numbers not past the top of the double range,
+// ends where JSON's grammar ends them, reads u64s exactly and agrees with
+// strtod to within a few ulps.
+void json_number(Bytes data);
 
 struct Target {
   std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
@@ -49,6 +54,7 @@ inline constexpr Target kTargets[] = {
     {"plugin_table", plugin_table},
     {"batch_stream_state", batch_stream_state},
     {"token_headers", token_headers},
+    {"json_number", json_number},
 };
 
 }  // namespace backplane::fuzz

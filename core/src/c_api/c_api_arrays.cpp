@@ -14,7 +14,6 @@ struct bp_array {
 };
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 static_assert(static_cast<int>(DType::kU8) == BP_DTYPE_U8);
@@ -43,17 +42,18 @@ static_assert(kAllDTypes.size() == BP_DTYPE_F6_E3M2, "a new DType needs its BP_D
 
 LiveHandles<bp_array>& live_arrays = *new LiveHandles<bp_array>;  // never destroyed: see LiveHandles
 
-void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
-  if (given < expected) {
-    throw Error(
-        ErrorCode::kInvalidArgument,
-        fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", function, given, expected));
-  }
-}
-
 }  // namespace
 
 bp_array* new_array_handle(Array array) { return live_arrays.add(std::make_shared<bp_array>(std::move(array))); }
+
+const NamedArrays::value_type& entry_at(const NamedArrays& entries, std::size_t index, const char* function,
+                                        const char* noun) {
+  if (index >= entries.size()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: index {} is out of range: {} {}", function, index, entries.size(), noun));
+  }
+  return entries[index];
+}
 
 std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function) {
   require_non_null(handle, function, "array");
@@ -80,9 +80,29 @@ Device device_or_default(Runtime& runtime, const bp_device* device) {
 
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
-using namespace backplane::detail;
+using ::backplane::Array;
+using ::backplane::Device;
+using ::backplane::device_put;
+using ::backplane::DType;
+using ::backplane::dtype_bits;
+using ::backplane::dtype_name;
+using ::backplane::empty_cache;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::MemoryStats;
+using ::backplane::PutOptions;
+using ::backplane::reset_peak;
+using ::backplane::take_windows;
+using ::backplane::c_api::array_of;
+using ::backplane::c_api::device_or_default;
+using ::backplane::c_api::dtype_of;
+using ::backplane::c_api::from_device;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::live_arrays;
+using ::backplane::c_api::new_array_handle;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::require_struct_size;
+using ::backplane::c_api::runtime_of;
 
 extern "C" {
 
@@ -260,7 +280,7 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
     // API 0.5's struct, which ends before memory_total, is accepted too; the
     // message for anything smaller still asks for sizeof.
     if (out->struct_size < offsetof(bp_memory_stats, memory_total)) {
-      check_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get");
+      require_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get", "out");
     }
     const MemoryStats stats = memory_stats(*cxx, device_or_default(*cxx, device));
     out->in_use = stats.in_use;

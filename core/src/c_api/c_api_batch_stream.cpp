@@ -28,7 +28,6 @@ struct bp_batch_stream {
 };
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 LiveHandles<bp_batch_stream>& live_streams = *new LiveHandles<bp_batch_stream>;  // never destroyed: see LiveHandles
@@ -75,9 +74,25 @@ void require_capacity(std::size_t needed, std::size_t capacity, size_t* count, c
 }  // namespace
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
-using namespace backplane::detail;
+using ::backplane::Array;
+using ::backplane::BatchStream;
+using ::backplane::BatchStreamOptions;
+using ::backplane::BatchStreamState;
+using ::backplane::BatchStreamStats;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::Runtime;
+using ::backplane::Window;
+using ::backplane::c_api::array_of;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::live_streams;
+using ::backplane::c_api::new_array_handle;
+using ::backplane::c_api::options_of;
+using ::backplane::c_api::require_capacity;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::require_struct_size;
+using ::backplane::c_api::runtime_of;
+using ::backplane::c_api::stream_of;
 
 extern "C" {
 
@@ -88,11 +103,7 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
     std::shared_ptr<Runtime> cxx = runtime_of(runtime, kFunction);
     require_non_null(options, kFunction, "options");
     require_non_null(out, kFunction, "out");
-    if (options->struct_size < sizeof(bp_batch_stream_options)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: options->struct_size {} is smaller than {} (set it to sizeof)", kFunction,
-                              options->struct_size, sizeof(bp_batch_stream_options)));
-    }
+    require_struct_size(options->struct_size, sizeof(bp_batch_stream_options), kFunction, "options");
     if (source_count > 0) require_non_null(sources, kFunction, "sources");
     std::vector<Array> arrays;
     arrays.reserve(source_count);
@@ -164,11 +175,7 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     constexpr const char* kFunction = "bp_batch_stream_stats_get";
     std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
     require_non_null(out, kFunction, "out");
-    if (out->struct_size < sizeof(bp_batch_stream_stats)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", kFunction,
-                              out->struct_size, sizeof(bp_batch_stream_stats)));
-    }
+    require_struct_size(out->struct_size, sizeof(bp_batch_stream_stats), kFunction, "out");
     const BatchStreamStats stats = live->stream->stats();
     out->steps = stats.steps;
     out->windows = stats.windows;

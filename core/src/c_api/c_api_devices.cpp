@@ -15,7 +15,6 @@ struct bp_device_info {
 };
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 static_assert(static_cast<int>(BackendStatus::kShadowed) == BP_BACKEND_SHADOWED);
@@ -79,19 +78,34 @@ std::shared_ptr<bp_device_info> info_of(const bp_device_info* info) { return liv
 }  // namespace
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
-using namespace backplane::detail;
+using ::backplane::DefaultDevice;
+using ::backplane::Device;
+using ::backplane::DeviceSource;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::Runtime;
+using ::backplane::c_api::described;
+using ::backplane::c_api::from_device;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::info_of;
+using ::backplane::c_api::live_infos;
+using ::backplane::c_api::pop_scope;
+using ::backplane::c_api::push_scope;
+using ::backplane::c_api::pushed_scopes;
+using ::backplane::c_api::PushedScope;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::runtime_of;
+using ::backplane::c_api::to_device;
+using ::backplane::c_api::write_default_device;
 
 extern "C" {
 
 bp_status bp_device_resolve(bp_runtime* runtime, const char* selector, bp_device* out) {
   return guarded([&] {
-    const auto runtime_lease = runtime_of(runtime, "bp_device_resolve");
-    Runtime& cxx = *runtime_lease;
+    const auto cxx = runtime_of(runtime, "bp_device_resolve");
     require_non_null(selector, "bp_device_resolve", "selector");
     require_non_null(out, "bp_device_resolve", "out");
-    *out = from_device(cxx.resolve(selector));
+    *out = from_device(cxx->resolve(selector));
   });
 }
 
@@ -110,11 +124,10 @@ bp_status bp_device_selector(const bp_device* device, char* buffer, size_t capac
 
 bp_status bp_device_count(bp_runtime* runtime, const char* backend, int32_t* out) {
   return guarded([&] {
-    const auto runtime_lease = runtime_of(runtime, "bp_device_count");
-    Runtime& cxx = *runtime_lease;
+    const auto cxx = runtime_of(runtime, "bp_device_count");
     require_non_null(backend, "bp_device_count", "backend");
     require_non_null(out, "bp_device_count", "out");
-    *out = static_cast<int32_t>(cxx.devices(backend).size());
+    *out = static_cast<int32_t>(cxx->devices(backend).size());
   });
 }
 
@@ -220,7 +233,7 @@ bp_status bp_default_device_pop_scope(bp_runtime* runtime, uint64_t token) {
   return guarded([&] {
     const auto runtime_lease = runtime_of(runtime, "bp_default_device_pop_scope");
     Runtime& cxx = *runtime_lease;
-    pop_scope(detail::RuntimeAccess::registry(cxx).id, token, "bp_default_device_pop_scope");
+    pop_scope(backplane::detail::RuntimeAccess::registry(cxx).id, token, "bp_default_device_pop_scope");
   });
 }
 
@@ -230,7 +243,8 @@ bp_status bp_default_device_push(bp_runtime* runtime, const char* selector) {
 
 bp_status bp_default_device_pop(bp_runtime* runtime) {
   return guarded([&] {
-    const std::uint64_t runtime_id = detail::RuntimeAccess::registry(*runtime_of(runtime, "bp_default_device_pop")).id;
+    const std::uint64_t runtime_id =
+        backplane::detail::RuntimeAccess::registry(*runtime_of(runtime, "bp_default_device_pop")).id;
     auto innermost = std::find_if(pushed_scopes.rbegin(), pushed_scopes.rend(),
                                   [&](const PushedScope& scope) { return scope.runtime_id == runtime_id; });
     if (innermost == pushed_scopes.rend()) {

@@ -22,7 +22,6 @@
 #include <vector>
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 // kDLBool arrived in DLPack 0.8; producers newer than our header use it.
@@ -171,7 +170,7 @@ struct ImportPlace {
   bool host;  // host memory (wrap_host) rather than a backend's device memory
 };
 
-bool host_addressable(const DiscoveredBackend& entry) {
+bool host_addressable(const detail::DiscoveredBackend& entry) {
   return entry.live != nullptr && entry.live->has(BP_CAPABILITY_HOST_ADDRESSABLE);
 }
 
@@ -181,10 +180,11 @@ bool host_addressable(const DiscoveredBackend& entry) {
 Device host_import_device(Runtime& runtime, std::int32_t type) {
   detail::Registry& registry = detail::RuntimeAccess::registry(runtime);
   const Device current = runtime.default_device().device;
-  if (const DiscoveredBackend* entry = registry.find(current.backend); entry != nullptr && host_addressable(*entry)) {
+  if (const detail::DiscoveredBackend* entry = registry.find(current.backend);
+      entry != nullptr && host_addressable(*entry)) {
     return current;
   }
-  for (const DiscoveredBackend* entry : registry.preference_order()) {
+  for (const detail::DiscoveredBackend* entry : registry.preference_order()) {
     if (host_addressable(*entry) && entry->live->device_count() > 0) return Device{entry->info.name, 0};
   }
   throw Error(ErrorCode::kUnavailable,
@@ -205,7 +205,7 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
   detail::Registry& registry = detail::RuntimeAccess::registry(runtime);
   std::vector<std::string> unavailable;  // backends that declare the type but cannot be used
   std::vector<std::string> declared;     // every backend's declaration, for the message
-  for (const DiscoveredBackend* entry : registry.preference_order()) {
+  for (const detail::DiscoveredBackend* entry : registry.preference_order()) {
     if (entry->info.dlpack_device_type == 0) continue;
     declared.push_back(fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
     if (entry->info.dlpack_device_type != type) continue;
@@ -248,9 +248,25 @@ std::string describe_type(const DLDataType& type) {
 }  // namespace
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
-using namespace backplane::detail;
+using ::backplane::Array;
+using ::backplane::dtype_name;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::Runtime;
+using ::backplane::c_api::array_of;
+using ::backplane::c_api::backplane_dtype;
+using ::backplane::c_api::delete_exported;
+using ::backplane::c_api::describe_type;
+using ::backplane::c_api::dlpack_device;
+using ::backplane::c_api::dlpack_dtype;
+using ::backplane::c_api::ExportedTensor;
+using ::backplane::c_api::ForeignTensor;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::import_place;
+using ::backplane::c_api::is_compact;
+using ::backplane::c_api::new_array_handle;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::runtime_of;
 
 extern "C" {
 

@@ -26,7 +26,6 @@ struct bp_runtime {
 };
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 thread_local std::string last_error;
@@ -48,6 +47,13 @@ void set_last_error(std::string_view message) noexcept {
 
 void require_non_null(const void* pointer, const char* function, const char* what) {
   if (pointer == nullptr) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} is NULL", function, what));
+}
+
+void require_struct_size(std::size_t given, std::size_t size, const char* function, const char* what) {
+  if (given < size) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}->struct_size {} is smaller than {} (set it to sizeof)",
+                                                         function, what, given, size));
+  }
 }
 
 std::shared_ptr<Runtime> runtime_of(bp_runtime* handle, const char* function) {
@@ -80,9 +86,17 @@ bp_device from_device(const Device& device) {
 
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
-using namespace backplane::detail;
+using ::backplane::BackendInfo;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::Runtime;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::last_error;
+using ::backplane::c_api::live_runtimes;
+using ::backplane::c_api::register_runtime;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::require_struct_size;
+using ::backplane::c_api::runtime_of;
 
 extern "C" {
 
@@ -164,9 +178,7 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
     // API 0.3's struct ends before dlpack_device_type.
     constexpr std::size_t kSize_0_3 = offsetof(bp_backend_info, capabilities) + sizeof(std::uint64_t);
     if (out->struct_size < kSize_0_3) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bp_backend_get: out->struct_size {} is smaller than {} (set it to sizeof)",
-                              out->struct_size, sizeof(bp_backend_info)));
+      require_struct_size(out->struct_size, sizeof(bp_backend_info), "bp_backend_get", "out");
     }
     const auto& backends = cxx->backends();
     if (index >= backends.size()) {

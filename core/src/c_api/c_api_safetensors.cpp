@@ -33,12 +33,11 @@ struct bp_safetensors_header {
 };
 
 struct bp_tensor_map {
-  std::vector<std::pair<std::string, backplane::Array>> tensors;  // bytewise name order
+  backplane::c_api::NamedArrays tensors;  // bytewise name order
   MetadataEntries metadata;
 };
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 LiveHandles<bp_safetensors_header>& live_headers =
@@ -56,14 +55,6 @@ std::shared_ptr<const bp_tensor_map> map_of(const bp_tensor_map* map, const char
   auto live = live_maps.acquire(map);
   if (!live) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: map is NULL or destroyed", function));
   return live;
-}
-
-void check_struct_size(std::size_t given, std::size_t expected, const char* function) {
-  if (given < expected) {
-    throw Error(
-        ErrorCode::kInvalidArgument,
-        fmt::format("{}: out->struct_size {} is smaller than {} (set it to sizeof)", function, given, expected));
-  }
 }
 
 void metadata_count(const MetadataEntries& metadata, int64_t* out, const char* function) {
@@ -117,11 +108,7 @@ void metadata_entry_n(const MetadataEntries& metadata, size_t index, const char*
 }
 
 const std::string& tensor_name(const bp_tensor_map& map, size_t index, const char* function) {
-  if (index >= map.tensors.size()) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: index {} is out of range: {} tensors", function, index, map.tensors.size()));
-  }
-  return map.tensors[index].first;
+  return entry_at(map.tensors, index, function, "tensors").first;
 }
 
 const Array& tensor_named(const bp_tensor_map& map, std::string_view name, const char* function) {
@@ -188,9 +175,29 @@ void save(const char* path, const char* const* names, const size_t* name_sizes, 
 }  // namespace
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
-using namespace backplane::detail;
+using ::backplane::Device;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::Runtime;
+using ::backplane::c_api::device_or_default;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::header_of;
+using ::backplane::c_api::live_headers;
+using ::backplane::c_api::live_maps;
+using ::backplane::c_api::map_of;
+using ::backplane::c_api::metadata_count;
+using ::backplane::c_api::metadata_entry;
+using ::backplane::c_api::metadata_entry_n;
+using ::backplane::c_api::new_array_handle;
+using ::backplane::c_api::refuse_nul;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::require_struct_size;
+using ::backplane::c_api::runtime_of;
+using ::backplane::c_api::save;
+using ::backplane::c_api::tensor_name;
+using ::backplane::c_api::tensor_named;
+using ::backplane::c_api::text_at;
+namespace safetensors = ::backplane::safetensors;
 
 extern "C" {
 
@@ -237,7 +244,7 @@ bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size
     require_non_null(out, "bp_safetensors_header_tensor", "out");
     // API 0.2 callers pass the struct without name_size.
     constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_tensor_info, name_size);
-    check_struct_size(out->struct_size, api_0_2_size, "bp_safetensors_header_tensor");
+    require_struct_size(out->struct_size, api_0_2_size, "bp_safetensors_header_tensor", "out");
     const bool has_name_size = out->struct_size >= sizeof(bp_safetensors_tensor_info);
     if (index >= cxx.tensors.size()) {
       throw Error(ErrorCode::kOutOfRange, fmt::format("bp_safetensors_header_tensor: index {} is out of range: {} "

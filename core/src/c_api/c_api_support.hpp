@@ -1,5 +1,10 @@
 // What every exported C function shares: the thread-local last error, the one
 // guard that turns exceptions into status codes, and handle checks.
+//
+// The exported functions are defined at global scope, naming what they use
+// with using-declarations: GCC gives a C function defined inside a namespace
+// hidden visibility, whatever backplane.h declared, and it would not be
+// exported.
 #pragma once
 
 #include <backplane/backplane.h>
@@ -14,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace backplane::c_api {
 
@@ -94,6 +101,10 @@ class LiveHandles {
 // Throws Error(kInvalidArgument, "<function>: <what> is NULL") when pointer is NULL.
 void require_non_null(const void* pointer, const char* function, const char* what);
 
+// Throws Error(kInvalidArgument, "<function>: <what>->struct_size N is smaller
+// than SIZE (set it to sizeof)") when `given` is below `size`.
+void require_struct_size(std::size_t given, std::size_t size, const char* function, const char* what);
+
 // The C++ runtime behind a handle, kept alive while the result is held (hold
 // it for the whole call); throws for NULL or destroyed handles.
 std::shared_ptr<Runtime> runtime_of(bp_runtime* handle, const char* function);
@@ -110,6 +121,13 @@ Device device_or_default(Runtime& runtime, const bp_device* device);
 // for NULL or destroyed handles).
 bp_array* new_array_handle(Array array);
 std::shared_ptr<const Array> array_of(const bp_array* handle, const char* function);
+
+// What a tensor map or a token-file list holds: arrays under their names
+// (or paths), in bytewise order; and its entry `index`, or
+// Error(kOutOfRange, "<function>: index I is out of range: N <noun>").
+using NamedArrays = std::vector<std::pair<std::string, Array>>;
+const NamedArrays::value_type& entry_at(const NamedArrays& entries, std::size_t index, const char* function,
+                                        const char* noun);
 
 // The DType behind a bp_dtype; throws kInvalidArgument naming `function`.
 DType dtype_of(bp_dtype dtype, const char* function);

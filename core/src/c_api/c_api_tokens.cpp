@@ -12,11 +12,10 @@
 #include <vector>
 
 struct bp_token_files {
-  std::vector<std::pair<std::string, backplane::Array>> files;  // bytewise path order
+  backplane::c_api::NamedArrays files;  // bytewise path order
 };
 
 namespace backplane::c_api {
-using namespace ::backplane::detail;
 namespace {
 
 LiveHandles<bp_token_files> live_token_files;
@@ -27,22 +26,14 @@ std::shared_ptr<const bp_token_files> token_files_of(const bp_token_files* files
   return live;
 }
 
-const std::pair<std::string, Array>& file_at(const bp_token_files& files, size_t index, const char* function) {
-  if (index >= files.files.size()) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: index {} is out of range: {} files", function, index, files.files.size()));
-  }
-  return files.files[index];
+const NamedArrays::value_type& file_at(const bp_token_files& files, size_t index, const char* function) {
+  return entry_at(files.files, index, function, "files");
 }
 
 TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, const char* function) {
   TokenFileOptions cxx;
   if (options == nullptr) return cxx;
-  if (options->struct_size < sizeof(bp_tokens_options)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: options->struct_size {} is smaller than {} (set it to sizeof)", function,
-                            options->struct_size, sizeof(bp_tokens_options)));
-  }
+  require_struct_size(options->struct_size, sizeof(bp_tokens_options), function, "options");
   if (options->dtype != 0) cxx.dtype = dtype_of(options->dtype, function);
   if (options->name != nullptr) cxx.name = options->name;
   // NULL is the runtime's cpu device, which load_tokens picks itself.
@@ -53,8 +44,17 @@ TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, 
 }  // namespace
 }  // namespace backplane::c_api
 
-using namespace backplane;
-using namespace backplane::c_api;
+using ::backplane::Array;
+using ::backplane::load_tokens;
+using ::backplane::TokenFileOptions;
+using ::backplane::c_api::file_at;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::live_token_files;
+using ::backplane::c_api::new_array_handle;
+using ::backplane::c_api::options_of;
+using ::backplane::c_api::require_non_null;
+using ::backplane::c_api::runtime_of;
+using ::backplane::c_api::token_files_of;
 
 extern "C" {
 
@@ -77,7 +77,7 @@ bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const b
     const TokenFileOptions cxx_options = options_of(*runtime_lease, options, "bp_tokens_load_files");
     // load_token_files without losing which path gave which array.
     auto files = std::make_shared<bp_token_files>();
-    for (std::string& path : glob_paths(pattern)) {
+    for (std::string& path : backplane::detail::glob_paths(pattern)) {
       Array array = load_tokens(*runtime_lease, path, cxx_options);
       files->files.emplace_back(std::move(path), std::move(array));
     }

@@ -3,10 +3,13 @@
 
 #include <backplane/trace.hpp>
 
-#include <fmt/format.h>
-
-using namespace backplane;
-using backplane::c_api::guarded;
+using ::backplane::Error;
+using ::backplane::ErrorCode;
+using ::backplane::trace_start;
+using ::backplane::trace_stop;
+using ::backplane::TraceOptions;
+using ::backplane::c_api::guarded;
+using ::backplane::c_api::require_struct_size;
 
 extern "C" {
 
@@ -15,11 +18,7 @@ bp_status bp_trace_start(const char* path, const bp_trace_options* options) {
     if (path == nullptr) throw Error(ErrorCode::kInvalidArgument, "bp_trace_start: path is NULL");
     TraceOptions trace_options;
     if (options != nullptr) {
-      if (options->struct_size < sizeof(bp_trace_options)) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("bp_trace_start: options->struct_size {} is smaller than {} (set it to sizeof)",
-                                options->struct_size, sizeof(bp_trace_options)));
-      }
+      require_struct_size(options->struct_size, sizeof(bp_trace_options), "bp_trace_start", "options");
       if (options->capacity != 0) trace_options.capacity = static_cast<std::size_t>(options->capacity);
     }
     trace_start(path, trace_options);

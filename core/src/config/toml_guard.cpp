@@ -1,5 +1,7 @@
 #include "config/toml_guard.hpp"
 
+#include "util/utf8.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,46 +29,6 @@ namespace {
 
 // Where the scanner is: in code, a comment, or one of the four string kinds.
 enum class Region { kCode, kComment, kBasic, kMultiBasic, kLiteral, kMultiLiteral };
-
-struct Decoded {
-  char32_t code_point;
-  std::size_t length;  // bytes
-};
-
-// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing past
-// U+10FFFF. nullopt for an invalid or truncated sequence.
-std::optional<Decoded> decode(std::string_view text, std::size_t at) noexcept {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[at + i]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return Decoded{lead, 1};
-  std::size_t length = 0;
-  char32_t value = 0;
-  unsigned char low = 0x80;
-  unsigned char high = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    value = lead & 0x1Fu;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    value = lead & 0x0Fu;
-    if (lead == 0xE0) low = 0xA0;   // overlong
-    if (lead == 0xED) high = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    value = lead & 0x07u;
-    if (lead == 0xF0) low = 0x90;   // overlong
-    if (lead == 0xF4) high = 0x8F;  // past U+10FFFF
-  } else {
-    return std::nullopt;
-  }
-  if (text.size() - at < length) return std::nullopt;
-  for (std::size_t i = 1; i < length; ++i) {
-    const unsigned char continuation = byte(i);
-    if (continuation < (i == 1 ? low : 0x80) || continuation > (i == 1 ? high : 0xBF)) return std::nullopt;
-    value = (value << 6) | (continuation & 0x3Fu);
-  }
-  return Decoded{value, length};
-}
 
 [[noreturn]] void fail_at(const std::filesystem::path& source, std::size_t line, std::size_t column,
                           const std::string& problem) {
@@ -167,8 +129,24 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
   };
 
   std::size_t at = 0;
+  // At a closing quote of the current string: a one-line string ends here; a
+  // multi-line one only at three quotes, up to two more quotes before them
+  // belonging to its content. True when the quotes were copied here.
+  const auto close_string = [&](char quote, bool multi_line) {
+    if (!multi_line) {
+      region = Region::kCode;
+      return false;
+    }
+    const std::size_t run = run_length(text, at, quote);
+    if (run < 3) return false;
+    const std::size_t count = std::min<std::size_t>(run, 5);
+    copy_ascii(at, count);
+    at += count;
+    region = Region::kCode;
+    return true;
+  };
   while (at < text.size()) {
-    const auto decoded = decode(text, at);
+    const auto decoded = decode_utf8(text, at);
     if (!decoded) {
       fail_at(source, line, column,
               fmt::format("invalid UTF-8 (byte 0x{:02X}); config files must be UTF-8 text",
@@ -261,34 +239,13 @@ GuardedToml::GuardedToml(std::string_view text, const std::filesystem::path& sou
       case Region::kMultiBasic:
         if (ascii == '\\') {
           escaped = true;
-        } else if (ascii == '"') {
-          const std::size_t run = run_length(text, at, '"');
-          if (region == Region::kBasic) {
-            region = Region::kCode;
-          } else if (run >= 3) {
-            // """ closes; up to two more quotes before it belong to the content.
-            const std::size_t count = std::min<std::size_t>(run, 5);
-            copy_ascii(at, count);
-            at += count;
-            region = Region::kCode;
-            continue;
-          }
+        } else if (ascii == '"' && close_string('"', region == Region::kMultiBasic)) {
+          continue;
         }
         break;
       case Region::kLiteral:
       case Region::kMultiLiteral:
-        if (ascii == '\'') {
-          const std::size_t run = run_length(text, at, '\'');
-          if (region == Region::kLiteral) {
-            region = Region::kCode;
-          } else if (run >= 3) {
-            const std::size_t count = std::min<std::size_t>(run, 5);
-            copy_ascii(at, count);
-            at += count;
-            region = Region::kCode;
-            continue;
-          }
-        }
+        if (ascii == '\'' && close_string('\'', region == Region::kMultiLiteral)) continue;
         break;
     }
     text_.append(text.substr(at, decoded->length));

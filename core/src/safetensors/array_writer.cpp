@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 namespace backplane::safetensors {
-using namespace ::backplane::detail;
 
 void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
           const std::optional<Metadata>& metadata) {

@@ -21,7 +21,6 @@
 #include <tuple>
 
 namespace backplane::safetensors {
-using namespace ::backplane::detail;
 namespace {
 
 // The reference's Dtype enum, in declaration order: its derived Ord is what

@@ -1,9 +1,10 @@
 // The header's JSON dialect: what serde_json, deserializing the reference's
-// `HashMetadata` struct, accepts. Internal; a pure function over bytes (the
-// fuzz target of a later issue).
+// `HashMetadata` struct, accepts. Internal; a pure function over bytes.
 #pragma once
 
 #include <backplane/safetensors.hpp>
+
+#include "util/utf8.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -14,10 +15,6 @@
 #include <vector>
 
 namespace backplane::safetensors::detail {
-
-// serde_json's recursion limit: a 128th nested array/object is refused
-// (the top-level object counts as the first).
-inline constexpr int kMaxDepth = 128;
 
 // A tensor entry as written, before the offsets are checked.
 struct RawTensor {
@@ -43,9 +40,9 @@ struct DialectResult {
   std::size_t error_offset = 0;
 };
 
-// Offset of the first byte that is not part of well-formed UTF-8 (as Rust's
-// str::from_utf8 defines it: no overlongs, no surrogates, <= U+10FFFF).
-std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept;
+// The header must be UTF-8 as Rust's str::from_utf8 defines it, which is
+// util's strict UTF-8.
+using ::backplane::detail::find_invalid_utf8;
 
 // Parses an already UTF-8-valid header. Throws nothing but std::bad_alloc.
 // `consumed`, when set, is called now and then with an offset below which

@@ -11,7 +11,6 @@
 #include <set>
 
 namespace backplane::safetensors {
-using namespace ::backplane::detail;
 namespace {
 
 // The entries to load, in data order (the order the stream reads them).

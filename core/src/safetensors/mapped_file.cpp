@@ -15,7 +15,6 @@
 #include <vector>
 
 namespace backplane::safetensors::detail {
-using namespace ::backplane::detail;
 namespace {
 
 std::string errno_text(int error) { return std::strerror(error); }

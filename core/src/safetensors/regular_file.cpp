@@ -12,7 +12,6 @@
 #include <string>
 
 namespace backplane::safetensors::detail {
-using namespace ::backplane::detail;
 
 int open_regular_file(const std::filesystem::path& path, struct stat& status) {
   const std::string name = path.string();
@@ -31,7 +30,8 @@ int open_regular_file(const std::filesystem::path& path, struct stat& status) {
   }
   if (!S_ISREG(status.st_mode)) {
     ::close(fd);
-    throw Error(ErrorCode::kInvalidArgument, name + " is " + file_type_name(status.st_mode) + ", not a regular file");
+    throw Error(ErrorCode::kInvalidArgument,
+                name + " is " + ::backplane::detail::file_type_name(status.st_mode) + ", not a regular file");
   }
   return fd;
 }

@@ -20,11 +20,13 @@
 #include <algorithm>
 
 namespace backplane::safetensors::detail {
-using namespace ::backplane::detail;
 namespace {
 
+using ::backplane::detail::Block;
+using ::backplane::detail::describe_bytes;
 using ::backplane::detail::LiveDevice;
 using ::backplane::detail::StagedUpload;
+namespace trace = ::backplane::detail::trace;
 
 // A piece of one tensor staged in a slot.
 struct Piece {

@@ -12,7 +12,6 @@
 #include <set>
 
 namespace backplane::safetensors {
-using namespace ::backplane::detail;
 namespace {
 
 [[noreturn]] void refuse(const std::string& tensor, const std::string& why) {

@@ -119,7 +119,7 @@ double timestamp_us(Clock::time_point time) noexcept { return static_cast<double
 
 Clock::time_point from_monotonic_ns(std::int64_t nanoseconds) noexcept {
   // libstdc++ and libc++ read steady_clock from CLOCK_MONOTONIC on Linux, so
-  // its epoch is the monotonic clock's; tests/core checks it.
+  // its epoch is the monotonic clock's; tests/trace checks it.
   return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(nanoseconds)));
 }
 

@@ -3,6 +3,8 @@
 // Metadata events first (process and track names), then the events by time.
 #include "trace/recorder.hpp"
 
+#include "util/utf8.hpp"
+
 #include <backplane/error.hpp>
 
 #include <fmt/format.h>
@@ -16,34 +18,6 @@
 
 namespace backplane::detail::trace {
 namespace {
-
-// The length of the UTF-8 sequence starting at text[index], 0 when invalid.
-std::size_t utf8_sequence(std::string_view text, std::size_t index) {
-  const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
-  const unsigned char lead = byte(index);
-  std::size_t length = 0;
-  unsigned char low = 0x80;
-  unsigned char high = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) low = 0xA0;
-    if (lead == 0xED) high = 0x9F;  // no surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) low = 0x90;
-    if (lead == 0xF4) high = 0x8F;
-  } else {
-    return 0;
-  }
-  if (index + length > text.size()) return 0;
-  if (byte(index + 1) < low || byte(index + 1) > high) return 0;
-  for (std::size_t next = 2; next < length; ++next) {
-    if (byte(index + next) < 0x80 || byte(index + next) > 0xBF) return 0;
-  }
-  return length;
-}
 
 // Microseconds with three decimals: exact for nanosecond clocks.
 void append_microseconds(std::string& out, std::int64_t nanoseconds) {
@@ -153,13 +127,13 @@ void append_json_string(std::string& out, std::string_view text) {
       ++index;
       continue;
     }
-    const std::size_t length = utf8_sequence(text, index);
-    if (length == 0) {
+    const auto sequence = decode_utf8(text, index);
+    if (!sequence) {
       out += "\xEF\xBF\xBD";  // U+FFFD for a byte that is not UTF-8
       ++index;
     } else {
-      out.append(text.substr(index, length));
-      index += length;
+      out.append(text.substr(index, sequence->length));
+      index += sequence->length;
     }
   }
 }

@@ -90,6 +90,28 @@ TEST_CASE("[safetensors] backplane load exit statuses name the file, the rule an
   CHECK(run_command(load("--help")).exit_status == 0);
 }
 
+TEST_CASE("[safetensors] backplane load usage errors name the problem; --name=VALUE and -- work") {
+  TempDir dir;
+  const std::string path = tokens_file(dir);
+  auto no_value = run_command(load(path + " --device 2>&1"));
+  CHECK(no_value.exit_status == 2);
+  CHECK(has(no_value.output, "backplane load: --device needs a value"));
+  auto bogus = run_command(load(path + " --bogus 2>&1"));
+  CHECK(bogus.exit_status == 2);
+  CHECK(has(bogus.output, "backplane load: unknown option '--bogus'"));
+  auto two = run_command(load(path + " " + path + " 2>&1"));
+  CHECK(two.exit_status == 2);
+  CHECK(has(two.output, "backplane load: one file at a time"));
+
+  auto joined = run_command(load("--device=cpu --names=bias " + path + " 2>&1"));
+  CHECK(joined.exit_status == 0);
+  CHECK(has(joined.output, "loaded 1 tensor (6 B, 6 bytes)"));
+  CHECK(has(joined.output, "onto cpu:0"));
+  auto after_dashes = run_command(load("--device cpu -- " + path + " 2>&1"));
+  CHECK(after_dashes.exit_status == 0);
+  CHECK(has(after_dashes.output, "loaded 2 tensors"));
+}
+
 TEST_CASE("[safetensors] backplane load and inspect refuse a FIFO at once instead of waiting for a writer") {
   TempDir dir;
   const std::string fifo = (dir / "pipe.safetensors").string();

@@ -98,4 +98,10 @@ TEST_CASE("[safetensors] inspect usage errors exit 2") {
   CHECK(run_command(inspect("a b 2>/dev/null")).exit_status == 2);
   CHECK(run_command(inspect("--bogus f 2>/dev/null")).exit_status == 2);
   CHECK(run_command(inspect("--help")).exit_status == 0);
+  // The message names the problem.
+  CHECK(run_command(inspect("--bogus f 2>&1")).output.find("backplane inspect: unknown option '--bogus'") !=
+        std::string::npos);
+  CHECK(run_command(inspect("a b 2>&1")).output.find("backplane inspect: one file at a time") != std::string::npos);
+  // A flag takes no value.
+  CHECK(run_command(inspect("--json=yes f 2>&1")).output.find("unknown option '--json=yes'") != std::string::npos);
 }
