@@ -397,23 +397,13 @@ Array BatchStream::Impl::gather_for(std::size_t device, std::span<const Window> 
                                      detail::drop_pages({rows[index], row_in}, {source.data, source.array.nbytes()});
                                    }
                                  }};
-  const detail::TransferSource gathered{nullptr, 0, &gather};
-  const detail::Plan plan = detail::plan_transfer(gathered, *target, extent.bytes, to_, false);
-  detail::Transfer transfer;
-  transfer.source = gathered;
-  transfer.to = target;
-  transfer.destination = target->memory().allocate(extent.bytes);
-  transfer.size = extent.bytes;
-  transfer.elements = extent.elements;
-  transfer.output = to_;
-  transfer.describe = [&] {
-    return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
-                       dtype_name(to_), detail::describe_bytes(extent.bytes), target->selector());
-  };
-  transfer.trace_name = "batch";
-  std::shared_ptr<detail::Completion> arrival = detail::issue_transfer(*placement_, transfer, plan);
-  return detail::make_result(*placement_, target, transfer.destination, std::move(arrival), to_, std::move(shape),
-                             extent);
+  return detail::send_rows(
+      *placement_, gather, target, to_, std::move(shape), extent,
+      [&] {
+        return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
+                           dtype_name(to_), detail::describe_bytes(extent.bytes), target->selector());
+      },
+      "batch");
 }
 
 std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {

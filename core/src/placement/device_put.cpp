@@ -8,16 +8,16 @@
 #include <fmt/format.h>
 
 namespace backplane {
-using detail::Completion;
-using detail::describe_bytes;
-using detail::Plan;
-using detail::Transfer;
-using detail::TransferSource;
 namespace {
 
 using detail::ArrayAccess;
 using detail::ArrayState;
+using detail::Completion;
+using detail::describe_bytes;
 using detail::LiveDevice;
+using detail::Plan;
+using detail::Transfer;
+using detail::TransferSource;
 
 Array put_on(detail::Placement& placement, const Array& array, std::shared_ptr<LiveDevice> to,
              const PutOptions& options) {

@@ -13,19 +13,15 @@
 #include <vector>
 
 namespace backplane {
-using detail::gather_rows;
-namespace trace = detail::trace;
-using detail::Completion;
-using detail::describe_bytes;
-using detail::Plan;
-using detail::RowGather;
-using detail::Transfer;
-using detail::TransferSource;
 namespace {
 
+namespace trace = detail::trace;
 using detail::ArrayAccess;
 using detail::ArrayState;
+using detail::describe_bytes;
+using detail::gather_rows;
 using detail::LiveDevice;
+using detail::RowGather;
 
 void check_windows(const ArrayState& tokens, std::span<const std::int64_t> offsets, std::int64_t length) {
   const std::int64_t size = tokens.shape[0];
@@ -101,23 +97,13 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
                         gather.arg({"to", dtype_name(as)});
                       }
                     }};
-  const TransferSource gathered{nullptr, 0, &windows};
-  const Plan plan = plan_transfer(gathered, *target, extent.bytes, to, false);
-  Transfer transfer;
-  transfer.source = gathered;
-  transfer.to = target;
-  transfer.destination = target->memory().allocate(extent.bytes);
-  transfer.size = extent.bytes;
-  transfer.elements = extent.elements;
-  transfer.output = to;
-  transfer.describe = [&] {
-    return fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
-                       describe_bytes(extent.bytes), source.device->selector(), target->selector());
-  };
-  transfer.trace_name = "take_windows";
-  std::shared_ptr<Completion> arrival = issue_transfer(placement, transfer, plan);
-  return detail::make_result(placement, std::move(target), transfer.destination, std::move(arrival), to,
-                             std::move(shape), extent);
+  return send_rows(
+      placement, windows, target, to, std::move(shape), extent,
+      [&] {
+        return fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
+                           describe_bytes(extent.bytes), source.device->selector(), target->selector());
+      },
+      "take_windows");
 }
 
 }  // namespace

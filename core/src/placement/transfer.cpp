@@ -316,4 +316,23 @@ std::shared_ptr<Completion> issue_transfer(Placement& placement, const Transfer&
       transfer.describe(), [put = std::move(put)] { run_put(put); }, std::move(transfer_trace));
 }
 
+Array send_rows(Placement& placement, const RowGather& rows, std::shared_ptr<LiveDevice> to, DType output,
+                std::vector<std::int64_t> shape, const Extent& extent, std::function<std::string()> describe,
+                std::string_view trace_name) {
+  const TransferSource gathered{nullptr, 0, &rows};
+  const Plan plan = plan_transfer(gathered, *to, extent.bytes, output, false);
+  Transfer transfer;
+  transfer.source = gathered;
+  transfer.to = to;
+  transfer.destination = to->memory().allocate(extent.bytes);
+  transfer.size = extent.bytes;
+  transfer.elements = extent.elements;
+  transfer.output = output;
+  transfer.describe = std::move(describe);
+  transfer.trace_name = trace_name;
+  std::shared_ptr<Completion> arrival = issue_transfer(placement, transfer, plan);
+  return make_result(placement, std::move(to), transfer.destination, std::move(arrival), output, std::move(shape),
+                     extent);
+}
+
 }  // namespace backplane::detail

@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace backplane::detail {
 
@@ -101,5 +102,12 @@ struct Transfer {
 // allocated before anything is issued, so running out is thrown here; an error
 // once the copy is issued is carried by the returned completion.
 std::shared_ptr<Completion> issue_transfer(Placement& placement, const Transfer& transfer, const Plan& plan);
+
+// A gather of host rows sent as one batch (take_windows, a batch stream
+// step): plans it, allocates the destination, issues it and returns the
+// batch, `shape` of `output`. `describe` and `trace_name` as in Transfer.
+Array send_rows(Placement& placement, const RowGather& rows, std::shared_ptr<LiveDevice> to, DType output,
+                std::vector<std::int64_t> shape, const Extent& extent, std::function<std::string()> describe,
+                std::string_view trace_name);
 
 }  // namespace backplane::detail
