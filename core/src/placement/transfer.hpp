@@ -90,8 +90,8 @@ struct Transfer {
   std::uint64_t elements = 0;          // elements of the destination (what a device widens)
   DType output = DType::kU8;
   ProgressCallback progress;
-  // Names the transfer in errors ("device_put of 64.0 MiB from cpu:0 to
-  // cuda:0"); asked only when something can fail after the issue.
+  // Names the transfer in errors ("device_put of 64.0 MiB (67108864 bytes)
+  // from cpu:0 to cuda:0"); asked only when something can fail after the issue.
   std::function<std::string()> describe;
   std::string_view trace_name = "device_put";  // "device_put", "take_windows", "batch"
 };

@@ -12,12 +12,12 @@
 #include "isolation/probe_protocol.hpp"
 #include "loader/plugin_library.hpp"
 #include "registry/probe_call.hpp"
+#include "util/caught_error.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <exception>
 #include <string>
 
 namespace {
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
         opened.library, options, [](const char* stage) { write_record(kResultFd, "stage", stage); });
     const auto verdict = backplane::detail::verdict_of(outcome);
     report(verdict.status, verdict.reason, opened.abi_version, opened.library->name());
-  } catch (const std::exception& error) {
-    report(backplane::BackendStatus::kFailed, error.what(), "", "");
+  } catch (...) {
+    report(backplane::BackendStatus::kFailed, backplane::detail::caught_error().message, "", "");
   }
 }

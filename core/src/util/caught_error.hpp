@@ -1,6 +1,7 @@
 // The one translation of an exception into an error code and message, shared
 // by every place the core stops an exception: the C API's guard, the transfer
-// threads, the conformance kit's checks and the discovery of a plugin.
+// threads, the completion of an asynchronous copy, the conformance kit's checks
+// and the probe helper.
 //
 // The plugin SDK's guard (plugin_support.hpp) keeps its own: it is an
 // installed header a plugin compiles alone, without the core, and it maps
