@@ -14,8 +14,6 @@
 #include "registry/backend.hpp"
 #include "util/fork.hpp"
 
-#include <backplane/array.hpp>
-
 #include <cstdint>
 #include <map>
 #include <memory>
