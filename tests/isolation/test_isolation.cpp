@@ -1,6 +1,7 @@
 // Probe isolation from code, the environment and the config file: a plugin
 // that crashes, exits or hangs in the probe helper is `failed` with what
 // happened, it is never loaded into the test process, and the others work.
+#include "support/backend_named.hpp"
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
@@ -26,6 +27,7 @@ using backplane::BackendInfo;
 using backplane::BackendStatus;
 using backplane::ProbeIsolation;
 using backplane::Runtime;
+using backplane::testing::backend_named;
 using backplane::testing::TempDir;
 
 namespace {
@@ -42,12 +44,6 @@ Runtime::Options options_for(std::vector<std::filesystem::path> paths,
   options.environment = std::move(environment);
   options.skip_default_paths = true;
   return options;
-}
-
-const BackendInfo& backend_named(const Runtime& runtime, std::string_view name) {
-  const BackendInfo* info = runtime.find_backend(name);
-  REQUIRE_MESSAGE(info != nullptr, "no backend named " << name);
-  return *info;
 }
 
 // A sanitizer's SIGSEGV handler would turn the helper's crash into an exit.

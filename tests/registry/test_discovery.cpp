@@ -1,5 +1,6 @@
 // Discovery: every plugin found gets exactly one status and an actionable
 // reason, and broken plugins never hide the good ones.
+#include "support/backend_named.hpp"
 #include "support/temp_dir.hpp"
 
 #include <backplane/backplane.hpp>
@@ -16,6 +17,7 @@
 using backplane::BackendInfo;
 using backplane::BackendStatus;
 using backplane::Runtime;
+using backplane::testing::backend_named;
 using backplane::testing::TempDir;
 
 namespace {
@@ -30,12 +32,6 @@ Runtime::Options isolated(std::vector<std::filesystem::path> paths) {
   options.ignore_environment = true;
   options.skip_default_paths = true;
   return options;
-}
-
-const BackendInfo& backend_named(const Runtime& runtime, std::string_view name) {
-  const BackendInfo* info = runtime.find_backend(name);
-  REQUIRE_MESSAGE(info != nullptr, "no backend named " << name);
-  return *info;
 }
 
 bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
