@@ -38,6 +38,16 @@
  *        times. Also: plugins declaring 1.3 may report memory_free as
  *        BP_MEMORY_FREE_UNKNOWN, and the core treats that value as unknown
  *        from a plugin of any minor.
+ *   1.4  Backends whose answers depend on what the probe found, and backends
+ *        whose probe must not run in the caller. BP_ProbeArgs.capabilities and
+ *        .dlpack_device_type (in/out): one plugin serving several kinds of
+ *        device (the pjrt adapter: a CPU platform's buffers are host memory, a
+ *        GPU's are not) states them per backend. BP_CAPABILITY_PROBE_IN_CHILD:
+ *        probing makes device state, so the core probes in a separate process
+ *        and, in the caller, makes no call but backend_create until a device
+ *        is used. BP_CAPABILITY_NO_DEVICE_TO_DEVICE: the core copies between
+ *        the backend's buffers through host memory. BP_DeviceInfoArgs.memories:
+ *        the memory kinds of a device.
  *
  * Errors
  * ------
@@ -68,7 +78,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_MAJOR 1
-#define BP_ABI_MINOR 3
+#define BP_ABI_MINOR 4
 
 /* The one symbol a plugin exports. */
 #define BP_PLUGIN_ENTRY_SYMBOL "backplane_plugin_entry"
@@ -144,6 +154,19 @@ typedef uint64_t BP_Capabilities;
 /* The async copies and convert_integers honour `timed`, and event_timing is
  * implemented (ABI 1.3). */
 #define BP_CAPABILITY_EVENT_TIMING ((BP_Capabilities)1 << 5)
+/* ABI 1.4, table only. Probing makes device state in the process that probes
+ * (PJRT's Client_Create makes GPU contexts and may reserve memory): the core
+ * runs backend_create, probe, device_count and device_info in a separate
+ * process and keeps their answers; in the caller it calls backend_create and
+ * then nothing until a device is used (the first memory_allocate,
+ * memory_wrap or copy), after which every call is made as usual. The
+ * device ordinals must be the same in both processes. */
+#define BP_CAPABILITY_PROBE_IN_CHILD ((BP_Capabilities)1 << 6)
+/* ABI 1.4. copy_device_to_device and its async form cannot copy a byte range
+ * between two buffers of the backend (core PJRT has no such call): the core
+ * never calls them and copies through host memory instead. The table still
+ * fills both calls (they may answer BP_ERROR_UNSUPPORTED). */
+#define BP_CAPABILITY_NO_DEVICE_TO_DEVICE ((BP_Capabilities)1 << 7)
 
 /* Opaque handles, owned by the plugin. */
 typedef struct BP_Backend BP_Backend; /* one configured instance of the backend */
@@ -178,6 +201,15 @@ typedef struct BP_ProbeArgs {
    * a GPU above it). A priority from the config file still wins. Written
    * only when struct_size covers it. */
   int32_t priority;
+  /* 1.4, in/out: the core sets them to the table's capabilities and
+   * dlpack_device_type before the call; a plugin whose backends differ by
+   * what they find (the pjrt adapter over a CPU or a GPU platform) states
+   * this backend's. BP_CAPABILITY_PROBE_IN_CHILD is the table's alone and is
+   * ignored here. The core checks them as it checks the table's (kDLCPU
+   * needs BP_CAPABILITY_HOST_ADDRESSABLE). Written only when struct_size
+   * covers them. */
+  BP_Capabilities capabilities;
+  int32_t dlpack_device_type;
 } BP_ProbeArgs;
 
 typedef struct BP_DeviceCountArgs {
@@ -205,6 +237,15 @@ typedef struct BP_DeviceInfoArgs {
   uint64_t memory_free;
   const BP_KeyValue* attributes;
   size_t attribute_count;
+  /* 1.4, out: the device's memories, the default first: key the kind
+   * ("device", "pinned_host", "unpinned_host", or "host" for memory that is
+   * ordinary host memory), value a description ("" allowed). Owned by the
+   * backend until backend_destroy. Left NULL/0 (or a caller's struct that
+   * ends before it), the core derives the list from the capabilities:
+   * HOST_ADDRESSABLE "host", else "device" and, with PINNED_HOST,
+   * "pinned_host". Written only when struct_size covers it. */
+  const BP_KeyValue* memories;
+  size_t memory_count;
 } BP_DeviceInfoArgs;
 
 typedef struct BP_MemoryAllocateArgs {
@@ -409,6 +450,9 @@ typedef struct BP_PluginApi {
 #define BP_PLUGIN_API_SIZE_1_1 (offsetof(BP_PluginApi, memory_wrap) + sizeof(void*))
 /* The struct_size of a 1.2 table (up to and including dlpack_device_type). */
 #define BP_PLUGIN_API_SIZE_1_2 (offsetof(BP_PluginApi, dlpack_device_type) + sizeof(int32_t))
+/* The struct_size of a 1.3 table (up to and including event_timing); 1.4
+ * appended no call, so a 1.4 table has this size too. */
+#define BP_PLUGIN_API_SIZE_1_3 (offsetof(BP_PluginApi, event_timing) + sizeof(void*))
 
 /* The struct_size an older caller passes in an args struct that grew later.
  * A plugin checks struct_size against the size of the oldest caller it
@@ -417,6 +461,8 @@ typedef struct BP_PluginApi {
  * call of an older core, whose structs are shorter. Each constant is the size
  * up to the field that the next minor appended. */
 #define BP_PROBE_ARGS_SIZE_1_0 offsetof(BP_ProbeArgs, priority)              /* 1.2 appended priority */
+#define BP_PROBE_ARGS_SIZE_1_2 offsetof(BP_ProbeArgs, capabilities)          /* 1.4 appended capabilities */
+#define BP_DEVICE_INFO_ARGS_SIZE_1_0 offsetof(BP_DeviceInfoArgs, memories)   /* 1.4 appended memories */
 #define BP_COPY_TO_DEVICE_ARGS_SIZE_1_0 offsetof(BP_CopyToDeviceArgs, timed) /* 1.3 appended timed */
 #define BP_COPY_TO_HOST_ARGS_SIZE_1_0 offsetof(BP_CopyToHostArgs, timed)
 #define BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0 offsetof(BP_CopyDeviceToDeviceArgs, timed)

@@ -101,6 +101,8 @@ template <class Args>
 constexpr std::size_t minimum_args_size() {
   if constexpr (std::is_same_v<Args, BP_ProbeArgs>) {
     return BP_PROBE_ARGS_SIZE_1_0;
+  } else if constexpr (std::is_same_v<Args, BP_DeviceInfoArgs>) {  // 1.4 appended `memories`
+    return BP_DEVICE_INFO_ARGS_SIZE_1_0;
   } else if constexpr (std::is_same_v<Args, BP_CopyToDeviceArgs>) {  // 1.3 appended `timed`
     return BP_COPY_TO_DEVICE_ARGS_SIZE_1_0;
   } else if constexpr (std::is_same_v<Args, BP_CopyToHostArgs>) {

@@ -74,7 +74,18 @@ struct DescribedDevice {
   BP_DeviceKind kind = BP_DEVICE_KIND_CPU;
   std::vector<std::pair<std::string, std::string>> text;
   std::vector<BP_KeyValue> attributes;  // views into text
+  std::vector<std::pair<std::string, std::string>> memory_text;
+  std::vector<BP_KeyValue> memories;  // views into memory_text
 };
+
+inline std::vector<BP_KeyValue> key_values(const std::vector<std::pair<std::string, std::string>>& text) {
+  std::vector<BP_KeyValue> views;
+  views.reserve(text.size());
+  for (const auto& [key, value] : text) {
+    views.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
+  }
+  return views;
+}
 
 // An ABI event: the backend's event, or none when the work had completed.
 template <class Event>
@@ -93,6 +104,10 @@ struct Instance {
   std::mutex probe_mutex;
   Probe probe;
   std::int32_t device_count = 0;
+  // In effect once probed: what the backend stated after its probe (ABI
+  // 1.4), else the table's.
+  BP_Capabilities capabilities = Impl::kIdentity.capabilities;
+  std::int32_t dlpack_device_type = Impl::kIdentity.dlpack_device_type;
   std::mutex describe_mutex;
   std::vector<std::unique_ptr<DescribedDevice>> described;  // by ordinal, filled on demand
   HandleTable<typename Impl::Buffer, BP_Buffer> buffers;
@@ -126,7 +141,6 @@ class Entries {
   using Event = typename Impl::Event;
   using Instance = detail::Instance<Impl>;
   static constexpr Identity kId = Impl::kIdentity;
-  static constexpr bool kHostAddressable = (kId.capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) != 0;
 
   static std::string name() { return std::string(kId.name); }
 
@@ -153,6 +167,10 @@ class Entries {
     const std::lock_guard lock(self.probe_mutex);
     if (!self.probed.load(std::memory_order_relaxed)) {
       self.probe = self.impl->probe();
+      if constexpr (StatesCapabilities<Impl>) {
+        self.capabilities = self.impl->capabilities();
+        self.dlpack_device_type = self.impl->dlpack_device_type();
+      }
       self.device_count = self.probe.available ? self.impl->device_count() : 0;
       self.probed.store(true, std::memory_order_release);
     }
@@ -305,6 +323,10 @@ class Entries {
       args->reason_size = self.probe.reason.size();
       if (self.probe.priority && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, priority))
         args->priority = *self.probe.priority;
+      if (StatesCapabilities<Impl> && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, dlpack_device_type)) {
+        args->capabilities = self.capabilities & ~BP_CAPABILITY_PROBE_IN_CHILD;
+        args->dlpack_device_type = self.dlpack_device_type;
+      }
     });
   }
 
@@ -330,8 +352,10 @@ class Entries {
           described->name = std::move(description.name);
           described->kind = description.kind;
           described->text = std::move(description.attributes);
-          for (const auto& [key, value] : described->text) {
-            described->attributes.push_back({sizeof(BP_KeyValue), key.data(), key.size(), value.data(), value.size()});
+          described->attributes = detail::key_values(described->text);
+          if constexpr (DescribesMemories<Impl>) {
+            described->memory_text = self.impl->memories(args->ordinal);
+            described->memories = detail::key_values(described->memory_text);
           }
           self.described[ordinal] = std::move(described);
         }
@@ -345,6 +369,10 @@ class Entries {
       args->memory_free = memory.free.value_or(BP_MEMORY_FREE_UNKNOWN);
       args->attributes = device->attributes.data();
       args->attribute_count = device->attributes.size();
+      if (BP_STRUCT_HAS_FIELD(args, BP_DeviceInfoArgs, memory_count) && !device->memories.empty()) {
+        args->memories = device->memories.data();
+        args->memory_count = device->memories.size();
+      }
     });
   }
 
@@ -352,7 +380,7 @@ class Entries {
     return run([&] {
       require_args(args, "memory_allocate");
       Instance& self = usable(args->backend, "memory_allocate", args->ordinal);
-      if (args->kind == BP_MEMORY_PINNED_HOST && (kId.capabilities & BP_CAPABILITY_PINNED_HOST) == 0) {
+      if (args->kind == BP_MEMORY_PINNED_HOST && (self.capabilities & BP_CAPABILITY_PINNED_HOST) == 0) {
         throw Failure(BP_ERROR_UNSUPPORTED, "memory_allocate: " + name() + " offers no pinned host memory");
       }
       if (args->kind != BP_MEMORY_DEVICE && args->kind != BP_MEMORY_PINNED_HOST) {
@@ -360,7 +388,7 @@ class Entries {
                                                      " on " + name() + ":" + std::to_string(args->ordinal));
       }
       std::unique_ptr<Buffer> allocated = self.impl->allocate(args->ordinal, args->kind, args->size);
-      if (kHostAddressable && allocated->address == nullptr) {
+      if ((self.capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) != 0 && allocated->address == nullptr) {
         throw Failure(BP_ERROR_INTERNAL, "memory_allocate: " + name() + " returned no address for host memory");
       }
       void* address = allocated->address;

@@ -203,6 +203,26 @@ concept Releases = requires {
   detail::Hook<Impl, void(typename Impl::Buffer&)>::match(&Impl::release);
 };
 
+// ABI 1.4, no capability bit: a backend whose capabilities and DLPack device
+// type depend on what its probe found (the pjrt adapter over a CPU or a GPU
+// platform). Both are asked once, right after probe, and the SDK's own
+// checks follow the answers; without them kIdentity's apply.
+template <class Impl>
+concept StatesCapabilities = requires {
+  detail::Hook<Impl, BP_Capabilities()>::match(&Impl::capabilities);
+  detail::Hook<Impl, std::int32_t()>::match(&Impl::dlpack_device_type);
+};
+
+// ABI 1.4, no capability bit: a device's memories, the default first, as
+// (kind, description) pairs: "device", "pinned_host", "unpinned_host", or
+// "host" for ordinary host memory. Asked once per device, with describe.
+// Without it the core derives the list from the capabilities.
+using MemoryList = std::vector<std::pair<std::string, std::string>>;
+template <class Impl>
+concept DescribesMemories = requires {
+  detail::Hook<Impl, MemoryList(std::int32_t)>::match(&Impl::memories);
+};
+
 namespace detail {
 
 // Whether Impl has a member of this name at all: an optional hook that is
@@ -226,6 +246,14 @@ concept NamesRefusal = requires {
 template <class Impl>
 concept NamesRelease = requires {
   &Impl::release;
+};
+template <class Impl>
+concept NamesCapabilities = requires {
+  &Impl::capabilities;
+} || requires { &Impl::dlpack_device_type; };
+template <class Impl>
+concept NamesMemories = requires {
+  &Impl::memories;
 };
 
 template <class Impl>
@@ -290,6 +318,12 @@ consteval bool check_contract() {
                 "backend hook refusal: wrong signature; expected `std::string_view refusal()`");
   static_assert(Releases<Impl> || !NamesRelease<Impl>,
                 "backend hook release: wrong signature; expected `void release(Buffer& buffer)`");
+  static_assert(StatesCapabilities<Impl> || !NamesCapabilities<Impl>,
+                "backend hooks capabilities and dlpack_device_type: both or neither, with signatures "
+                "`BP_Capabilities capabilities()` and `std::int32_t dlpack_device_type()`");
+  static_assert(DescribesMemories<Impl> || !NamesMemories<Impl>,
+                "backend hook memories: wrong signature; expected "
+                "`plugin_sdk::MemoryList memories(std::int32_t ordinal)`");
 
   static_assert(declares<Impl>(BP_CAPABILITY_WRAP_MEMORY) == NamesWrap<Impl>,
                 "backend hook wrap: BP_CAPABILITY_WRAP_MEMORY is declared exactly when the class has wrap()");
@@ -298,8 +332,8 @@ consteval bool check_contract() {
                 "has convert_integers()");
   static_assert(declares<Impl>(BP_CAPABILITY_EVENT_TIMING) == NamesTiming<Impl>,
                 "backend hook timing: BP_CAPABILITY_EVENT_TIMING is declared exactly when the class has timing()");
-  return Backend<Impl> &&
-         (WrapsMemory<Impl> || !NamesWrap<Impl>)&&(ConvertsIntegers<Impl> || !NamesConvertIntegers<Impl>)&&(
+  return Backend<Impl> && (StatesCapabilities<Impl> || !NamesCapabilities<Impl>)&&(
+             DescribesMemories<Impl> || !NamesMemories<Impl>)&&(WrapsMemory<Impl> || !NamesWrap<Impl>)&&(ConvertsIntegers<Impl> || !NamesConvertIntegers<Impl>)&&(
              TimesEvents<Impl> ||
              !NamesTiming<Impl>)&&(Refuses<Impl> ||
                                    !NamesRefusal<Impl>)&&(Releases<Impl> ||
