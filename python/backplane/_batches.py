@@ -46,8 +46,9 @@ _stream_next = _lib.lib.bp_batch_stream_next
 
 @dataclass(frozen=True)
 class BatchStats:
-    """What a stream did so far (bp_batch_stream_stats). Seconds are wall
-    time on a steady clock."""
+    """What a stream did so far (bp_batch_stream_stats): counters, cheap to
+    read every step. Seconds are wall time on a steady clock. The resident
+    size of the sources is BatchStream.resident_bytes(), a slower call."""
 
     steps: int  # batches handed out
     windows: int  # windows handed out
@@ -58,7 +59,6 @@ class BatchStats:
     elapsed_seconds: float  # from the first next() to the last return
     windows_per_second: float
     data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
-    resident_bytes: int  # of the sources' file mappings, in this process
 
 
 class Window(NamedTuple):
@@ -250,7 +250,15 @@ class BatchStream:
         if len(values) != sources:
             raise _invalid(f"weights has {len(values)} entries for {sources} source(s)")
         for index, value in enumerate(values):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise _invalid(f"weights[{index}] = {value!r} is not a finite number")
+            try:
+                finite = math.isfinite(value)
+            except OverflowError:  # past the largest double; its repr could be megabytes
+                bits = abs(int(value)).bit_length()
+                raise _invalid(f"weights[{index}] is not a finite number: it is about 2**{bits - 1}, and a double "
+                               "holds at most about 2**1024") from None
+            if not finite:
                 raise _invalid(f"weights[{index}] = {value!r} is not a finite number")
         return (ctypes.c_double * sources)(*values)
 
@@ -343,6 +351,15 @@ class BatchStream:
         stats = _lib.bp_batch_stream_stats(struct_size=ctypes.sizeof(_lib.bp_batch_stream_stats))
         _lib.check(_lib.lib.bp_batch_stream_stats_get(self._live(), ctypes.byref(stats)))
         return BatchStats(**{field[0]: getattr(stats, field[0]) for field in _lib.bp_batch_stream_stats._fields_[1:]})
+
+    def resident_bytes(self) -> int:
+        """Resident bytes, in this process, of the shared file mappings
+        holding the sources (what release_pages keeps bounded; 0 for other
+        memory). Reads /proc/self/smaps, milliseconds with large mappings:
+        call it when you want the figure, not every step."""
+        resident = ctypes.c_uint64()
+        _lib.check(_lib.lib.bp_batch_stream_resident_bytes(self._live(), ctypes.byref(resident)))
+        return resident.value
 
     def windows(self, step: int) -> List[Window]:
         """This rank's windows at global step `step` (any step, without

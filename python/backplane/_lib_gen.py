@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # ---- constants ----
 BP_API_VERSION_MAJOR = 0
-BP_API_VERSION_MINOR = 6
+BP_API_VERSION_MINOR = 7
 BP_API_VERSION_PATCH = 0
 BP_OK = 0
 BP_STATUS_INVALID_ARGUMENT = 1
@@ -191,7 +191,6 @@ class bp_batch_stream_stats(ctypes.Structure):
         ("elapsed_seconds", ctypes.c_double),
         ("windows_per_second", ctypes.c_double),
         ("data_stall_fraction", ctypes.c_double),
-        ("resident_bytes", ctypes.c_uint64),
     ]
 
 
@@ -433,6 +432,7 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
         ctypes.POINTER(ctypes.c_size_t),
     ], ctypes.c_int32),
     "bp_batch_stream_stats_get": ([ctypes.c_void_p, ctypes.POINTER(bp_batch_stream_stats)], ctypes.c_int32),
+    "bp_batch_stream_resident_bytes": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int32),
     "bp_batch_stream_windows": ([
         ctypes.c_void_p,
         ctypes.c_int64,
@@ -756,6 +756,7 @@ class Library(Protocol):
         /,
     ) -> int: ...
     def bp_batch_stream_stats_get(self, stream: VoidPointer, out: Pointer[bp_batch_stream_stats], /) -> int: ...
+    def bp_batch_stream_resident_bytes(self, stream: VoidPointer, out: Pointer[ctypes.c_uint64], /) -> int: ...
     def bp_batch_stream_windows(
         self,
         stream: VoidPointer,

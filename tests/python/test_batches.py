@@ -280,8 +280,8 @@ class BatchesTest(unittest.TestCase):
             (dict(weights=[0.0]), backplane.InvalidArgumentError, "the weights are all zero"),
             (dict(threads=1000), backplane.InvalidArgumentError, "threads must be at most 256, got 1000"),
             (dict(dtype="float32"), backplane.UnsupportedError, "only integer dtypes convert"),
-            (dict(release_pages=True), backplane.InvalidArgumentError, "release_pages: source 0 is not a read-only "
-                                                                       "file mapping"),
+            (dict(release_pages=True), backplane.InvalidArgumentError, "release_pages: source 0 is not in a shared "
+                                                                       "mapping"),
         ]
         for options, error, words in library_cases:
             with self.subTest(options=options):

@@ -28,7 +28,9 @@
  * (bp_trace_start, bp_trace_stop), bp_dlpack_capsule_destructor, the batch
  * stream (bp_batch_stream_*). 0.6 the device's total and free memory in
  * bp_memory_stats (BP_MEMORY_UNKNOWN when the backend cannot tell, also from
- * bp_device_info_memory_free), bp_memory_reset_peak.
+ * bp_device_info_memory_free), bp_memory_reset_peak. 0.7
+ * bp_batch_stream_resident_bytes, measured only when asked for: the field
+ * resident_bytes left bp_batch_stream_stats, whose call it made slow.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -43,7 +45,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 6
+#define BP_API_VERSION_MINOR 7
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -707,8 +709,9 @@ BACKPLANE_API bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array**
  * OUT_OF_RANGE naming the bytes needed when capacity < *length + 1. */
 BACKPLANE_API bp_status bp_batch_stream_state(bp_batch_stream* stream, char* buffer, size_t capacity, size_t* length);
 
-/* What the stream did so far (seconds of wall time, steady clock). Set
- * struct_size to sizeof before the call. */
+/* What the stream did so far (seconds of wall time, steady clock): counters
+ * only, about a microsecond a call. Set struct_size to sizeof before the
+ * call. */
 typedef struct bp_batch_stream_stats {
   size_t struct_size;
   int64_t steps;              /* batches handed out */
@@ -720,10 +723,15 @@ typedef struct bp_batch_stream_stats {
   double elapsed_seconds;     /* from the first next call to the last return */
   double windows_per_second;  /* windows / elapsed_seconds */
   double data_stall_fraction; /* wait_seconds / elapsed_seconds, in [0, 1] */
-  uint64_t resident_bytes;    /* of the sources' file mappings, in this process */
 } bp_batch_stream_stats;
 
 BACKPLANE_API bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out);
+
+/* Resident bytes, in this process, of the shared file mappings holding the
+ * stream's sources (what release_pages keeps bounded; 0 for other memory).
+ * Reads /proc/self/smaps, which costs milliseconds with large mappings: call
+ * it when the figure is wanted, not every step. */
+BACKPLANE_API bp_status bp_batch_stream_resident_bytes(bp_batch_stream* stream, uint64_t* out);
 
 /* This rank's windows at global step `step` (any step >= 0, without
  * preparing it), in batch order: window i comes from source sources[i] and

@@ -101,17 +101,18 @@ struct BACKPLANE_API BatchStreamState {
 };
 
 // What the stream did so far. Seconds are wall time on a steady clock.
+// Counters only: reading them costs about a microsecond (the resident size
+// of the sources is BatchStream::resident_bytes(), a separate, slower call).
 struct BACKPLANE_API BatchStreamStats {
-  std::int64_t steps = 0;            // batches handed out
-  std::uint64_t windows = 0;         // windows handed out
-  std::uint64_t bytes = 0;           // bytes of those batches, as handed out
-  double wait_seconds = 0;           // inside next(), waiting for data
-  double gather_seconds = 0;         // gathering windows (summed over steps, not threads)
-  double transfer_seconds = 0;       // from a batch's copy issue to its arrival
-  double elapsed_seconds = 0;        // from the first next() call to the last return
-  double windows_per_second = 0;     // windows / elapsed_seconds
-  double data_stall_fraction = 0;    // wait_seconds / elapsed_seconds
-  std::uint64_t resident_bytes = 0;  // of the sources' file mappings, in this process
+  std::int64_t steps = 0;          // batches handed out
+  std::uint64_t windows = 0;       // windows handed out
+  std::uint64_t bytes = 0;         // bytes of those batches, as handed out
+  double wait_seconds = 0;         // inside next(), waiting for data
+  double gather_seconds = 0;       // gathering windows (summed over steps, not threads)
+  double transfer_seconds = 0;     // from a batch's copy issue to its arrival
+  double elapsed_seconds = 0;      // from the first next() call to the last return
+  double windows_per_second = 0;   // windows / elapsed_seconds
+  double data_stall_fraction = 0;  // wait_seconds / elapsed_seconds
 };
 
 // One window of a step: the source it comes from and its first token.
@@ -138,6 +139,11 @@ class BACKPLANE_API BatchStream {
   std::int64_t step() const;
   BatchStreamState state() const;
   BatchStreamStats stats() const;
+  // Resident bytes, in this process, of the shared file mappings holding the
+  // sources (what release_pages keeps bounded); 0 for other memory. Reads
+  // /proc/self/smaps, which costs milliseconds with large mappings: call it
+  // when you want the figure, not every step.
+  std::uint64_t resident_bytes() const;
   // This rank's windows at global step `step` (any step, without preparing
   // it), in batch order.
   std::vector<Window> windows(std::int64_t step) const;

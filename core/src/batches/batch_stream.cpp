@@ -88,6 +88,7 @@ class BatchStream::Impl {
   std::int64_t step() const;
   BatchStreamState state() const;
   BatchStreamStats stats() const;
+  std::uint64_t resident_bytes() const;
   std::vector<Window> windows(std::int64_t step) const;
 
   // True in a child process forked after the stream was made.
@@ -194,6 +195,7 @@ void BatchStream::Impl::check_options(std::size_t source_count) {
 void BatchStream::Impl::open_sources(std::vector<Array> sources) {
   const std::int64_t window = options_.context + 1;
   std::uint64_t total_starts = 0;
+  const detail::MemoryMappings mappings = detail::MemoryMappings::of_this_process();
   for (std::size_t index = 0; index < sources.size(); ++index) {
     const detail::ArrayState& state = detail::ArrayAccess::state(sources[index], "BatchStream");
     const detail::ArrayStorage& storage = *state.storage;
@@ -223,11 +225,12 @@ void BatchStream::Impl::open_sources(std::vector<Array> sources) {
     source.tokens = state.elements;
     source.starts = static_cast<std::int64_t>(source.tokens) >= window ? source.tokens - options_.context : 0;
     const detail::HostRange range{source.data, state.nbytes};
-    source.droppable = detail::is_droppable_file_mapping(range);
+    source.droppable = mappings.pages_are_releasable(range);
     if (options_.release_pages && !source.droppable) {
       refuse(ErrorCode::kInvalidArgument,
-             fmt::format("release_pages: source {} is not a read-only file mapping (as /proc/self/maps shows it), "
-                         "and giving back the pages of other memory would lose its data; load it with load_tokens",
+             fmt::format("release_pages: source {} is not in a shared mapping (as /proc/self/maps shows it), and "
+                         "giving back the pages of private or heap memory could lose its data; load it with "
+                         "load_tokens",
                          index));
     }
     detail::advise_random(range);
@@ -286,6 +289,7 @@ BatchStream::Impl::Impl(Runtime& runtime, std::vector<Array> sources, BatchStrea
     refuse(ErrorCode::kUnsupported, fmt::format("cannot hand out {} tokens as {}; only integer dtypes convert",
                                                 dtype_name(from_), dtype_name(to_)));
   }
+  if (const std::string loss = detail::value_loss(from_, to_); !loss.empty()) refuse(ErrorCode::kInvalidArgument, loss);
   identity_.seed = options_.seed;
   identity_.global_batch = global_batch_;
   identity_.context = options_.context;
@@ -591,12 +595,15 @@ BatchStreamStats BatchStream::Impl::stats() const {
     stats.windows_per_second = static_cast<double>(stats.windows) / stats.elapsed_seconds;
     stats.data_stall_fraction = std::min(1.0, stats.wait_seconds / stats.elapsed_seconds);
   }
+  return stats;
+}
+
+std::uint64_t BatchStream::Impl::resident_bytes() const {
   std::vector<detail::HostRange> ranges;
   for (const Source& source : sources_) {
     if (source.droppable) ranges.push_back({source.data, source.array.nbytes()});
   }
-  stats.resident_bytes = detail::resident_bytes(ranges);
-  return stats;
+  return detail::resident_bytes(ranges);
 }
 
 BatchStream::BatchStream(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options,
@@ -616,6 +623,7 @@ std::vector<Array> BatchStream::next() { return impl_->next(); }
 std::int64_t BatchStream::step() const { return impl_->step(); }
 BatchStreamState BatchStream::state() const { return impl_->state(); }
 BatchStreamStats BatchStream::stats() const { return impl_->stats(); }
+std::uint64_t BatchStream::resident_bytes() const { return impl_->resident_bytes(); }
 std::vector<Window> BatchStream::windows(std::int64_t step) const { return impl_->windows(step); }
 
 }  // namespace backplane

@@ -30,7 +30,7 @@ struct bp_batch_stream {
 namespace backplane::c_api {
 namespace {
 
-LiveHandles<bp_batch_stream>& live_streams = *new LiveHandles<bp_batch_stream>;  // never destroyed: see LiveHandles
+LiveHandles<bp_batch_stream>& live_streams = make_live_handles<bp_batch_stream>();
 
 std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const char* function) {
   require_non_null(handle, function, "stream");
@@ -186,7 +186,15 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     out->elapsed_seconds = stats.elapsed_seconds;
     out->windows_per_second = stats.windows_per_second;
     out->data_stall_fraction = stats.data_stall_fraction;
-    out->resident_bytes = stats.resident_bytes;
+  });
+}
+
+bp_status bp_batch_stream_resident_bytes(bp_batch_stream* stream, uint64_t* out) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_resident_bytes";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(out, kFunction, "out");
+    *out = live->stream->resident_bytes();
   });
 }
 

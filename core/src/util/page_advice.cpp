@@ -1,11 +1,15 @@
 #include "util/page_advice.hpp"
 
+#include <fmt/format.h>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -30,7 +34,6 @@ struct MapsLine {
   std::uintptr_t begin = 0;
   std::uintptr_t end = 0;
   std::string permissions;
-  std::uint64_t inode = 0;
 };
 
 // "begin-end perms offset dev inode path" (proc(5)).
@@ -42,29 +45,38 @@ bool parse_maps_line(const std::string& line, MapsLine& out) {
                   &inode) != 7) {
     return false;
   }
-  out = {static_cast<std::uintptr_t>(begin), static_cast<std::uintptr_t>(end), permissions, inode};
+  out = {static_cast<std::uintptr_t>(begin), static_cast<std::uintptr_t>(end), permissions};
   return true;
 }
 
 }  // namespace
 
-bool is_droppable_file_mapping(HostRange range) {
+MemoryMappings MemoryMappings::of_this_process() {
+  MemoryMappings mappings;
   std::ifstream maps("/proc/self/maps");
-  if (!maps) return false;
-  auto next = reinterpret_cast<std::uintptr_t>(range.address);
-  const std::uintptr_t end = next + range.size;
   std::string line;
   MapsLine entry;
-  // Lines are sorted by address: walk them, requiring contiguous coverage.
-  while (next < end && std::getline(maps, line)) {
-    if (!parse_maps_line(line, entry) || entry.end <= next) continue;
-    if (entry.begin > next) return false;  // a hole, or not mapped at all
+  while (std::getline(maps, line)) {
+    if (!parse_maps_line(line, entry)) continue;
     const bool shared = entry.permissions.size() >= 4 && entry.permissions[3] == 's';
-    const bool writable = entry.permissions.size() >= 2 && entry.permissions[1] == 'w';
-    if (entry.inode == 0 || (!shared && writable)) return false;
-    next = entry.end;
+    mappings.entries_.push_back({entry.begin, entry.end, shared});
   }
-  return next >= end;
+  return mappings;
+}
+
+bool MemoryMappings::pages_are_releasable(HostRange range) const noexcept {
+  if (range.size == 0) return false;
+  auto next = reinterpret_cast<std::uintptr_t>(range.address);
+  const std::uintptr_t end = next + range.size;
+  // The first mapping that ends past the range's start; then the range must
+  // be covered without a hole, by shared mappings only.
+  auto entry = std::upper_bound(entries_.begin(), entries_.end(), next,
+                                [](std::uintptr_t address, const Entry& candidate) { return address < candidate.end; });
+  for (; next < end; ++entry) {
+    if (entry == entries_.end() || entry->begin > next || !entry->shared) return false;
+    next = entry->end;
+  }
+  return true;
 }
 
 void advise_random(HostRange range) noexcept { advise(range, MADV_RANDOM); }
@@ -101,6 +113,30 @@ std::uint64_t resident_bytes(std::span<const HostRange> ranges) {
     if (counting && std::sscanf(line.c_str(), "Rss: %llu kB", &kilobytes) == 1) total += kilobytes * 1024;
   }
   return total;
+}
+
+std::string mmap_failure_reason(int error) {
+  const std::string words = std::strerror(error);
+  if (error != ENOMEM) return words;
+  const std::uint64_t limit = max_map_count();
+  const std::size_t count = MemoryMappings::of_this_process().count();
+  // A new mapping fails once the count reaches the limit (it may also split
+  // one, needing two).
+  if (limit == 0 || count + 2 < limit) return words;
+  return fmt::format(
+      "{}: the process has {} memory mappings, at the kernel's limit vm.max_map_count = {} (each "
+      "mapped file takes one); raise the limit (sysctl -w vm.max_map_count={}, as root) or use fewer, "
+      "larger files",
+      words, count, limit, std::max<std::uint64_t>(limit * 4, 262144));
+}
+
+std::uint64_t max_map_count() noexcept {
+  std::FILE* file = std::fopen("/proc/sys/vm/max_map_count", "re");
+  if (file == nullptr) return 0;
+  unsigned long long limit = 0;
+  const bool read = std::fscanf(file, "%llu", &limit) == 1;
+  std::fclose(file);
+  return read ? limit : 0;
 }
 
 }  // namespace backplane::detail
