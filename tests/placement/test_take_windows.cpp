@@ -5,6 +5,9 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
 
 using namespace backplane;
 using namespace backplane::testing;
@@ -218,7 +221,9 @@ void for_each_type(TypeList<Types...>, Visit&& visit) {
 
 }  // namespace
 
-TEST_CASE("[placement] take_windows converts every integer pair exactly, limits included, from unaligned tokens") {
+TEST_CASE(
+    "[placement] take_windows converts every integer pair that keeps values exactly, limits included, from "
+    "unaligned tokens, and refuses the others") {
   Runtime runtime(placement_options());
   // 300 elements: one full block of the vectorised loop plus a tail; windows
   // shorter than a block too.
@@ -235,6 +240,18 @@ TEST_CASE("[placement] take_windows converts every integer pair exactly, limits 
       using Destination = decltype(destination_zero);
       CAPTURE(dtype_name(dtype_of<Source>()));
       CAPTURE(dtype_name(dtype_of<Destination>()));
+      using SourceLimits = std::numeric_limits<Source>;
+      using DestinationLimits = std::numeric_limits<Destination>;
+      if (std::cmp_less(SourceLimits::min(), DestinationLimits::min()) ||
+          std::cmp_greater(SourceLimits::max(), DestinationLimits::max())) {
+        const std::vector<std::int64_t> offsets = {0};
+        const Error error =
+            error_from([&] { take_windows(runtime, tokens, offsets, 4, kCpu1, dtype_of<Destination>()); });
+        CHECK(error.code() == ErrorCode::kInvalidArgument);
+        CHECK(contains(error.what(), fmt::format("take_windows: dtype {} cannot hold every {} token",
+                                                 dtype_name(dtype_of<Destination>()), dtype_name(dtype_of<Source>()))));
+        return;
+      }
       for (const std::int64_t length : {std::int64_t{1}, std::int64_t{37}, std::int64_t{299}}) {
         CAPTURE(length);
         const std::vector<std::int64_t> offsets = {0, 1, static_cast<std::int64_t>(kCount) - length};

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
+#include <vector>
 
 namespace backplane::detail {
 namespace {
@@ -21,6 +23,23 @@ void visit_integer(DType dtype, Visit&& visit) {
     case DType::kI64: return visit(std::int64_t{});
     default: throw Error(ErrorCode::kInternal, fmt::format("{} is not an integer dtype", dtype_name(dtype)));
   }
+}
+
+bool is_signed(DType dtype) noexcept {
+  return dtype == DType::kI8 || dtype == DType::kI16 || dtype == DType::kI32 || dtype == DType::kI64;
+}
+
+bool holds_every_value(DType from, DType to) noexcept {
+  if (is_signed(from) == is_signed(to)) return dtype_bits(to) >= dtype_bits(from);
+  return !is_signed(from) && dtype_bits(to) > dtype_bits(from);  // unsigned into a wider signed type
+}
+
+// "[0, 65535]": the values an integer dtype holds.
+std::string value_range(DType dtype) {
+  const int bits = dtype_bits(dtype);
+  if (!is_signed(dtype)) return fmt::format("[0, {}]", bits == 64 ? UINT64_MAX : (std::uint64_t{1} << bits) - 1);
+  const std::int64_t most = bits == 64 ? INT64_MAX : static_cast<std::int64_t>((std::uint64_t{1} << (bits - 1)) - 1);
+  return fmt::format("[{}, {}]", -most - 1, most);
 }
 
 // Converts `count` integers from `in` to `out`, both possibly unaligned (a
@@ -76,6 +95,21 @@ void gather_rows(std::span<const std::byte* const> rows, DType from, std::int64_
       }
     });
   });
+}
+
+std::string value_loss(DType from, DType to) {
+  if (holds_every_value(from, to)) return {};
+  constexpr std::array kIntegers{DType::kU8,  DType::kI8,  DType::kU16, DType::kI16,
+                                 DType::kU32, DType::kI32, DType::kU64, DType::kI64};
+  std::vector<std::string_view> fitting;
+  for (const DType candidate : kIntegers) {
+    if (holds_every_value(from, candidate)) fitting.push_back(dtype_name(candidate));
+  }
+  return fmt::format(
+      "dtype {} cannot hold every {} token ({} holds {}, {} only {}): a token outside would change "
+      "value; ask for {}, or leave the dtype unset",
+      dtype_name(to), dtype_name(from), dtype_name(from), value_range(from), dtype_name(to), value_range(to),
+      fmt::join(fitting, ", "));
 }
 
 // convert_integers widens unsigned types to any of its wider types.

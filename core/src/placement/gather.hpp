@@ -12,12 +12,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace backplane::detail {
 
+// Why handing out tokens of integer dtype `from` as `to` could change a
+// value ("dtype U16 cannot hold every U32 token ..., ask for ..."), or ""
+// when `to` holds every value of `from`: the same signedness and at least
+// as wide, or unsigned into a wider signed type. take_windows and the batch
+// stream refuse the conversion when this is not empty, at the call: a
+// narrowing dtype would wrap tokens silently, and checking every token of
+// every batch would cost the gather a pass it does not need.
+std::string value_loss(DType from, DType to);
+
 // Rows `rows[i]` (each `length` elements of `from`, possibly unaligned) one
 // after another into `destination`, converted to `to` when the dtypes differ
-// (integers only; values wrap like a C++ cast when narrowing).
+// (integers only; the callers have refused any `to` that value_loss
+// describes, so no value changes).
 void gather_rows(std::span<const std::byte* const> rows, DType from, std::int64_t length, std::byte* destination,
                  DType to);
 

@@ -68,6 +68,9 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
                                                      "convert",
                                                      dtype_name(from), dtype_name(to)));
   }
+  if (const std::string loss = detail::value_loss(from, to); !loss.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "take_windows: " + loss);
+  }
   check_windows(state, offsets, length);
   detail::wait_for(source);  // tokens may still be arriving from another device
 
