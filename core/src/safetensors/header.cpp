@@ -3,6 +3,7 @@
 // where the reference uses checked usize arithmetic.
 #include <backplane/safetensors.hpp>
 
+#include "safetensors/header_frame.hpp"
 #include "safetensors/json_dialect.hpp"
 #include "safetensors/regular_file.hpp"
 #include "safetensors/releasable_buffer.hpp"
@@ -101,23 +102,26 @@ Header parse_checked(std::span<const std::byte> prefix, std::uint64_t file_size,
   if (prefix.size() > file_size) {
     throw Error(ErrorCode::kInvalidArgument, file + ": parse_header was given more bytes than the file size");
   }
-  if (file_size < 8) {
+  if (file_size >= 8 && prefix.size() < 8) {
+    throw Error(ErrorCode::kInvalidArgument, file + ": parse_header needs the first 8 bytes");
+  }
+  const detail::HeaderFrame frame = detail::frame_header(prefix, file_size);
+  const std::uint64_t header_size = frame.length;
+  if (frame.broken == Rule::kHeaderTooSmall) {
     throw FormatError(Rule::kHeaderTooSmall, file, std::nullopt,
                       "the file has " + std::to_string(file_size) + " bytes, fewer than the 8-byte header length");
   }
-  if (prefix.size() < 8) throw Error(ErrorCode::kInvalidArgument, file + ": parse_header needs the first 8 bytes");
-  std::uint64_t header_size = read_le64(prefix.first(8));
-  if (header_size > kMaxHeaderSize) {
+  if (frame.broken == Rule::kHeaderTooLarge) {
     throw FormatError(Rule::kHeaderTooLarge, file, std::nullopt,
                       "the header length is " + std::to_string(header_size) + " bytes, more than the limit of " +
                           std::to_string(kMaxHeaderSize));
   }
-  std::uint64_t stop = header_size + 8;  // cannot overflow: header_size <= kMaxHeaderSize
-  if (stop > file_size) {
+  if (frame.broken == Rule::kInvalidHeaderLength) {
     throw FormatError(Rule::kInvalidHeaderLength, file, std::nullopt,
                       "the header length is " + std::to_string(header_size) + " bytes, but only " +
                           std::to_string(file_size - 8) + " bytes follow the length field");
   }
+  const std::uint64_t stop = frame.end;
   if (prefix.size() < stop) {
     throw Error(ErrorCode::kInvalidArgument,
                 file + ": parse_header needs the first " + std::to_string(stop) + " bytes of the file");
@@ -260,15 +264,13 @@ Header read_header(const std::filesystem::path& path) {
   std::size_t first = static_cast<std::size_t>(std::min<std::uint64_t>(file_size, 8));
   read_exactly(fd, length.data(), first, 0, file);
   if (file_size < 8) return parse_header(std::span(length.data(), first), file_size, file);
-  std::uint64_t header_size = read_le64(length);
-  if (header_size > kMaxHeaderSize || header_size + 8 > file_size) {
-    return parse_header(length, file_size, file);  // throws the right rule
-  }
+  const detail::HeaderFrame frame = detail::frame_header(length, file_size);
+  if (frame.broken) return parse_header(length, file_size, file);  // throws the rule it breaks
   // Read into pages of its own, which the parser hands back as it goes: the
   // peak is the parsed tensors plus a window of the text, not both whole.
-  detail::ReleasableBuffer prefix(static_cast<std::size_t>(header_size + 8));
+  detail::ReleasableBuffer prefix(static_cast<std::size_t>(frame.end));
   std::copy(length.begin(), length.end(), prefix.data());
-  read_exactly(fd, prefix.data() + 8, static_cast<std::size_t>(header_size), 8, file);
+  read_exactly(fd, prefix.data() + 8, static_cast<std::size_t>(frame.length), 8, file);
   try {
     return parse_checked(prefix.bytes(), file_size, file, [&](std::size_t offset) { prefix.release_before(offset); });
   } catch (const std::bad_alloc&) {
@@ -277,3 +279,24 @@ Header read_header(const std::filesystem::path& path) {
 }
 
 }  // namespace backplane::safetensors
+
+namespace backplane::safetensors::detail {
+
+HeaderFrame frame_header(std::span<const std::byte> prefix, std::uint64_t file_size) noexcept {
+  HeaderFrame frame;
+  if (file_size < 8 || prefix.size() < 8) {
+    frame.broken = Rule::kHeaderTooSmall;
+    return frame;
+  }
+  frame.length = read_le64(prefix.first(8));
+  if (frame.length > kMaxHeaderSize) {
+    frame.broken = Rule::kHeaderTooLarge;
+  } else if (frame.length + 8 > file_size) {  // no overflow: length <= kMaxHeaderSize
+    frame.broken = Rule::kInvalidHeaderLength;
+  } else {
+    frame.end = frame.length + 8;
+  }
+  return frame;
+}
+
+}  // namespace backplane::safetensors::detail

@@ -2,7 +2,9 @@
 // (host-addressable devices) or the streamed path's preads.
 #include "safetensors/mapped_file.hpp"
 
+#include "safetensors/header_frame.hpp"
 #include "safetensors/regular_file.hpp"
+#include "util/page_advice.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -44,7 +46,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   if (base == MAP_FAILED) {
     const int error = errno;
     throw Error(error == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kIo,
-                "cannot map " + file->name_ + " (" + std::to_string(file->size_) + " bytes): " + errno_text(error));
+                "cannot map " + file->name_ + " (" + std::to_string(file->size_) +
+                    " bytes): " + backplane::detail::mmap_failure_reason(error));
   }
   file->base_ = static_cast<std::byte*>(base);
   // The mapping holds its own reference to the file.
@@ -59,16 +62,11 @@ Header MappedFile::read_header() const {
   constexpr std::uint64_t kFirstRead = 4096;
   std::vector<std::byte> prefix(static_cast<std::size_t>(std::min(size_, kFirstRead)));
   read(0, prefix.data(), prefix.size());
-  if (size_ >= 8) {
-    std::uint64_t length = 0;
-    for (int index = 7; index >= 0; --index) {
-      length = (length << 8) | std::to_integer<std::uint64_t>(prefix[static_cast<std::size_t>(index)]);
-    }
-    if (length <= kMaxHeaderSize && length + 8 <= size_ && length + 8 > prefix.size()) {
-      const std::size_t have = prefix.size();
-      prefix.resize(static_cast<std::size_t>(length + 8));
-      read(have, prefix.data() + have, prefix.size() - have);
-    }
+  const HeaderFrame frame = frame_header(prefix, size_);
+  if (!frame.broken && frame.end > prefix.size()) {
+    const std::size_t have = prefix.size();
+    prefix.resize(static_cast<std::size_t>(frame.end));
+    read(have, prefix.data() + have, prefix.size() - have);
   }
   return parse_header(prefix, size_, name_);
 }
