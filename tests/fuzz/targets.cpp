@@ -4,6 +4,7 @@
 #include "config/selector.hpp"
 #include "loader/table_validation.hpp"
 #include "safetensors/json_number.hpp"
+#include "tokens/token_formats.hpp"
 #include "tokens/token_layout.hpp"
 
 #include <backplane/batch_stream.hpp>
@@ -110,16 +111,18 @@ void check_token_layout(std::span<const std::byte> prefix, std::uint64_t file_si
   }
   require(dtype_is_integer(layout.dtype), "tokens are integers");
   require(!request.dtype || *request.dtype == layout.dtype, "the dtype asked for is the one found");
-  require(layout.format == detect_token_format(prefix, file), "the layout's format is the one detected");
+  require(layout.format == &detect_token_format(prefix, file), "the layout's format is the one detected");
   std::uint64_t data_bytes = 0;
   std::uint64_t end = 0;
   require(!__builtin_mul_overflow(layout.count, static_cast<std::uint64_t>(dtype_bits(layout.dtype) / 8), &data_bytes),
           "the byte count fits 64 bits");
   require(!__builtin_add_overflow(layout.data_offset, data_bytes, &end), "the end offset fits 64 bits");
   require(end <= file_size, "the tokens lie inside the file");
-  require(layout.format == TokenFormat::kSafetensors || end == file_size, "the tokens end where the file does");
-  // The loader reads min(4096, size) bytes, then what token_header_bytes asks.
-  const std::uint64_t needed = token_header_bytes(layout.format, prefix, file_size);
+  // A safetensors tensor may be followed by others; every other format's
+  // tokens run to the end of the file.
+  require(layout.format->names_tensors || end == file_size, "the tokens end where the file does");
+  // The loader reads min(4096, size) bytes, then what the format's header_bytes asks.
+  const std::uint64_t needed = layout.format->header_bytes(prefix, file_size);
   require(needed <= file_size, "the header never asks for more than the file");
   const std::uint64_t loader_reads = std::max<std::uint64_t>(needed, std::min<std::uint64_t>(prefix.size(), 4096));
   require(loader_reads <= prefix.size(), "an accepted header lies inside the bytes given");

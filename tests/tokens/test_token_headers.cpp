@@ -6,6 +6,7 @@
 #include "support/errors.hpp"
 
 #include "tokens/python_literal.hpp"
+#include "tokens/token_formats.hpp"
 #include "tokens/token_layout.hpp"
 
 #include <doctest/doctest.h>
@@ -30,28 +31,45 @@ TokenLayout describe(const std::string& prefix, std::uint64_t file_size, std::st
 TEST_CASE("[tokens] detection: NumPy magic, then llm.c magic, then a .safetensors name, else raw") {
   const std::string npy = npy_file(npy_dict("<u2", "(1,)"), "ab");
   const std::string llmc = llmc_header(20240520, 1, 0);
-  CHECK(detect_token_format(as_span(npy), "x.safetensors") == TokenFormat::kNpy);
-  CHECK(detect_token_format(as_span(llmc), "x.safetensors") == TokenFormat::kLlmc);
-  CHECK(detect_token_format(as_span(llmc), "x.npy") == TokenFormat::kLlmc);
-  CHECK(detect_token_format(as_span(std::string(8, '\0')), "x.safetensors") == TokenFormat::kSafetensors);
-  CHECK(detect_token_format(as_span(std::string(8, '\0')), "x.npy") == TokenFormat::kRaw);
-  CHECK(detect_token_format({}, "x.bin") == TokenFormat::kRaw);
+  const auto detected = [](const std::string& prefix, std::string_view file) {
+    return detect_token_format(as_span(prefix), file).name;
+  };
+  CHECK(detected(npy, "x.safetensors") == "NumPy .npy");
+  CHECK(detected(llmc, "x.safetensors") == "llm.c shard");
+  CHECK(detected(llmc, "x.npy") == "llm.c shard");
+  CHECK(detected(std::string(8, '\0'), "x.safetensors") == "safetensors");
+  CHECK(detected(std::string(8, '\0'), "x.npy") == "raw");
+  CHECK(detected({}, "x.bin") == "raw");
 }
 
 TEST_CASE("[tokens] header sizes: what the loader reads before describing a file") {
+  const auto format = [](std::string_view name) -> const TokenFormat& {
+    for (const TokenFormat& row : token_formats()) {
+      if (row.name == name) return row;
+    }
+    FAIL("no format named ", name);
+    return token_formats().back();
+  };
+  const TokenFormat& numpy = format("NumPy .npy");
   const std::string npy = npy_file(npy_dict("<u2", "(1,)"), "ab");
-  CHECK(token_header_bytes(TokenFormat::kNpy, as_span(npy), npy.size()) == 128);
-  CHECK(token_header_bytes(TokenFormat::kNpy, as_span(npy.substr(0, 12)), 50) == 50);  // capped by the file
+  CHECK(numpy.header_bytes(as_span(npy), npy.size()) == 128);
+  CHECK(numpy.header_bytes(as_span(npy.substr(0, 12)), 50) == 50);  // capped by the file
   std::string lying = npy.substr(0, 12);
   lying[8] = '\xff';
   lying[9] = '\xff';
-  CHECK(token_header_bytes(TokenFormat::kNpy, as_span(lying), 1 << 20) == 10 + 0xffff);
+  CHECK(numpy.header_bytes(as_span(lying), 1 << 20) == 10 + 0xffff);
   std::string v2 = npy_file(npy_dict("<u2", "(1,)"), "ab", 2).substr(0, 12);
   v2[8] = v2[9] = v2[10] = v2[11] = '\xff';  // 4 GiB of header: above the limit
-  CHECK(token_header_bytes(TokenFormat::kNpy, as_span(v2), ~0ull) == 12);
-  CHECK(token_header_bytes(TokenFormat::kLlmc, {}, 100) == 100);
-  CHECK(token_header_bytes(TokenFormat::kLlmc, {}, 5000) == 1024);
-  CHECK(token_header_bytes(TokenFormat::kRaw, {}, 5000) == 0);
+  CHECK(numpy.header_bytes(as_span(v2), ~0ull) == 12);
+  CHECK(format("llm.c shard").header_bytes({}, 100) == 100);
+  CHECK(format("llm.c shard").header_bytes({}, 5000) == 1024);
+  CHECK(format("raw").header_bytes({}, 5000) == 0);
+  // safetensors: 8 + the length field when the framing holds, else the prefix.
+  std::string framed(8, '\0');
+  framed[0] = '\x10';
+  CHECK(format("safetensors").header_bytes(as_span(framed), 100) == 24);
+  CHECK(format("safetensors").header_bytes(as_span(framed), 20) == 8);  // runs past the end
+  CHECK(format("safetensors").header_bytes(as_span(framed.substr(0, 5)), 5) == 5);
 }
 
 TEST_CASE("[tokens] sizes are 64-bit and checked: no product or sum wraps around") {

@@ -2,17 +2,10 @@
 // device, whatever format it was written in. docs/tokens.md lists the formats
 // and errors; docs/batch-stream.md is the guide to sampling batches from them.
 //
-// Formats, recognised by their content first and their name second:
-//   - a NumPy `.npy` file (format 1.0, 2.0 or 3.0) of one little-endian
-//     integer array, in C order (its shape is flattened);
-//   - an llm.c / modded-nanogpt shard: a header of 256 little-endian int32
-//     (magic 20240520 with version 1 for U16 tokens, or magic 20240801 with
-//     version 7 for U32 tokens; then the token count, read as unsigned), the
-//     tokens after it;
-//   - a safetensors file (name ending in `.safetensors`): its one tensor, or
-//     the tensor `name`, flattened;
-//   - anything else is raw tokens of `dtype`, which must then be given.
-// Every offset and size is 64-bit: shards larger than 4 GiB are read as such.
+// The formats are the table in docs/tokens.md, which is the loader's own
+// table (core/src/tokens/token_formats.hpp): what recognises each, in which
+// order, and what each header must hold. Every offset and size is 64-bit: shards
+// larger than 4 GiB are read as such.
 //
 // Error model: every function throws backplane::Error. kNotFound: no such file
 // (or no file matches a pattern, or no tensor of that name); kInvalidFile: a
@@ -22,8 +15,9 @@
 // message naming the file and the field; kInvalidArgument: a raw file without
 // `dtype`, a `dtype` that is not an integer or contradicts the header, a
 // `name` for a file that is not safetensors (or none for one holding several
-// tensors), a file that is not a regular file, a device that is not
-// host-addressable; kIo / kOutOfMemory when reading or mapping fails; and
+// tensors), a path, name or pattern holding a NUL byte (it could not reach
+// the file system whole), a file that is not a regular file, a device that
+// is not host-addressable; kIo / kOutOfMemory when reading or mapping fails; and
 // what Runtime::resolve throws for the device.
 //
 // Thread-safety: reentrant; the returned arrays are immutable values.
@@ -70,6 +64,17 @@ BACKPLANE_API Array load_tokens(Runtime& runtime, const std::filesystem::path& p
 // pattern when nothing matches, and the first file's error that fails.
 BACKPLANE_API std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern,
                                                   const TokenFileOptions& options = {});
+
+// One file that a pattern matched: its path, as glob(3) gave it, and its tokens.
+struct BACKPLANE_API TokenFileEntry {
+  std::string path;
+  Array tokens;
+};
+
+// load_token_files, keeping which path gave which array (the C API's
+// bp_token_files is this list).
+BACKPLANE_API std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,
+                                                                  const TokenFileOptions& options = {});
 
 }  // namespace backplane
 

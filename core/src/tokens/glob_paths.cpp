@@ -1,6 +1,7 @@
 #include "tokens/glob_paths.hpp"
 
 #include "safetensors/text.hpp"
+#include "util/text_argument.hpp"
 
 #include <backplane/error.hpp>
 
@@ -37,9 +38,7 @@ bool exists(const std::string& path) {
 
 std::vector<std::string> glob_paths(std::string_view pattern) {
   if (pattern.empty()) throw Error(ErrorCode::kInvalidArgument, "load_token_files: the pattern is empty");
-  if (pattern.find('\0') != std::string_view::npos) {
-    throw Error(ErrorCode::kInvalidArgument, "load_token_files: the pattern holds a NUL byte");
-  }
+  refuse_nul_bytes(pattern, "load_token_files", "pattern");
   const std::string text(pattern);
   GlobResult result;
   // GLOB_NOSORT: glob sorts by the locale's collation; the order here is bytewise.

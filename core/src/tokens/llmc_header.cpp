@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace backplane::detail {
 namespace {
 
@@ -19,6 +21,10 @@ bool has_llmc_magic(std::span<const std::byte> prefix) noexcept {
   if (prefix.size() < 4) return false;
   const std::uint32_t magic = header_field(prefix, 0);
   return magic == kLlmcMagicU16 || magic == kLlmcMagicU32;
+}
+
+std::uint64_t llmc_header_bytes(std::span<const std::byte> /*prefix*/, std::uint64_t file_size) noexcept {
+  return std::min(kLlmcHeaderBytes, file_size);
 }
 
 TokenLayout read_llmc_header(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file) {
@@ -35,7 +41,6 @@ TokenLayout read_llmc_header(std::span<const std::byte> prefix, std::uint64_t fi
   const std::uint32_t magic = header_field(prefix, 0);
   const std::uint32_t version = header_field(prefix, 1);
   TokenLayout layout;
-  layout.format = TokenFormat::kLlmc;
   layout.data_offset = kLlmcHeaderBytes;
   std::uint32_t expected_version = 0;
   if (magic == kLlmcMagicU16) {

@@ -18,6 +18,10 @@ inline constexpr std::uint32_t kLlmcMagicU32 = 20240801;  // version 7: uint32 t
 // True when the first four bytes are one of the two magics.
 bool has_llmc_magic(std::span<const std::byte> prefix) noexcept;
 
+// The whole header, or the whole file where it is shorter (the reader then
+// reports the truncation).
+std::uint64_t llmc_header_bytes(std::span<const std::byte> prefix, std::uint64_t file_size) noexcept;
+
 // Reads the header (`prefix` holds min(file_size, kLlmcHeaderBytes) bytes or
 // more). The count is read as an unsigned 32-bit number: llm.c writes an
 // int32, and reading it unsigned lets a shard hold up to 4 G tokens instead of

@@ -1,13 +1,15 @@
 // load_tokens and load_token_files: open once, read the header's bytes with
-// pread, describe the layout (token_layout.cpp), then map the whole file and
-// wrap the tokens as a zero-copy array.
+// pread, describe the layout (the format table, token_formats.hpp), then map
+// the whole file and wrap the tokens as a zero-copy array.
 #include <backplane/tokens.hpp>
 
 #include "tokens/glob_paths.hpp"
 #include "tokens/token_file.hpp"
+#include "tokens/token_formats.hpp"
 #include "tokens/token_layout.hpp"
 
 #include "placement/placement.hpp"
+#include "util/text_argument.hpp"
 
 #include <fmt/format.h>
 
@@ -36,13 +38,15 @@ Device host_device(Runtime& runtime, const TokenFileOptions& options, const std:
 }  // namespace
 
 Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options) {
-  // The device first: a bad device is reported without touching the file.
+  // The arguments, then the device: nothing bad is reported by touching the file.
+  detail::refuse_nul_bytes(path.native(), "load_tokens", "path");
+  detail::refuse_nul_bytes(options.name, "load_tokens", "name");
   const Device device = host_device(runtime, options, path);
   detail::TokenFile file(path);
   const detail::TokenRequest request{options.dtype, options.name};
   std::span<const std::byte> prefix = file.prefix(kFirstRead);
-  const detail::TokenFormat format = detail::detect_token_format(prefix, file.name());
-  const std::uint64_t header_bytes = detail::token_header_bytes(format, prefix, file.size());
+  const detail::TokenFormat& format = detail::detect_token_format(prefix, file.name());
+  const std::uint64_t header_bytes = format.header_bytes(prefix, file.size());
   if (header_bytes > prefix.size()) prefix = file.prefix(header_bytes);
   const detail::TokenLayout layout = detail::describe_token_file(prefix, file.size(), file.name(), request);
 
@@ -55,9 +59,21 @@ Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const Tok
                           std::move(mapping));
 }
 
+std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,
+                                                    const TokenFileOptions& options) {
+  std::vector<TokenFileEntry> entries;
+  for (std::string& path : detail::glob_paths(pattern)) {
+    Array tokens = load_tokens(runtime, path, options);
+    entries.push_back({std::move(path), std::move(tokens)});
+  }
+  return entries;
+}
+
 std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern, const TokenFileOptions& options) {
   std::vector<Array> arrays;
-  for (const std::string& path : detail::glob_paths(pattern)) arrays.push_back(load_tokens(runtime, path, options));
+  for (TokenFileEntry& entry : load_token_file_entries(runtime, pattern, options)) {
+    arrays.push_back(std::move(entry.tokens));
+  }
   return arrays;
 }
 

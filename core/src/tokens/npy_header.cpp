@@ -234,7 +234,6 @@ TokenLayout read_npy_header(std::span<const std::byte> prefix, std::uint64_t fil
     invalid(file, fmt::format("field 'descr' is a {}, not a dtype string", python_type_name(descr.kind)));
   }
   TokenLayout layout;
-  layout.format = TokenFormat::kNpy;
   layout.dtype = integer_dtype(descr.text, file);
   layout.data_offset = header_end;
 

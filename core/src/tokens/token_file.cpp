@@ -1,6 +1,7 @@
 #include "tokens/token_file.hpp"
 
 #include "safetensors/regular_file.hpp"
+#include "util/page_advice.hpp"
 
 #include <backplane/error.hpp>
 
@@ -24,7 +25,7 @@ TokenFileMapping::TokenFileMapping(int fd, std::uint64_t size, const std::string
   if (base == MAP_FAILED) {
     const int error = errno;
     throw Error(error == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kIo,
-                fmt::format("{}: cannot map the file ({} bytes): {}", file, size, std::strerror(error)));
+                fmt::format("{}: cannot map the file ({} bytes): {}", file, size, mmap_failure_reason(error)));
   }
   base_ = static_cast<std::byte*>(base);
 }

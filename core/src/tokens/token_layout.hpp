@@ -1,7 +1,8 @@
 // Where the tokens of a token file are, decided from the file's first bytes
 // and its size alone: no file is opened here, so the fuzzer and the tests
 // reach every header rule without writing files. load_tokens.cpp opens,
-// reads the prefix, asks this layer, then maps the file.
+// reads the prefix, asks this layer, then maps the file. The formats
+// themselves are the rows of token_formats.hpp.
 //
 // Every function here throws backplane::Error naming the file (`file`, only
 // used in messages) and the problem, with the codes tokens.hpp documents.
@@ -17,16 +18,13 @@
 
 namespace backplane::detail {
 
-enum class TokenFormat : std::uint8_t { kLlmc, kNpy, kSafetensors, kRaw };
-
-// "llm.c shard", "NumPy .npy", "safetensors", "raw".
-std::string_view token_format_name(TokenFormat format) noexcept;
+struct TokenFormat;  // a row of the format table (token_formats.hpp)
 
 // The tokens of a file: `count` elements of `dtype`, contiguous from byte
 // `data_offset`. data_offset + count * size of dtype never overflows and
 // never passes the file's size.
 struct TokenLayout {
-  TokenFormat format = TokenFormat::kRaw;
+  const TokenFormat* format = nullptr;  // set by describe_token_file
   DType dtype = DType::kU8;
   std::uint64_t data_offset = 0;
   std::uint64_t count = 0;
@@ -38,20 +36,22 @@ struct TokenRequest {
   std::string_view name;       // the safetensors tensor; empty: the file's only one
 };
 
-// By content first (NumPy magic, then llm.c magic), then by name (a name
-// ending in ".safetensors"), else raw. `prefix` is the file's first bytes
-// (eight are enough).
-TokenFormat detect_token_format(std::span<const std::byte> prefix, std::string_view file);
+// What a format's reader is given: the file's first bytes (at least what
+// the format's header_bytes asked for, at most the whole file), its size, its
+// name for messages, and the caller's request.
+struct TokenHeader {
+  std::span<const std::byte> prefix;
+  std::uint64_t file_size = 0;
+  std::string_view file;
+  TokenRequest request;
+};
 
-// How many of the file's first bytes the header reader of `format` needs,
-// judged from `prefix` (at least min(file_size, 12) bytes): the whole header
-// where its length field is sane, else what `prefix` holds (the reader then
-// reports the bad length). Never more than `file_size`.
-std::uint64_t token_header_bytes(TokenFormat format, std::span<const std::byte> prefix, std::uint64_t file_size);
-
-// Detects the format and reads the header. `prefix` must hold at least
-// token_header_bytes() bytes of the file (Error(kInvalidArgument) otherwise)
-// and at most `file_size`; bytes after the header are ignored.
+// Detects the format (token_formats.hpp) and reads the header. `prefix` must
+// hold at least the format's header_bytes() of the file
+// (Error(kInvalidArgument) otherwise) and at most `file_size`; bytes after
+// the header are ignored. Checks the request against the format: a tensor
+// name only where the format names tensors, a dtype that is an integer and,
+// where the header gives one, the header's.
 TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
                                 const TokenRequest& request);
 
