@@ -1,7 +1,8 @@
 /* A program that creates a runtime, uses it and destroys it, then creates a
  * second one and returns from main without destroying it (or its arrays)
- * must exit cleanly, and so must one that leaves a batch stream running: the
- * library leaves what is still live at exit alone
+ * must exit cleanly, and so must one that leaves a batch stream running or
+ * a pattern's token files loaded: the library leaves what is still live at
+ * exit alone
  * instead of calling into plugins whose own statics may already be gone.
  * The check is this program's exit status; it runs plain and under ASan. */
 #include "c_runtime.h"
@@ -65,9 +66,33 @@ static void leave_a_stream_running(void) {
   }
 }
 
+/* A pattern's token files left loaded at exit, their list never destroyed:
+ * the list's registry, like every other, outlives the plugins. */
+static void leave_token_files_loaded(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  const uint16_t tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  char path[512];
+  char pattern[512];
+  bp_tokens_options options;
+  bp_token_files* files = NULL;
+  size_t count = 0;
+  FILE* file = NULL;
+  snprintf(path, sizeof(path), "%s/test_c_exit-tokens.u16", BP_TEST_OUTPUT_DIR);
+  snprintf(pattern, sizeof(pattern), "%s/test_c_exit-tokens.u1[6]", BP_TEST_OUTPUT_DIR);
+  file = fopen(path, "wb");
+  CHECK(file != NULL && fwrite(tokens, sizeof(tokens), 1, file) == 1 && fclose(file) == 0);
+  memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
+  options.dtype = BP_DTYPE_U16;
+  CHECK(bp_tokens_load_files(runtime, pattern, &options, &files) == BP_OK);
+  CHECK(bp_token_files_count(files, &count) == BP_OK && count == 1);
+  remove(path); /* the mapping keeps the tokens */
+}
+
 int main(void) {
   c_test_program = "test_c_exit";
   c_test_run("a runtime left live at exit after another was destroyed", create_use_destroy_then_leave_one);
   c_test_run("a batch stream left running at exit", leave_a_stream_running);
+  c_test_run("token files left loaded at exit", leave_token_files_loaded);
   return c_test_summary();
 }

@@ -40,7 +40,7 @@ static_assert(static_cast<int>(DType::kF6_E2M3) == BP_DTYPE_F6_E2M3);
 static_assert(static_cast<int>(DType::kF6_E3M2) == BP_DTYPE_F6_E3M2);
 static_assert(kAllDTypes.size() == BP_DTYPE_F6_E3M2, "a new DType needs its BP_DTYPE_ constant");
 
-LiveHandles<bp_array>& live_arrays = *new LiveHandles<bp_array>;  // never destroyed: see LiveHandles
+LiveHandles<bp_array>& live_arrays = make_live_handles<bp_array>();
 
 }  // namespace
 

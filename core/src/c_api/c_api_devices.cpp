@@ -70,7 +70,7 @@ DefaultDevice write_default_device(bp_runtime* runtime, bp_device* out, bp_devic
   return chosen;
 }
 
-LiveHandles<bp_device_info>& live_infos = *new LiveHandles<bp_device_info>;  // never destroyed: see LiveHandles
+LiveHandles<bp_device_info>& live_infos = make_live_handles<bp_device_info>();
 
 // The info kept alive for the call; null when NULL or destroyed.
 std::shared_ptr<bp_device_info> info_of(const bp_device_info* info) { return live_infos.acquire(info); }

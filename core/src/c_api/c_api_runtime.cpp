@@ -30,7 +30,7 @@ namespace {
 
 thread_local std::string last_error;
 
-LiveHandles<bp_runtime>& live_runtimes = *new LiveHandles<bp_runtime>;  // never destroyed: see LiveHandles
+LiveHandles<bp_runtime>& live_runtimes = make_live_handles<bp_runtime>();
 
 bp_runtime* register_runtime(Runtime* runtime, bool owned) {
   return live_runtimes.add(std::make_shared<bp_runtime>(runtime, owned));

@@ -40,9 +40,8 @@ struct bp_tensor_map {
 namespace backplane::c_api {
 namespace {
 
-LiveHandles<bp_safetensors_header>& live_headers =
-    *new LiveHandles<bp_safetensors_header>;                              // never destroyed: see LiveHandles
-LiveHandles<bp_tensor_map>& live_maps = *new LiveHandles<bp_tensor_map>;  // never destroyed: see LiveHandles
+LiveHandles<bp_safetensors_header>& live_headers = make_live_handles<bp_safetensors_header>();
+LiveHandles<bp_tensor_map>& live_maps = make_live_handles<bp_tensor_map>();
 
 // The header or map kept alive while the result is held (hold it for the whole call).
 std::shared_ptr<const bp_safetensors_header> header_of(const bp_safetensors_header* header, const char* function) {

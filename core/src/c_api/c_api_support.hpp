@@ -51,15 +51,22 @@ bp_status guarded(Body&& body) noexcept {
 // Detection is best effort once an address is reused by a new handle, which
 // cannot happen while a call still holds the old one.
 //
-// Each registry is made with `new` and never destroyed. A handle the embedder
-// never destroyed is still live at exit, and destroying it then would call
-// into its plugin after the C++ runtime may already have destroyed the
-// plugin's own statics (a plugin loaded after the registry was made has its
-// destructors run first). So at exit what is live stays as it is, reachable
-// from the registry (leak checkers do not report it), and no plugin is called.
+// Each registry is made by make_live_handles (below), with `new`, and never
+// destroyed: the destructor is deleted and the constructor private, so a
+// registry declared as a static object does not compile. A handle the
+// embedder never destroyed is still live at exit, and destroying it then
+// would call into its plugin after the C++ runtime may already have destroyed
+// the plugin's own statics (a plugin loaded after the registry was made has
+// its destructors run first). So at exit what is live stays as it is,
+// reachable from the registry (leak checkers do not report it), and no plugin
+// is called.
 template <class Handle>
 class LiveHandles {
  public:
+  ~LiveHandles() = delete;
+  LiveHandles(const LiveHandles&) = delete;
+  LiveHandles& operator=(const LiveHandles&) = delete;
+
   Handle* add(std::shared_ptr<Handle> handle) {
     Handle* address = handle.get();
     std::lock_guard lock(mutex_);
@@ -94,9 +101,21 @@ class LiveHandles {
   }
 
  private:
+  LiveHandles() = default;
+  template <class Any>
+  friend LiveHandles<Any>& make_live_handles();
+
   mutable std::mutex mutex_;
   std::unordered_map<const Handle*, std::shared_ptr<Handle>> handles_;
 };
+
+// The one way to make a registry: each file that owns a handle type holds
+// `LiveHandles<T>& live_t = make_live_handles<T>();` in its anonymous
+// namespace, once.
+template <class Handle>
+LiveHandles<Handle>& make_live_handles() {
+  return *new LiveHandles<Handle>;  // never destroyed: see LiveHandles
+}
 
 // Throws Error(kInvalidArgument, "<function>: <what> is NULL") when pointer is NULL.
 void require_non_null(const void* pointer, const char* function, const char* what);

@@ -1,6 +1,5 @@
 // bp_tokens_*, bp_token_files_*: token files as zero-copy arrays.
 #include "c_api/c_api_support.hpp"
-#include "tokens/glob_paths.hpp"
 
 #include <backplane/tokens.hpp>
 
@@ -18,7 +17,7 @@ struct bp_token_files {
 namespace backplane::c_api {
 namespace {
 
-LiveHandles<bp_token_files> live_token_files;
+LiveHandles<bp_token_files>& live_token_files = make_live_handles<bp_token_files>();
 
 std::shared_ptr<const bp_token_files> token_files_of(const bp_token_files* files, const char* function) {
   auto live = live_token_files.acquire(files);
@@ -45,7 +44,9 @@ TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, 
 }  // namespace backplane::c_api
 
 using ::backplane::Array;
+using ::backplane::load_token_file_entries;
 using ::backplane::load_tokens;
+using ::backplane::TokenFileEntry;
 using ::backplane::TokenFileOptions;
 using ::backplane::c_api::file_at;
 using ::backplane::c_api::guarded;
@@ -75,11 +76,9 @@ bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const b
     require_non_null(pattern, "bp_tokens_load_files", "pattern");
     require_non_null(out, "bp_tokens_load_files", "out");
     const TokenFileOptions cxx_options = options_of(*runtime_lease, options, "bp_tokens_load_files");
-    // load_token_files without losing which path gave which array.
     auto files = std::make_shared<bp_token_files>();
-    for (std::string& path : backplane::detail::glob_paths(pattern)) {
-      Array array = load_tokens(*runtime_lease, path, cxx_options);
-      files->files.emplace_back(std::move(path), std::move(array));
+    for (TokenFileEntry& entry : load_token_file_entries(*runtime_lease, pattern, cxx_options)) {
+      files->files.emplace_back(std::move(entry.path), std::move(entry.tokens));
     }
     *out = live_token_files.add(std::move(files));
   });
