@@ -1,8 +1,8 @@
 // The CPU backend's hooks. The SDK has checked every handle, ordinal, range
 // and pointer before a hook runs; what is left here is host memory.
 #include "cpu_backend.hpp"
+#include "host_memory.hpp"
 
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -14,33 +14,6 @@
 
 namespace backplane::cpu {
 namespace {
-
-// Total from /proc/meminfo MemTotal, free from MemAvailable (what a new
-// allocation can get without swapping); sysinfo() when /proc is missing, and
-// free unknown when neither answers.
-sdk::MemoryFigures host_memory() {
-  sdk::MemoryFigures memory;
-  bool have_total = false;
-  bool have_available = false;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemTotal: %llu kB", &kib) == 1) {
-      memory.total = kib * 1024;
-      have_total = true;
-    } else if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) {
-      memory.free = kib * 1024;
-      have_available = true;
-    }
-  }
-  struct sysinfo info {};
-  if ((!have_total || !have_available) && sysinfo(&info) == 0) {
-    if (!have_total) memory.total = std::uint64_t{info.totalram} * info.mem_unit;
-    if (!have_available) memory.free = std::uint64_t{info.freeram} * info.mem_unit;
-  }
-  return memory;
-}
 
 // The "model name" of the first processor in /proc/cpuinfo (x86), else its
 // "Model"/"Hardware"/"cpu model" line (ARM, RISC-V, MIPS), else "unknown model".
@@ -108,7 +81,7 @@ sdk::DeviceDescription CpuBackend::describe(std::int32_t ordinal) {
           {{"model", model}, {"cores", online_cores()}, {"alignment", std::to_string(kAlignment)}}};
 }
 
-sdk::MemoryFigures CpuBackend::memory(std::int32_t /*ordinal*/) { return host_memory(); }
+sdk::MemoryFigures CpuBackend::memory(std::int32_t /*ordinal*/) { return host_memory(this_process()); }
 
 std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size) {
   // aligned_alloc wants a multiple of the alignment; 0 becomes one line.
@@ -117,7 +90,7 @@ std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, B
     data = std::aligned_alloc(kAlignment, size == 0 ? kAlignment : (size + kAlignment - 1) / kAlignment * kAlignment);
   }
   if (data == nullptr) {
-    const sdk::MemoryFigures memory = host_memory();
+    const sdk::MemoryFigures memory = host_memory(this_process());
     throw sdk::Failure(BP_ERROR_OUT_OF_MEMORY, "memory_allocate of " + sdk::format_bytes(size) + " (" +
                                                    std::to_string(size) + " bytes) on cpu:" + std::to_string(ordinal) +
                                                    " failed: out of memory (" +
