@@ -48,6 +48,11 @@ def version() -> str:
     return _lib.text(_lib.lib.bp_version())
 
 
+# The package's version, as tools read it (`backplane.__version__`): the
+# library's own, which is what decides the behaviour.
+__version__: str = version()
+
+
 def library_path() -> str:
     """The path of the libbackplane that was loaded."""
     return _lib.library_path()

@@ -25,8 +25,9 @@ import ctypes
 import ctypes.util
 import os
 import pathlib
-from typing import Iterator, List, NoReturn, Optional, cast
+from typing import Iterator, List, NoReturn, Optional, Union, cast
 
+from ._errors import InvalidArgumentError
 from ._errors import error_for as error_for  # re-exported: callers raise through _lib
 from ._lib_gen import BP_BACKEND_NAME_CAPACITY, PROTOTYPES, Library
 from ._lib_gen import BP_MEMORY_UNKNOWN as BP_MEMORY_UNKNOWN  # a memory figure the backend cannot tell
@@ -134,6 +135,49 @@ def address(name: str) -> int:
 
 def library_path() -> str:
     return str(_library._name)
+
+
+def _unencodable(function: str, argument: str, error: UnicodeEncodeError) -> InvalidArgumentError:
+    character = error.object[error.start]
+    return InvalidArgumentError(f"{function}: {argument} is not valid text: character {error.start} is "
+                                f"{character!r}, a lone surrogate, which UTF-8 cannot encode")
+
+
+def utf8(function: str, argument: str, value: str) -> bytes:
+    """`value` as UTF-8, for text the library takes with its size. A str with
+    no UTF-8 form (a lone surrogate) is refused with InvalidArgumentError
+    naming the argument, not a UnicodeEncodeError."""
+    try:
+        return value.encode()
+    except UnicodeEncodeError as error:
+        raise _unencodable(function, argument, error) from None
+
+
+def c_text(function: str, argument: str, value: str) -> bytes:
+    """`value` as UTF-8 for a C string argument: refused as utf8() refuses,
+    and when it holds a NUL byte (C would read it only up to there), in the
+    C++ API's words."""
+    return c_bytes(function, argument, utf8(function, argument, value))
+
+
+def c_path(function: str, argument: str, path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]) -> bytes:
+    """A path's bytes for a C string argument (os.fsencode: any bytes the
+    file system allows, stray bytes that os.fsdecode turned into surrogates
+    included), refused like c_text when it has no such form or holds a NUL
+    byte."""
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeEncodeError as error:
+        raise _unencodable(function, argument, error) from None
+    return c_bytes(function, argument, encoded)
+
+
+def c_bytes(function: str, argument: str, value: bytes) -> bytes:
+    """`value` itself, after checking that C would read all of it."""
+    nul = value.find(b"\0")
+    if nul >= 0:
+        raise InvalidArgumentError(f"{function}: {argument} holds a NUL byte at offset {nul}")
+    return value
 
 
 def text(value: Optional[bytes]) -> str:

@@ -192,7 +192,7 @@ def _names(names: Union[None, str, bytes, Iterable[str]]) -> List[bytes]:
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {type(name).__name__}")
-        encoded.append(name.encode())
+        encoded.append(_lib.utf8("safetensors.load", f"tensor name {name!r}", name))
     return encoded
 
 
@@ -318,11 +318,12 @@ def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[s
     for name, _ in items:
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {type(name).__name__}")
-    names, name_sizes = _texts([name.encode() for name, _ in items])
+    names, name_sizes = _texts([_lib.utf8("safetensors.save", f"tensor name {name!r}", name) for name, _ in items])
     handles = (ctypes.c_void_p * max(len(items), 1))(*(array._live().value for _, array in items))
     pairs = list((metadata or {}).items())
-    keys, key_sizes = _texts([str(key).encode() for key, _ in pairs])
-    values, value_sizes = _texts([str(value).encode() for _, value in pairs])
+    keys, key_sizes = _texts([_lib.utf8("safetensors.save", f"metadata key {str(key)!r}", str(key)) for key, _ in pairs])
+    values, value_sizes = _texts([_lib.utf8("safetensors.save", f"metadata[{str(key)!r}]", str(value))
+                                  for key, value in pairs])
     try:
         _lib.check(_lib.lib.bp_safetensors_save_n(_path_bytes(path), names, name_sizes, handles, len(items), keys,
                                                   key_sizes, values, value_sizes,

@@ -1,5 +1,5 @@
-"""Token files (llm.c shards, NumPy .npy, safetensors, raw) as zero-copy
-host arrays: backplane.load_tokens. docs/tokens.md lists the formats."""
+"""Token files as zero-copy host arrays: backplane.load_tokens. The formats
+are the table in docs/tokens.md."""
 from __future__ import annotations
 
 import ctypes
@@ -22,7 +22,7 @@ def _options(runtime: Runtime, dtype: Any, name: Optional[str], device: Optional
     options = _lib.bp_tokens_options(
         struct_size=ctypes.sizeof(_lib.bp_tokens_options),
         dtype=0 if dtype is None else _dtypes.code(dtype),
-        name=None if name is None else name.encode(),
+        name=None if name is None else _lib.c_text("load_tokens", "name", name),
     )
     # None is the runtime's cpu device, not the default device (nor a scope's):
     # token files stay in host memory whatever the default is.
@@ -35,8 +35,8 @@ def _options(runtime: Runtime, dtype: Any, name: Optional[str], device: Optional
 def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
     handle = ctypes.c_void_p()
     try:
-        _lib.check(_lib.lib.bp_tokens_load(runtime._live_handle(), os.fsencode(path), ctypes.byref(options),
-                                           ctypes.byref(handle)))
+        _lib.check(_lib.lib.bp_tokens_load(runtime._live_handle(), _lib.c_path("load_tokens", "path", path),
+                                           ctypes.byref(options), ctypes.byref(handle)))
     except NotFoundError as error:
         if not os.path.lexists(path):  # catchable as FileNotFoundError
             raise MissingFileError(error.message, filename=os.fspath(path)) from None
@@ -47,8 +47,9 @@ def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
 def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
     files = ctypes.c_void_p()
     try:
-        _lib.check(_lib.lib.bp_tokens_load_files(runtime._live_handle(), os.fsencode(pattern), ctypes.byref(options),
-                                                 ctypes.byref(files)))
+        _lib.check(_lib.lib.bp_tokens_load_files(runtime._live_handle(),
+                                                 _lib.c_path("load_token_files", "pattern", pattern),
+                                                 ctypes.byref(options), ctypes.byref(files)))
     except NotFoundError as error:
         # An empty match, in the library's words; a tensor name a matching
         # safetensors file lacks stays a NotFoundError.
