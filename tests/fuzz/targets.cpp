@@ -117,10 +117,12 @@ void check_token_layout(std::span<const std::byte> prefix, std::uint64_t file_si
   require(!__builtin_mul_overflow(layout.count, static_cast<std::uint64_t>(dtype_bits(layout.dtype) / 8), &data_bytes),
           "the byte count fits 64 bits");
   require(!__builtin_add_overflow(layout.data_offset, data_bytes, &end), "the end offset fits 64 bits");
-  require(end <= file_size, "the tokens lie inside the file");
+  // Tokens in a second file are checked against it by the loader.
+  require(!layout.data_file.empty() || end <= file_size, "the tokens lie inside the file");
   // A safetensors tensor may be followed by others; every other format's
   // tokens run to the end of the file.
-  require(layout.format->names_tensors || end == file_size, "the tokens end where the file does");
+  require(layout.format->names_tensors || !layout.data_file.empty() || end == file_size,
+          "the tokens end where the file does");
   // The loader reads min(4096, size) bytes, then what the format's header_bytes asks.
   const std::uint64_t needed = layout.format->header_bytes(prefix, file_size);
   require(needed <= file_size, "the header never asks for more than the file");

@@ -3,6 +3,9 @@
 // the whole file and wrap the tokens as a zero-copy array.
 #include <backplane/tokens.hpp>
 
+#include "tokens/load_tokens.hpp"
+
+#include "tokens/byte_fields.hpp"
 #include "tokens/glob_paths.hpp"
 #include "tokens/token_file.hpp"
 #include "tokens/token_formats.hpp"
@@ -14,6 +17,8 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace backplane {
@@ -35,28 +40,69 @@ Device host_device(Runtime& runtime, const TokenFileOptions& options, const std:
   return device;
 }
 
+// The file to read the header of: `path`, unless a two-file format's row
+// says `path` is its data file or the prefix of its files.
+std::string header_file_for(const std::filesystem::path& path, std::span<const detail::TokenFormat> formats) {
+  for (const detail::TokenFormat& format : formats) {
+    if (format.index_file_for == nullptr) continue;
+    if (std::optional<std::string> index = format.index_file_for(path.string())) return *index;
+  }
+  return path.string();
+}
+
+// The tokens' file when it is not the header's: opened, and checked to hold
+// what the header says it holds.
+std::shared_ptr<const detail::TokenFileMapping> map_data_file(const detail::TokenLayout& layout,
+                                                              const detail::TokenFile& header) {
+  detail::TokenFile data(layout.data_file);
+  std::uint64_t bytes = 0;
+  std::uint64_t end = 0;
+  const auto token_bytes = static_cast<std::uint64_t>(dtype_bits(layout.dtype) / 8);
+  if (!detail::multiply_fits(layout.count, token_bytes, bytes) || !detail::add_fits(layout.data_offset, bytes, end) ||
+      end > data.size()) {
+    throw Error(ErrorCode::kInvalidFile,
+                fmt::format("{}: the {} header {} says {} {} tokens from byte {} ({} bytes), but the file is {} bytes",
+                            data.name(), layout.format->name, header.name(), layout.count, dtype_name(layout.dtype),
+                            layout.data_offset, bytes, data.size()));
+  }
+  if (data.size() == 0) {
+    throw Error(ErrorCode::kInvalidFile, fmt::format("{}: the file is empty (its {} header {} says no tokens)",
+                                                     data.name(), layout.format->name, header.name()));
+  }
+  return data.map();
+}
+
 }  // namespace
 
-Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options) {
+namespace detail {
+
+Array load_tokens_with(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options,
+                       std::span<const TokenFormat> formats) {
   // The arguments, then the device: nothing bad is reported by touching the file.
-  detail::refuse_nul_bytes(path.native(), "load_tokens", "path");
-  detail::refuse_nul_bytes(options.name, "load_tokens", "name");
+  refuse_nul_bytes(path.native(), "load_tokens", "path");
+  refuse_nul_bytes(options.name, "load_tokens", "name");
   const Device device = host_device(runtime, options, path);
-  detail::TokenFile file(path);
-  const detail::TokenRequest request{options.dtype, options.name};
+  TokenFile file(header_file_for(path, formats));
+  const TokenRequest request{options.dtype, options.name};
   std::span<const std::byte> prefix = file.prefix(kFirstRead);
-  const detail::TokenFormat& format = detail::detect_token_format(prefix, file.name());
+  const TokenFormat& format = detect_token_format(prefix, file.name(), formats);
   const std::uint64_t header_bytes = format.header_bytes(prefix, file.size());
   if (header_bytes > prefix.size()) prefix = file.prefix(header_bytes);
-  const detail::TokenLayout layout = detail::describe_token_file(prefix, file.size(), file.name(), request);
+  const TokenLayout layout = describe_token_file(prefix, file.size(), file.name(), request, formats);
 
   // describe_token_file has refused an empty raw file, and every header is
   // at least 8 bytes: the file is not empty, so it can be mapped.
-  std::shared_ptr<const detail::TokenFileMapping> mapping = file.map();
+  std::shared_ptr<const TokenFileMapping> mapping = layout.data_file.empty() ? file.map() : map_data_file(layout, file);
   const std::byte* tokens = mapping->data() + layout.data_offset;
   // count <= the file's size, an off_t: it fits an int64 extent.
   return Array::wrap_host(runtime, device, layout.dtype, {static_cast<std::int64_t>(layout.count)}, tokens,
                           std::move(mapping));
+}
+
+}  // namespace detail
+
+Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options) {
+  return detail::load_tokens_with(runtime, path, options, detail::token_formats());
 }
 
 std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,

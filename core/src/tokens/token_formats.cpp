@@ -90,10 +90,15 @@ TokenLayout read_raw(const TokenHeader& header) {
 std::span<const TokenFormat> token_formats() noexcept { return kFormats; }
 
 const TokenFormat& detect_token_format(std::span<const std::byte> prefix, std::string_view file) noexcept {
-  for (const TokenFormat& format : kFormats) {
+  return detect_token_format(prefix, file, kFormats);
+}
+
+const TokenFormat& detect_token_format(std::span<const std::byte> prefix, std::string_view file,
+                                       std::span<const TokenFormat> formats) noexcept {
+  for (const TokenFormat& format : formats) {
     if (format.recognises(prefix, file)) return format;
   }
-  return kFormats.back();  // raw recognises every file
+  return formats.back();  // the last row recognises every file
 }
 
 }  // namespace backplane::detail

@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace backplane::detail {
@@ -39,12 +41,21 @@ struct TokenFormat {
   // The file has no header to say its dtype: the request's dtype is required
   // and is the tokens' dtype (else it is a check of the header's).
   bool needs_dtype = false;
+  // For a format of two files, an index (the header) beside the data, whose
+  // reader names the data file in TokenLayout::data_file: the index to read
+  // when `path` names the data file or the files' common prefix, else
+  // nullopt (`path` is read as it is). It may look at the file system.
+  // nullptr for formats of one file.
+  std::optional<std::string> (*index_file_for)(const std::string& path) = nullptr;
 };
 
 // Every format, in detection order. The last row (raw) recognises any file.
 std::span<const TokenFormat> token_formats() noexcept;
 
-// The first row that recognises the file.
+// The first row that recognises the file (of `formats`, the table by
+// default; the last row must recognise any file).
 const TokenFormat& detect_token_format(std::span<const std::byte> prefix, std::string_view file) noexcept;
+const TokenFormat& detect_token_format(std::span<const std::byte> prefix, std::string_view file,
+                                       std::span<const TokenFormat> formats) noexcept;
 
 }  // namespace backplane::detail

@@ -19,7 +19,8 @@ namespace {
 
 using safetensors::detail::quote;
 
-void check_request(const TokenRequest& request, const TokenFormat& format, std::string_view file) {
+void check_request(const TokenRequest& request, const TokenFormat& format, std::span<const TokenFormat> formats,
+                   std::string_view file) {
   if (request.dtype && !dtype_is_integer(*request.dtype)) {
     const std::string_view name = dtype_name(*request.dtype);
     throw Error(ErrorCode::kInvalidArgument,
@@ -29,7 +30,7 @@ void check_request(const TokenRequest& request, const TokenFormat& format, std::
   }
   if (!request.name.empty() && !format.names_tensors) {
     std::vector<std::string_view> named;
-    for (const TokenFormat& candidate : token_formats()) {
+    for (const TokenFormat& candidate : formats) {
       if (candidate.names_tensors) named.push_back(candidate.name);
     }
     throw Error(ErrorCode::kInvalidArgument,
@@ -42,12 +43,17 @@ void check_request(const TokenRequest& request, const TokenFormat& format, std::
 
 TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
                                 const TokenRequest& request) {
+  return describe_token_file(prefix, file_size, file, request, token_formats());
+}
+
+TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
+                                const TokenRequest& request, std::span<const TokenFormat> formats) {
   if (prefix.size() > file_size) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: {} bytes given as the start of a file of {}", file, prefix.size(), file_size));
   }
-  const TokenFormat& format = detect_token_format(prefix, file);
-  check_request(request, format, file);
+  const TokenFormat& format = detect_token_format(prefix, file, formats);
+  check_request(request, format, formats, file);
   TokenLayout layout = format.read({prefix, file_size, file, request});
   layout.format = &format;
   if (!format.needs_dtype && request.dtype && *request.dtype != layout.dtype) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace backplane::detail {
@@ -21,13 +22,18 @@ namespace backplane::detail {
 struct TokenFormat;  // a row of the format table (token_formats.hpp)
 
 // The tokens of a file: `count` elements of `dtype`, contiguous from byte
-// `data_offset`. data_offset + count * size of dtype never overflows and
-// never passes the file's size.
+// `data_offset`. data_offset + count * size of dtype never overflows and,
+// for tokens in the header's own file, never passes the file's size.
 struct TokenLayout {
   const TokenFormat* format = nullptr;  // set by describe_token_file
   DType dtype = DType::kU8;
   std::uint64_t data_offset = 0;
   std::uint64_t count = 0;
+  // Empty: the tokens are in the file the header is in. Otherwise the path
+  // of the file that holds them (a format of an index beside a data file):
+  // data_offset and count are within that file, whose size the loader
+  // checks, since a reader sees only the header's file.
+  std::string data_file;
 };
 
 // What the caller asks for (TokenFileOptions without the device).
@@ -54,5 +60,8 @@ struct TokenHeader {
 // where the header gives one, the header's.
 TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
                                 const TokenRequest& request);
+// The same over another table of formats (the tests' own rows).
+TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
+                                const TokenRequest& request, std::span<const TokenFormat> formats);
 
 }  // namespace backplane::detail
