@@ -19,7 +19,7 @@ class Device:
         return f"{self.backend}:{self.ordinal}"
 
     def _to_c(self) -> _lib.bp_device:
-        name = self.backend.encode()
+        name = _lib.c_text("Device", "backend", self.backend)
         if len(name) >= _lib.BACKEND_NAME_CAPACITY:
             raise ValueError(f"backend name {self.backend!r} is too long")
         return _lib.bp_device(name, self.ordinal)

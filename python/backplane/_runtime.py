@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union, cast
 
 import numpy as _numpy
@@ -22,6 +23,11 @@ _SCOPED_OVERRIDE = "scoped override"
 
 _take_windows = _lib.lib.bp_take_windows
 _c_char = ctypes.c_char
+
+
+def _path_like(path: Any) -> Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]:
+    """A path as given, or the str() of anything else."""
+    return path if isinstance(path, (str, bytes, os.PathLike)) else str(path)
 
 
 def _integer_offsets(offsets: Any) -> Any:
@@ -61,13 +67,14 @@ class Runtime:
         if _handle is not None:
             self._handle: Optional[ctypes.c_void_p] = _handle
             return
-        paths = [str(path).encode() for path in plugin_paths]
+        paths = [_lib.c_path("Runtime", f"plugin_paths[{index}]", _path_like(path))
+                 for index, path in enumerate(plugin_paths)]
         path_array = (ctypes.c_char_p * max(len(paths), 1))(*paths)
         options = _lib.bp_runtime_options(
             struct_size=ctypes.sizeof(_lib.bp_runtime_options),
             plugin_paths=ctypes.cast(path_array, ctypes.POINTER(ctypes.c_char_p)),
             plugin_path_count=len(paths),
-            config_file=str(config_file).encode() if config_file is not None else None,
+            config_file=None if config_file is None else _lib.c_path("Runtime", "config_file", _path_like(config_file)),
             ignore_environment=int(bool(ignore_environment)),
             skip_default_paths=int(bool(skip_default_paths)),
         )
@@ -126,7 +133,8 @@ class Runtime:
 
     def _resolve_c(self, selector: str) -> _lib.bp_device:
         out = _lib.bp_device()
-        _lib.check(_lib.lib.bp_device_resolve(self._live_handle(), selector.encode(), ctypes.byref(out)))
+        _lib.check(_lib.lib.bp_device_resolve(self._live_handle(), _lib.c_text("device", "selector", selector),
+                                              ctypes.byref(out)))
         return out
 
     # --- discovery -----------------------------------------------------------
@@ -150,7 +158,8 @@ class Runtime:
 
     def is_available(self, backend: str) -> bool:
         available = ctypes.c_int32()
-        _lib.check(_lib.lib.bp_backend_is_available(self._live_handle(), backend.encode(), ctypes.byref(available)))
+        _lib.check(_lib.lib.bp_backend_is_available(self._live_handle(), _lib.c_text("is_available", "backend", backend),
+                                                    ctypes.byref(available)))
         return bool(available.value)
 
     def device(self, selector: DeviceLike) -> Device:
@@ -167,7 +176,8 @@ class Runtime:
         result: List[Device] = []
         for name in dict.fromkeys(names):  # a shadowed duplicate name lists once
             count = ctypes.c_int32()
-            _lib.check(_lib.lib.bp_device_count(self._live_handle(), name.encode(), ctypes.byref(count)))
+            _lib.check(_lib.lib.bp_device_count(self._live_handle(), _lib.c_text("devices", "backend", name),
+                                                ctypes.byref(count)))
             result.extend(Device(name, ordinal) for ordinal in range(count.value))
         return result
 
@@ -199,7 +209,7 @@ class Runtime:
 
     def set_default_device(self, selector: Optional[DeviceLike]) -> None:
         """The process-wide setting; None clears it."""
-        value = None if selector is None else str(selector).encode()
+        value = None if selector is None else _lib.c_text("set_default_device", "selector", str(selector))
         _lib.check(_lib.lib.bp_default_device_set(self._live_handle(), value))
 
     def default_device_scope(self, selector: DeviceLike) -> DefaultDeviceScope:
@@ -285,7 +295,8 @@ class Runtime:
         # Host memory lands on the default device, which the library decides:
         # it sees this context's Python scope only while it is pushed there.
         token = ctypes.c_uint64()
-        _lib.check(_lib.lib.bp_default_device_push_scope(self._live_handle(), str(scoped).encode(),
+        _lib.check(_lib.lib.bp_default_device_push_scope(self._live_handle(),
+                                                         _lib.c_text("default_device_scope", "device", str(scoped)),
                                                          ctypes.byref(token)))
         try:
             return Array(self, import_capsule(self._live_handle(), capsule))

@@ -48,6 +48,14 @@ class CallArgumentsTest(unittest.TestCase):
         self.refused(lambda: load(pattern + "\0x", dtype="uint16", runtime=self.runtime),
                      f"load_token_files: pattern holds a NUL byte at offset {len(pattern)}")
 
+    def test_a_nul_byte_in_a_selector_backend_name_or_plugin_path_is_refused_naming_it(self):
+        # "cpu\0:3" would reach C as "cpu" and resolve cpu:0.
+        self.refused(lambda: self.runtime.device("cpu\0:3"), "device: selector holds a NUL byte at offset 3")
+        self.refused(lambda: self.runtime.is_available("cpu\0x"), "is_available: backend holds a NUL byte at offset 3")
+        self.refused(lambda: self.runtime.devices("cpu\0"), "devices: backend holds a NUL byte at offset 3")
+        self.refused(lambda: backplane.Runtime(plugin_paths=[f"{self.root}\0/x"]),
+                     f"Runtime: plugin_paths[0] holds a NUL byte at offset {len(str(self.root))}")
+
     def test_a_name_with_no_utf8_form_is_a_backplane_error_naming_it(self):
         path = self.root / "t.safetensors"
         backplane.safetensors.save(path, {"tokens": numpy.arange(4, dtype=numpy.uint16)}, runtime=self.runtime)
