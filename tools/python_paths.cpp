@@ -96,8 +96,8 @@ PythonPaths ask_python_for_paths() {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    asked.note = fmt::format("{} did not answer within {} ms; no Python packages listed", asked.interpreter,
-                             kPythonTimeoutMs);
+    asked.note =
+        fmt::format("{} did not answer within {} ms; no Python packages listed", asked.interpreter, kPythonTimeoutMs);
     return asked;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

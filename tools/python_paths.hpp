@@ -12,9 +12,9 @@
 namespace backplane::tools {
 
 struct PythonPaths {
-  std::string interpreter;                     // as named (BACKPLANE_PYTHON or "python3"); empty: none asked
-  std::vector<std::filesystem::path> paths;    // its sys.path entries
-  std::string note;                            // why none were taken, or how it went, in words
+  std::string interpreter;                   // as named (BACKPLANE_PYTHON or "python3"); empty: none asked
+  std::vector<std::filesystem::path> paths;  // its sys.path entries
+  std::string note;                          // why none were taken, or how it went, in words
 };
 
 // Asks the interpreter, waiting at most kPythonTimeoutMs; never throws for

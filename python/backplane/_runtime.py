@@ -71,7 +71,8 @@ class Runtime:
                  _handle: Optional[ctypes.c_void_p] = None) -> None:
         """`python_paths`: the site directories whose installed packages are
         scanned, without importing them, for PJRT plugins and backplane
-        plugin wheels; default this interpreter's sys.path, () for none."""
+        plugin wheels; default this interpreter's sys.path, or none with
+        `skip_default_paths` (a runtime of only the plugins named)."""
         self._owned = _handle is None
         self._scopes = ScopeStack()
         # Resolved selectors as C structs, for calls on the hot path.
@@ -84,7 +85,9 @@ class Runtime:
             return
         paths = [str(path).encode() for path in plugin_paths]
         path_array = (ctypes.c_char_p * max(len(paths), 1))(*paths)
-        sites = _site_directories(sys.path if python_paths is None else python_paths)
+        if python_paths is None:
+            python_paths = () if skip_default_paths else sys.path
+        sites = _site_directories(python_paths)
         site_array = (ctypes.c_char_p * max(len(sites), 1))(*sites)
         options = _lib.bp_runtime_options(
             struct_size=ctypes.sizeof(_lib.bp_runtime_options),

@@ -58,7 +58,8 @@ TEST_CASE("[packages] jax_plugins and xla_plugins entry points: name and version
 
 TEST_CASE("[packages] a namespace package under jax_plugins/ that no entry point names is a PJRT source too") {
   TempDir site;
-  dist_info(site, "claimed-1.0.dist-info", "Name: claimed\nVersion: 1.0\n", "[jax_plugins]\nclaimed = jax_plugins.claimed\n");
+  dist_info(site, "claimed-1.0.dist-info", "Name: claimed\nVersion: 1.0\n",
+            "[jax_plugins]\nclaimed = jax_plugins.claimed\n");
   site.write("jax_plugins/claimed/pjrt_claimed.so", "");
   site.write("jax_plugins/loose/loose_plugin.so", "");
   site.write("jax_plugins/__pycache__/x.so", "");
@@ -123,17 +124,18 @@ TEST_CASE("[packages] backplane.plugins: the package's directory joins the searc
   CHECK(scan.plugin_directories[0].origin_detail == "backplane-vendor 1.2.3 (entry point backplane.plugins:vendor)");
   REQUIRE(scan.broken_plugins.size() == 2);
   CHECK(scan.broken_plugins[0].name == "missing");
-  CHECK(scan.broken_plugins[0].reason == "backplane-vendor 1.2.3 (entry point backplane.plugins:missing): package "
-                                         "not_installed is not installed in " +
-                                             site.path().string() + " (no directory " +
-                                             (site / "not_installed").string() + ")");
+  CHECK(scan.broken_plugins[0].reason ==
+        "backplane-vendor 1.2.3 (entry point backplane.plugins:missing): package "
+        "not_installed is not installed in " +
+            site.path().string() + " (no directory " + (site / "not_installed").string() + ")");
   CHECK(scan.broken_plugins[1].name == "empty");
   CHECK(contains(scan.broken_plugins[1].reason, "holds no backplane-<name>.so"));
   CHECK(scan.pjrt.empty());
   CHECK_FALSE(std::filesystem::exists(site / "ran"));
 }
 
-TEST_CASE("[packages] METADATA missing: name and version from the dist-info's name; site dirs once, missing ones skipped") {
+TEST_CASE(
+    "[packages] METADATA missing: name and version from the dist-info's name; site dirs once, missing ones skipped") {
   TempDir site;
   site.write("bare-3.1.dist-info/entry_points.txt", "[jax_plugins]\nbare = jax_plugins.bare\n");
   site.write("jax_plugins/bare/bare.so", "");

@@ -45,14 +45,17 @@ TEST_CASE("[pjrt sources] create options are typed: int64, bool, float, string, 
   CHECK(create_option_problem("count", "2") ==
         "PJRT create option 'count' = '2' has no type; write <type>:<value> with type int64, bool, float, string or "
         "int64_list");
-  CHECK(create_option_problem("count", "int64:two") == "PJRT create option 'count' = 'int64:two': two is not a "
-                                                        "64-bit integer");
-  CHECK(create_option_problem("flag", "bool:yes") == "PJRT create option 'flag' = 'bool:yes': yes is not true or false");
+  CHECK(create_option_problem("count", "int64:two") ==
+        "PJRT create option 'count' = 'int64:two': two is not a "
+        "64-bit integer");
+  CHECK(create_option_problem("flag", "bool:yes") ==
+        "PJRT create option 'flag' = 'bool:yes': yes is not true or false");
   CHECK(create_option_problem("f", "float:") == "PJRT create option 'f' = 'float:': '' is not a number");
   CHECK(create_option_problem("ids", "int64_list:1,,2") ==
         "PJRT create option 'ids' = 'int64_list:1,,2': 1,,2 is not a comma-separated list of 64-bit integers");
-  CHECK(create_option_problem("x", "double:1") ==
-        "PJRT create option 'x' = 'double:1': unknown type 'double'; expected int64, bool, float, string or int64_list");
+  CHECK(
+      create_option_problem("x", "double:1") ==
+      "PJRT create option 'x' = 'double:1': unknown type 'double'; expected int64, bool, float, string or int64_list");
   CHECK(create_option_problem("", "int64:1") == "a PJRT create option has an empty name");
 }
 
@@ -124,8 +127,7 @@ TEST_CASE("[pjrt sources] code, then the config file, then the environment, then
   package.origin_detail = "pkg 1.0 (entry point jax_plugins:from_package)";
   const auto environment = Environment::fixed({{"PJRT_NAMES_AND_LIBRARY_PATHS", "from_env:/env/lib.so,junk"}});
 
-  const auto collected =
-      collect_pjrt_sources({code, plugin_path}, config, environment, true, {package}, {"/site"});
+  const auto collected = collect_pjrt_sources({code, plugin_path}, config, environment, true, {package}, {"/site"});
   REQUIRE(collected.sources.size() == 4);
   CHECK(collected.sources[0].backend == "pjrt_from_code");
   CHECK(collected.sources[0].origin == SearchOrigin::kCode);

@@ -57,17 +57,20 @@ class SiteDirectoryTest(unittest.TestCase):
                 self.assertIn("package vendor_gone is not installed", backends["gone"].reason)
                 self.assertEqual(runtime.device_info("sim:0").memory_kinds, ["device", "pinned_host"])
 
-    def test_the_default_is_sys_path_and_an_empty_list_scans_nothing(self):
+    def test_the_default_is_sys_path_unless_only_named_plugins_are_asked_for(self):
         with tempfile.TemporaryDirectory() as root:
             site = str(fake_site(root))
             sys.path.append(site)
             try:
+                with backplane.Runtime(ignore_environment=True) as runtime:
+                    self.assertIn("vendor 2.1 (entry point backplane.plugins:vendor)",
+                                  [backend.origin_detail for backend in runtime.backends()])
                 with backplane.Runtime(ignore_environment=True, skip_default_paths=True) as runtime:
-                    self.assertIn("sim", [backend.name for backend in runtime.backends()])
+                    self.assertEqual(runtime.backends(), [])
+                with backplane.Runtime(ignore_environment=True, python_paths=[]) as runtime:
+                    self.assertNotIn("sim", [backend.name for backend in runtime.backends()])
             finally:
                 sys.path.remove(site)
-            with backplane.Runtime(ignore_environment=True, skip_default_paths=True, python_paths=[]) as runtime:
-                self.assertEqual(runtime.backends(), [])
 
     def test_memory_kinds_and_an_empty_origin_for_the_search_path_plugins(self):
         with backplane.Runtime(plugin_paths=plugin_dirs(), ignore_environment=True, skip_default_paths=True,

@@ -62,8 +62,8 @@ TEST_CASE("[pjrt instances] each PJRT library is a backend pjrt_<name>; the adap
   TempDir dir;
   const auto cpu = dir.write("cpu.so", "reason=fake cpu\ndevices=2\nmemories=device,pinned_host,unpinned_host\n");
   const auto other = dir.write("other.so", "available=0\nreason=No visible GPU devices.\n");
-  Runtime runtime(options_with({pjrt_source("cpu", cpu, {{"cpu_device_count", "int64:2"}}),
-                                pjrt_source("Other-Lib", other)}));
+  Runtime runtime(
+      options_with({pjrt_source("cpu", cpu, {{"cpu_device_count", "int64:2"}}), pjrt_source("Other-Lib", other)}));
   CHECK(names_of(runtime) == std::vector<std::string>{"pjrt_cpu", "pjrt_other_lib"});
 
   const BackendInfo& first = backend_named(runtime, "pjrt_cpu");
@@ -103,7 +103,8 @@ TEST_CASE("[pjrt instances] two sources of one name: the later is shadowed, nami
   TempDir dir;
   const auto first = dir.write("first.so", "reason=first\n");
   const auto second = dir.write("second.so", "reason=second\n");
-  Runtime runtime(options_with({pjrt_source("cpu", first)}, {{"PJRT_NAMES_AND_LIBRARY_PATHS", "CPU:" + second.string()}}));
+  Runtime runtime(
+      options_with({pjrt_source("cpu", first)}, {{"PJRT_NAMES_AND_LIBRARY_PATHS", "CPU:" + second.string()}}));
   const auto& backends = runtime.backends();
   REQUIRE(backends.size() == 2);
   CHECK(backends[0].status == BackendStatus::kAvailable);
@@ -122,8 +123,8 @@ TEST_CASE("[pjrt instances] a library others could replace is refused before any
   Runtime runtime(options_with({pjrt_source("shared", library)}));
   const BackendInfo& shared = backend_named(runtime, "pjrt_shared");
   CHECK(shared.status == BackendStatus::kFailed);
-  CHECK(shared.reason == "refused: " + library.string() + " is world-writable (anyone could replace it); run chmod o-w " +
-                             library.string());
+  CHECK(shared.reason == "refused: " + library.string() +
+                             " is world-writable (anyone could replace it); run chmod o-w " + library.string());
 }
 
 TEST_CASE("[pjrt instances] a missing library, or one that is not a file, is failed naming the path and why") {
@@ -145,7 +146,8 @@ TEST_CASE("[pjrt instances] a missing library, or one that is not a file, is fai
   }
 }
 
-TEST_CASE("[pjrt instances] without the adapter, each source is failed saying it is not installed and where it looked") {
+TEST_CASE(
+    "[pjrt instances] without the adapter, each source is failed saying it is not installed and where it looked") {
   TempDir dir;
   const auto library = dir.write("lib.so", "");
   auto options = options_with({pjrt_source("cpu", library)});
@@ -153,9 +155,10 @@ TEST_CASE("[pjrt instances] without the adapter, each source is failed saying it
   Runtime runtime(options);
   const BackendInfo& cpu = backend_named(runtime, "pjrt_cpu");
   CHECK(cpu.status == BackendStatus::kFailed);
-  CHECK(cpu.reason == "the pjrt adapter plugin (backplane-pjrt.so), which drives PJRT plugins, is not installed: "
-                      "looked in " +
-                          kFixtureDir.string());
+  CHECK(cpu.reason ==
+        "the pjrt adapter plugin (backplane-pjrt.so), which drives PJRT plugins, is not installed: "
+        "looked in " +
+            kFixtureDir.string());
   CHECK(cpu.library == library);
   // The fixture directory's plugins are as they were.
   CHECK(backend_named(runtime, "unavailable").status == BackendStatus::kUnavailable);
@@ -167,9 +170,10 @@ TEST_CASE("[pjrt instances] the adapter without any PJRT library is unavailable,
   Runtime runtime(options);
   const BackendInfo& pjrt = backend_named(runtime, "pjrt");
   CHECK(pjrt.status == BackendStatus::kUnavailable);
-  CHECK(pjrt.reason == "no PJRT plugin found: looked in Runtime::Options::sources, [pjrt.NAME] tables (no config "
-                       "file), PJRT_NAMES_AND_LIBRARY_PATHS (environment ignored), Python packages (no site directories "
-                       "given)");
+  CHECK(pjrt.reason ==
+        "no PJRT plugin found: looked in Runtime::Options::sources, [pjrt.NAME] tables (no config "
+        "file), PJRT_NAMES_AND_LIBRARY_PATHS (environment ignored), Python packages (no site directories "
+        "given)");
 }
 
 TEST_CASE("[pjrt instances] a second adapter is shadowed by the first; a broken source is failed with its problem") {
@@ -228,20 +232,23 @@ TEST_CASE("[pjrt instances] from the config's [pjrt.NAME] and PJRT_NAMES_AND_LIB
   CHECK(env.origin_detail == "PJRT_NAMES_AND_LIBRARY_PATHS");
   const auto warnings = runtime.config().warnings;
   REQUIRE(warnings.size() == 1);
-  CHECK(warnings[0] == "PJRT_NAMES_AND_LIBRARY_PATHS: entry 'oops' ignored: expected NAME:PATH (comma-separated "
-                       "entries)");
+  CHECK(warnings[0] ==
+        "PJRT_NAMES_AND_LIBRARY_PATHS: entry 'oops' ignored: expected NAME:PATH (comma-separated "
+        "entries)");
 }
 
 TEST_CASE("[pjrt instances] installed packages: PJRT wheels become instances, backplane.plugins join the search path") {
   TempDir site;
   site.write("xla_cpu_pjrt-0.0.1.dist-info/METADATA", "Name: xla_cpu_pjrt\nVersion: 0.0.1\n");
-  site.write("xla_cpu_pjrt-0.0.1.dist-info/entry_points.txt", "[xla_plugins]\nxla_cpu_pjrt = xla_plugins.xla_cpu_pjrt\n");
+  site.write("xla_cpu_pjrt-0.0.1.dist-info/entry_points.txt",
+             "[xla_plugins]\nxla_cpu_pjrt = xla_plugins.xla_cpu_pjrt\n");
   site.write("xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", "reason=from a wheel\n");
   site.write("vendor-2.0.dist-info/METADATA", "Name: vendor\nVersion: 2.0\n");
   site.write("vendor-2.0.dist-info/entry_points.txt",
              "[backplane.plugins]\nvendor = vendor_plugins\nbroken = vendor_missing\n");
   std::filesystem::create_directory(site / "vendor_plugins");
-  std::filesystem::copy_file(kFixtureDir / "backplane-unavailable.so", site / "vendor_plugins/backplane-unavailable.so");
+  std::filesystem::copy_file(kFixtureDir / "backplane-unavailable.so",
+                             site / "vendor_plugins/backplane-unavailable.so");
   auto options = options_with({});
   options.ignore_environment = true;
   options.python_paths = {site.path()};
@@ -259,8 +266,9 @@ TEST_CASE("[pjrt instances] installed packages: PJRT wheels become instances, ba
   CHECK(plugin.plugin_path == site / "vendor_plugins/backplane-unavailable.so");
   const BackendInfo& broken = backend_named(runtime, "broken");
   CHECK(broken.status == BackendStatus::kFailed);
-  CHECK(contains(broken.reason, "vendor 2.0 (entry point backplane.plugins:broken): package vendor_missing is not "
-                                "installed in "));
+  CHECK(contains(broken.reason,
+                 "vendor 2.0 (entry point backplane.plugins:broken): package vendor_missing is not "
+                 "installed in "));
   const auto search_path = runtime.search_path();
   REQUIRE(search_path.size() == 2);
   CHECK(search_path[1].path == site / "vendor_plugins");

@@ -7,9 +7,9 @@
 
 #include "isolation/probe_process.hpp"
 
+#include <backplane/plugin.h>
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
-#include <backplane/plugin.h>
 
 #include <doctest/doctest.h>
 
@@ -127,9 +127,10 @@ TEST_CASE("[probe in child] with no helper installed, or a broken one, the plugi
     Runtime runtime(options_for(dir, ProbeIsolation::kNone));
     const BackendInfo& info = backend_named(runtime, "child_probe");
     CHECK(info.status == BackendStatus::kFailed);
-    CHECK(info.reason.starts_with("its table declares BP_CAPABILITY_PROBE_IN_CHILD, and it is probed only in the probe "
-                                  "helper, which is broken: cannot start " +
-                                  (dir / "no-such-helper").string()));
+    CHECK(
+        info.reason.starts_with("its table declares BP_CAPABILITY_PROBE_IN_CHILD, and it is probed only in the probe "
+                                "helper, which is broken: cannot start " +
+                                (dir / "no-such-helper").string()));
   }
   {
     const auto silent = dir.write("silent-helper", "#!/bin/sh\nexit 0\n");

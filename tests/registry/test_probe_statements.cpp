@@ -4,8 +4,8 @@
 // table's; each device lists its memory kinds.
 #include "support/backend_named.hpp"
 
-#include <backplane/backplane.hpp>
 #include <backplane/plugin.h>
+#include <backplane/backplane.hpp>
 
 #include <doctest/doctest.h>
 
@@ -46,8 +46,8 @@ TEST_CASE("[discovery] plugins of ABI 1.0 and 1.1 never write the 1.4 probe fiel
     const BackendInfo& cpu = backend_named(runtime, "cpu");
     REQUIRE(cpu.status == BackendStatus::kAvailable);
     const bool wraps = std::string(directory) == BP_TEST_ABI_1_1_DIR;
-    CHECK(cpu.capabilities == (BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST |
-                               (wraps ? BP_CAPABILITY_WRAP_MEMORY : 0)));
+    CHECK(cpu.capabilities ==
+          (BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | (wraps ? BP_CAPABILITY_WRAP_MEMORY : 0)));
     CHECK(cpu.dlpack_device_type == 0);  // its table ends before the field
     CHECK(runtime.devices("cpu")[0].memory_kinds == std::vector<std::string>{"host"});
   }

@@ -27,8 +27,9 @@ const std::string kFixtureDir = BP_TEST_FIXTURE_DIR;
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
          "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS -u LOCAL_RANK -u "
-         "OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID -u PJRT_NAMES_AND_LIBRARY_PATHS BACKPLANE_PYTHON= " +
-         variables + " " + kTool + " " + args;
+         "OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID -u PJRT_NAMES_AND_LIBRARY_PATHS " +
+         variables + (variables.find("BACKPLANE_PYTHON=") == std::string::npos ? " BACKPLANE_PYTHON= " : " ") + kTool +
+         " " + args;
 }
 
 const json* find_backend(const json& info, const std::string& name, const std::string& status) {

@@ -61,8 +61,8 @@ PjrtLibraryConfig read_one(const Reader& reader, const toml::node& node, const s
     if (key.str() == "library") {
       const auto* text = value.as_string();
       if (text == nullptr) {
-        reader.fail(value, fmt::format("'{}' must be a string (the path of the PJRT plugin library), got {}",
-                                       qualified, type_name(value)));
+        reader.fail(value, fmt::format("'{}' must be a string (the path of the PJRT plugin library), got {}", qualified,
+                                       type_name(value)));
       }
       if (text->get().empty()) reader.fail(value, fmt::format("'{}' is empty; expected the library's path", qualified));
       const std::filesystem::path path(text->get());
@@ -71,18 +71,17 @@ PjrtLibraryConfig read_one(const Reader& reader, const toml::node& node, const s
     } else if (key.str() == "options") {
       const toml::table* options = value.as_table();
       if (options == nullptr) {
-        reader.fail(value, fmt::format("'{}' must be a table of PJRT create options, got {}", qualified,
-                                       type_name(value)));
+        reader.fail(value,
+                    fmt::format("'{}' must be a table of PJRT create options, got {}", qualified, type_name(value)));
       }
       std::vector<std::pair<const toml::node*, std::pair<std::string, std::string>>> found;
       for (auto&& [option, option_value] : *options) {
         const std::string option_name = fmt::format("{}.{}", qualified, printable(option.str()));
         if (option.str().empty() || option.str().find('\0') != std::string_view::npos) {
-          reader.fail(option_value, fmt::format("option name '{}' is empty or contains a NUL character (\\u0000)",
-                                                option_name));
+          reader.fail(option_value,
+                      fmt::format("option name '{}' is empty or contains a NUL character (\\u0000)", option_name));
         }
-        found.push_back(
-            {&option_value, {std::string(option.str()), typed_option(reader, option_value, option_name)}});
+        found.push_back({&option_value, {std::string(option.str()), typed_option(reader, option_value, option_name)}});
       }
       sort_by_position(found);
       for (auto& [unused, option] : found) library.options.push_back(std::move(option));

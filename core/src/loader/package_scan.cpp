@@ -125,12 +125,14 @@ std::pair<fs::path, std::string> package_directory(const fs::path& site, std::st
   fs::path module_file = directory;
   module_file += ".py";
   if (fs::exists(module_file, error)) {
-    return {{}, fmt::format("module {} is the file {}, not a package directory; its library cannot be found without "
-                            "running it",
-                            module, module_file.string())};
+    return {{},
+            fmt::format("module {} is the file {}, not a package directory; its library cannot be found without "
+                        "running it",
+                        module, module_file.string())};
   }
-  return {{}, fmt::format("package {} is not installed in {} (no directory {})", module, site.string(),
-                          directory.string())};
+  return {
+      {},
+      fmt::format("package {} is not installed in {} (no directory {})", module, site.string(), directory.string())};
 }
 
 fs::path identity(const fs::path& path) {

@@ -66,9 +66,10 @@ std::optional<std::string> create_option_problem(std::string_view key, std::stri
                        expected);
   };
   if (colon == std::string_view::npos) {
-    return fmt::format("PJRT create option '{}' = '{}' has no type; write <type>:<value> with type int64, bool, "
-                       "float, string or int64_list",
-                       key, typed_value);
+    return fmt::format(
+        "PJRT create option '{}' = '{}' has no type; write <type>:<value> with type int64, bool, "
+        "float, string or int64_list",
+        key, typed_value);
   }
   if (type == "string") return std::nullopt;
   if (type == "int64") return is_int64(value) ? std::nullopt : std::optional(bad("a 64-bit integer"));
@@ -77,9 +78,10 @@ std::optional<std::string> create_option_problem(std::string_view key, std::stri
   if (type == "int64_list") {
     return is_int64_list(value) ? std::nullopt : std::optional(bad("a comma-separated list of 64-bit integers"));
   }
-  return fmt::format("PJRT create option '{}' = '{}': unknown type '{}'; expected int64, bool, float, string or "
-                     "int64_list",
-                     key, typed_value, type);
+  return fmt::format(
+      "PJRT create option '{}' = '{}': unknown type '{}'; expected int64, bool, float, string or "
+      "int64_list",
+      key, typed_value, type);
 }
 
 PluginOptions adapter_options(const PjrtSource& source) {
@@ -97,9 +99,10 @@ PjrtSource checked_source(PjrtSource source) {
   if (source.name.empty()) {
     source.problem = fmt::format("the PJRT library {} has no name", source.library.string());
   } else if (source.backend.size() > kMaxBackendNameSize) {
-    source.problem = fmt::format("the backend name '{}' is longer than {} bytes; give the PJRT library {} a shorter "
-                                 "name",
-                                 source.backend, kMaxBackendNameSize, source.library.string());
+    source.problem = fmt::format(
+        "the backend name '{}' is longer than {} bytes; give the PJRT library {} a shorter "
+        "name",
+        source.backend, kMaxBackendNameSize, source.library.string());
   } else if (source.library.empty()) {
     source.problem = fmt::format("the PJRT library '{}' has no path", source.name);
   }

@@ -43,8 +43,9 @@ void expand_pjrt_instances(std::vector<Candidate>& candidates, const std::vector
     for (const auto& entry : search_path) places.push_back(entry.path.string());
     const std::string reason = fmt::format(
         "the pjrt adapter plugin (backplane-{}.so), which drives PJRT plugins, is not installed: looked in {}",
-        kPjrtAdapterName, places.empty() ? std::string("nothing (the plugin search path is empty)")
-                                         : fmt::format("{}", fmt::join(places, ", ")));
+        kPjrtAdapterName,
+        places.empty() ? std::string("nothing (the plugin search path is empty)")
+                       : fmt::format("{}", fmt::join(places, ", ")));
     for (const PjrtSource& source : sources) {
       Candidate listed;
       listed.origin = source.origin;
@@ -80,9 +81,10 @@ std::optional<std::string> pjrt_library_problem(const std::filesystem::path& lib
     return fmt::format("cannot use the PJRT library {}: {}", library.string(), std::strerror(errno));
   }
   if (!S_ISREG(status.st_mode)) {
-    return fmt::format("cannot use the PJRT library {}: it is {}, not a regular file (a PJRT plugin is a shared "
-                       "library)",
-                       library.string(), file_type_name(status.st_mode));
+    return fmt::format(
+        "cannot use the PJRT library {}: it is {}, not a regular file (a PJRT plugin is a shared "
+        "library)",
+        library.string(), file_type_name(status.st_mode));
   }
   if (::access(library.c_str(), R_OK) != 0) {
     return fmt::format("cannot use the PJRT library {}: {}", library.string(), std::strerror(errno));

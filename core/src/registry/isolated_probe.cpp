@@ -142,7 +142,6 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
   return verdict;
 }
 
-
 isolation::ChildVerdict probe_in_helper(const Candidate& candidate, const PluginOptions& options,
                                         std::uint32_t timeout_ms) {
   isolation::ChildVerdict verdict;

@@ -45,7 +45,9 @@ FakeBackend& backend_of(BP_Backend* backend, const char* call) {
   return *reinterpret_cast<FakeBackend*>(backend);
 }
 
-std::string text_of(const char* data, std::size_t size) { return data == nullptr ? std::string() : std::string(data, size); }
+std::string text_of(const char* data, std::size_t size) {
+  return data == nullptr ? std::string() : std::string(data, size);
+}
 
 // Reads the library file once, on the first probe.
 void read_library(FakeBackend& self) {
