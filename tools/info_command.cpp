@@ -1,6 +1,7 @@
 // `backplane info [--json]`: what was found, with what status and why.
 // The JSON shape is documented in docs/cli.md and only grows.
 #include "commands.hpp"
+#include "python_paths.hpp"
 
 #include <backplane/plugin.h>
 #include <backplane/backplane.hpp>
@@ -26,6 +27,9 @@ std::vector<std::string> capability_names(std::uint64_t capabilities) {
   if (capabilities & BP_CAPABILITY_ASYNC) names.emplace_back("async");
   if (capabilities & BP_CAPABILITY_CONVERT_INTEGERS) names.emplace_back("convert_integers");
   if (capabilities & BP_CAPABILITY_WRAP_MEMORY) names.emplace_back("wrap_memory");
+  if (capabilities & BP_CAPABILITY_EVENT_TIMING) names.emplace_back("event_timing");
+  if (capabilities & BP_CAPABILITY_PROBE_IN_CHILD) names.emplace_back("probe_in_child");
+  if (capabilities & BP_CAPABILITY_NO_DEVICE_TO_DEVICE) names.emplace_back("no_device_to_device");
   return names;
 }
 
@@ -34,8 +38,10 @@ json device_json(const DeviceInfo& device) {
   for (const auto& [key, value] : device.attributes) attributes[key] = value;
   // null: the backend cannot tell how much is free.
   const json memory_free = device.memory_free ? json(*device.memory_free) : json(nullptr);
-  return {{"selector", device.selector()},       {"name", device.name},        {"kind", to_string(device.kind)},
-          {"memory_total", device.memory_total}, {"memory_free", memory_free}, {"attributes", attributes}};
+  return {{"selector", device.selector()},  {"name", device.name},
+          {"kind", to_string(device.kind)}, {"memory_total", device.memory_total},
+          {"memory_free", memory_free},     {"memory_kinds", device.memory_kinds},
+          {"attributes", attributes}};
 }
 
 // Devices of an available backend; a plugin failing here is reported, not fatal.
@@ -72,6 +78,14 @@ DefaultListing find_default(const Runtime& runtime) {
   return listing;
 }
 
+json python_json(const PythonPaths& python) {
+  json paths = json::array();
+  for (const auto& path : python.paths) paths.push_back(path.string());
+  return {{"interpreter", python.interpreter.empty() ? json(nullptr) : json(python.interpreter)},
+          {"paths", paths},
+          {"note", python.note}};
+}
+
 json config_json(const ConfigSummary& config) {
   json searched = json::array();
   for (const auto& path : config.searched) searched.push_back(path.string());
@@ -80,10 +94,11 @@ json config_json(const ConfigSummary& config) {
           {"warnings", config.warnings}};
 }
 
-int print_json(const Runtime& runtime) {
+int print_json(const Runtime& runtime, const PythonPaths& python) {
   json search_path = json::array();
   for (const auto& entry : runtime.search_path()) {
-    search_path.push_back({{"path", entry.path.string()}, {"origin", to_string(entry.origin)}});
+    search_path.push_back(
+        {{"path", entry.path.string()}, {"origin", to_string(entry.origin)}, {"origin_detail", entry.origin_detail}});
   }
   json backends = json::array();
   for (const auto& backend : runtime.backends()) {
@@ -92,6 +107,8 @@ int print_json(const Runtime& runtime) {
                  {"reason", backend.reason},
                  {"plugin", backend.plugin_path.string()},
                  {"origin", to_string(backend.origin)},
+                 {"origin_detail", backend.origin_detail},
+                 {"library", backend.library.string()},
                  {"abi_version", backend.abi_version},
                  {"plugin_version", backend.plugin_version},
                  {"priority", backend.priority},
@@ -117,6 +134,7 @@ int print_json(const Runtime& runtime) {
   json document = {{"version", version()},
                    {"abi_version", fmt::format("{}.{}", BP_ABI_MAJOR, BP_ABI_MINOR)},
                    {"config", config_json(runtime.config())},
+                   {"python", python_json(python)},
                    {"search_path", search_path},
                    {"backends", backends},
                    {"default_device", default_device}};
@@ -126,7 +144,7 @@ int print_json(const Runtime& runtime) {
   return 0;
 }
 
-int print_text(const Runtime& runtime) {
+int print_text(const Runtime& runtime, const PythonPaths& python) {
   fmt::print("backplane {} (plugin ABI {}.{})\n\n", version(), BP_ABI_MAJOR, BP_ABI_MINOR);
   ConfigSummary config = runtime.config();
   if (config.path) {
@@ -139,10 +157,12 @@ int print_text(const Runtime& runtime) {
                                                                : fmt::format("{}", fmt::join(searched, ", ")));
   }
   for (const auto& warning : config.warnings) fmt::print("  warning: {}\n", warning);
+  fmt::print("python packages: {}\n", python.note);
   fmt::print("\nplugin search path:\n");
   int index = 1;
   for (const auto& entry : runtime.search_path()) {
-    fmt::print("  {}. {} ({})\n", index++, entry.path.string(), to_string(entry.origin));
+    fmt::print("  {}. {} ({})\n", index++, entry.path.string(),
+               entry.origin_detail.empty() ? std::string(to_string(entry.origin)) : entry.origin_detail);
   }
   const auto& backends = runtime.backends();
   fmt::print("\nbackends:{}\n", backends.empty() ? " none found" : "");
@@ -152,10 +172,16 @@ int print_text(const Runtime& runtime) {
     fmt::print("  {:<{}} {:<12} {}\n", backend.name, name_width, to_string(backend.status),
                backend.plugin_path.string());
     if (!backend.reason.empty()) fmt::print("  {:<{}} {:<12} {}\n", "", name_width, "", backend.reason);
+    if (!backend.library.empty())
+      fmt::print("  {:<{}} {:<12} library: {}\n", "", name_width, "", backend.library.string());
+    if (!backend.origin_detail.empty()) {
+      fmt::print("  {:<{}} {:<12} from: {}\n", "", name_width, "", backend.origin_detail);
+    }
     auto listing = list_devices(runtime, backend);
     for (const auto& device : listing.devices) {
-      fmt::print("    {:<10} {} ({}), {} free of {}\n", device.selector(), device.name, to_string(device.kind),
-                 device.memory_free ? format_bytes(*device.memory_free) : "unknown", format_bytes(device.memory_total));
+      fmt::print("    {:<10} {} ({}), {} free of {}; memories: {}\n", device.selector(), device.name,
+                 to_string(device.kind), device.memory_free ? format_bytes(*device.memory_free) : "unknown",
+                 format_bytes(device.memory_total), fmt::join(device.memory_kinds, ", "));
     }
     if (!listing.error.empty()) fmt::print("    cannot list devices: {}\n", listing.error);
   }
@@ -199,12 +225,15 @@ int run_info(const Arguments& args) {
   }
   Runtime::Options options;
   if (isolation_by_default()) options.probe_isolation = ProbeIsolation::kProcess;
+  // The packages Python would see (PJRT wheels, backplane plugin wheels).
+  static const PythonPaths python = ask_python_for_paths();
+  options.python_paths = python.paths;
   // Never destroyed, like the process default: a plugin with live devices
   // must outlive static destructors (a static keeps it reachable for
   // LeakSanitizer).
   static Runtime* runtime_for_info = new Runtime(std::move(options));
   Runtime& runtime = *runtime_for_info;
-  return as_json ? print_json(runtime) : print_text(runtime);
+  return as_json ? print_json(runtime, python) : print_text(runtime, python);
 }
 
 }  // namespace backplane::tools

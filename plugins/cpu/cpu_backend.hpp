@@ -2,7 +2,8 @@
 // plugin SDK (backplane/plugin_sdk.hpp), which generates the ABI table,
 // handle checks, range checks and error translation around this class.
 //
-// Offers (ABI 1.2): N devices "cpu:0".."cpu:N-1" sharing the host's memory;
+// Offers (ABI 1.2): N devices "cpu:0".."cpu:N-1" sharing the host's memory
+// (memory kind "host", ABI 1.4);
 // device and pinned-host memory (both plain host memory aligned to
 // kAlignment bytes; size 0 is valid); memory_wrap of any host memory; copies
 // by memcpy/memmove. Async copies run inline and hand out completed events,
@@ -61,6 +62,8 @@ class CpuBackend {
   std::int32_t device_count() const { return devices_; }
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
+  // Every device's memory is the host's (ABI 1.4).
+  sdk::MemoryList memories(std::int32_t /*ordinal*/) const { return {{"host", "host memory"}}; }
   std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
   std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size, sdk::Mode mode);

@@ -137,6 +137,10 @@ class CudaBackend {
   std::int32_t device_count();
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
+  // Device memory, the default, and page-locked host memory (ABI 1.4).
+  sdk::MemoryList memories(std::int32_t /*ordinal*/) const {
+    return {{"device", "GPU memory"}, {"pinned_host", "page-locked host memory (cuMemHostAlloc)"}};
+  }
   std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
   std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size, sdk::Mode mode);

@@ -157,6 +157,10 @@ class OpenclBackend {
   std::int32_t device_count() const { return devices_.count(); }
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);
+  // The device's buffers, the default, and mapped host buffers (ABI 1.4).
+  sdk::MemoryList memories(std::int32_t /*ordinal*/) const {
+    return {{"device", "OpenCL buffers"}, {"pinned_host", "mapped buffers (CL_MEM_ALLOC_HOST_PTR)"}};
+  }
   std::unique_ptr<Buffer> allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size);
   std::unique_ptr<Event> copy_to_device(Buffer& destination, std::uint64_t offset, const void* source,
                                         std::uint64_t size, sdk::Mode mode);

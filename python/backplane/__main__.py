@@ -1,6 +1,8 @@
 """`python -m backplane info|inspect|load|conformance ...` and the
 `backplane` console command: run the native CLI that ships with the package
-(or that meson installed), with the same arguments and exit status."""
+(or that meson installed), with the same arguments and exit status, telling
+it (BACKPLANE_PYTHON, unless already set) to list the packages installed for
+this interpreter."""
 from __future__ import annotations
 
 import os
@@ -36,6 +38,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     sys.stdout.flush()
     sys.stderr.flush()
+    # The CLI lists the packages this interpreter sees (its sys.path), not
+    # those of whatever python3 comes first on PATH.
+    os.environ.setdefault("BACKPLANE_PYTHON", sys.executable)
     os.execv(tool, [tool] + arguments)
     return 0  # not reached: execv replaces the process
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from . import _lib
 
@@ -43,6 +43,12 @@ class Backend:
     # The DLPack device type the plugin declares for its memory (1 kDLCPU,
     # 2 kDLCUDA, ...); 0 when it declares none.
     dlpack_device_type: int = 0
+    # Where it came from in words ("config /etc/x.toml:12:1 [pjrt.cpu]",
+    # "xla_cpu_pjrt 0.0.1 (entry point xla_plugins:xla_cpu_pjrt)"); "" for a
+    # plugin of the search path no package put there.
+    origin_detail: str = ""
+    # The PJRT library a pjrt_<name> backend drives; "" otherwise.
+    library: str = ""
 
     @property
     def available(self) -> bool:
@@ -57,6 +63,9 @@ class DeviceInfo:
     memory_total: int
     memory_free: Optional[int]  # None: the backend cannot tell
     attributes: Dict[str, str] = field(default_factory=dict)
+    # The device's memory kinds, the default first: "host", "device",
+    # "pinned_host", "unpinned_host".
+    memory_kinds: List[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,8 @@ def backend_from_c(info: _lib.bp_backend_info) -> Backend:
         priority=info.priority,
         capabilities=info.capabilities,
         dlpack_device_type=info.dlpack_device_type,
+        origin_detail=_lib.text(info.origin_detail),
+        library=_lib.text(info.library),
     )
 
 
@@ -114,6 +125,11 @@ def device_info_from_c(handle: ctypes.c_void_p, device: Device) -> DeviceInfo:
         value = ctypes.c_char_p()
         _lib.check(_lib.lib.bp_device_info_attribute(handle, index, ctypes.byref(key), ctypes.byref(value)))
         attributes[_lib.text(key.value)] = _lib.text(value.value)
+    memory_kinds: List[str] = []
+    for index in range(lib.bp_device_info_memory_kind_count(handle)):
+        kind = ctypes.c_char_p()
+        _lib.check(lib.bp_device_info_memory_kind(handle, index, ctypes.byref(kind)))
+        memory_kinds.append(_lib.text(kind.value))
     return DeviceInfo(
         device=device,
         name=_lib.text(lib.bp_device_info_name(handle)),
@@ -121,6 +137,7 @@ def device_info_from_c(handle: ctypes.c_void_p, device: Device) -> DeviceInfo:
         memory_total=lib.bp_device_info_memory_total(handle),
         memory_free=known_memory(lib.bp_device_info_memory_free(handle)),
         attributes=attributes,
+        memory_kinds=memory_kinds,
     )
 
 

@@ -37,6 +37,14 @@ BP_STATUS_INVALID_FILE = 10
 BP_STATUS_PLUGIN = 11
 BP_STATUS_IO = 12
 BP_STATUS_CANCELLED = 13
+BP_ORIGIN_CODE = 0
+BP_ORIGIN_ENVIRONMENT = 1
+BP_ORIGIN_CONFIG = 2
+BP_ORIGIN_INSTALL_DIR = 3
+BP_ORIGIN_CORE_DIR = 4
+BP_ORIGIN_PACKAGE = 5
+BP_PLUGIN_SOURCE_PATH = 0
+BP_PLUGIN_SOURCE_PJRT = 1
 BP_BACKEND_AVAILABLE = 0
 BP_BACKEND_UNAVAILABLE = 1
 BP_BACKEND_INCOMPATIBLE = 2
@@ -84,6 +92,21 @@ bp_cancellable_progress_callback = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_uin
 # ---- structs ----
 
 
+class bp_plugin_source(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kind", ctypes.c_int32),
+        ("name", ctypes.c_char_p),
+        ("path", ctypes.c_char_p),
+        ("origin", ctypes.c_int32),
+        ("origin_detail", ctypes.c_char_p),
+        ("problem", ctypes.c_char_p),
+        ("create_option_keys", ctypes.POINTER(ctypes.c_char_p)),
+        ("create_option_values", ctypes.POINTER(ctypes.c_char_p)),
+        ("create_option_count", ctypes.c_size_t),
+    ]
+
+
 class bp_runtime_options(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -92,6 +115,10 @@ class bp_runtime_options(ctypes.Structure):
         ("config_file", ctypes.c_char_p),
         ("ignore_environment", ctypes.c_int32),
         ("skip_default_paths", ctypes.c_int32),
+        ("sources", ctypes.POINTER(bp_plugin_source)),
+        ("source_count", ctypes.c_size_t),
+        ("python_paths", ctypes.POINTER(ctypes.c_char_p)),
+        ("python_path_count", ctypes.c_size_t),
     ]
 
 
@@ -107,6 +134,8 @@ class bp_backend_info(ctypes.Structure):
         ("priority", ctypes.c_int32),
         ("capabilities", ctypes.c_uint64),
         ("dlpack_device_type", ctypes.c_int32),
+        ("origin_detail", ctypes.c_char_p),
+        ("library", ctypes.c_char_p),
     ]
 
 
@@ -217,6 +246,7 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
     "bp_status_name": ([ctypes.c_int32], ctypes.c_char_p),
     "bp_runtime_create": ([ctypes.POINTER(bp_runtime_options), ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int32),
     "bp_runtime_default": ([ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int32),
+    "bp_runtime_default_set_python_paths": ([ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int32),
     "bp_runtime_destroy": ([ctypes.c_void_p], None),
     "bp_runtime_config_path": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int32),
     "bp_backend_count": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int32),
@@ -242,6 +272,8 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
         ctypes.POINTER(ctypes.c_char_p),
         ctypes.POINTER(ctypes.c_char_p),
     ], ctypes.c_int32),
+    "bp_device_info_memory_kind_count": ([ctypes.c_void_p], ctypes.c_size_t),
+    "bp_device_info_memory_kind": ([ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int32),
     "bp_default_device": ([ctypes.c_void_p, ctypes.POINTER(bp_device), ctypes.POINTER(ctypes.c_int32)], ctypes.c_int32),
     "bp_device_source_name": ([ctypes.c_int32], ctypes.c_char_p),
     "bp_default_device_describe": ([
@@ -470,6 +502,7 @@ class Library(Protocol):
     def bp_status_name(self, status: int, /) -> Optional[bytes]: ...
     def bp_runtime_create(self, options: Pointer[bp_runtime_options], out: Pointer[ctypes.c_void_p], /) -> int: ...
     def bp_runtime_default(self, out: Pointer[ctypes.c_void_p], /) -> int: ...
+    def bp_runtime_default_set_python_paths(self, paths: VoidPointer, count: int, /) -> int: ...
     def bp_runtime_destroy(self, runtime: VoidPointer, /) -> None: ...
     def bp_runtime_config_path(self, runtime: VoidPointer, out: Pointer[ctypes.c_char_p], /) -> int: ...
     def bp_backend_count(self, runtime: VoidPointer, out: Pointer[ctypes.c_size_t], /) -> int: ...
@@ -511,6 +544,8 @@ class Library(Protocol):
         value: Pointer[ctypes.c_char_p],
         /,
     ) -> int: ...
+    def bp_device_info_memory_kind_count(self, info: VoidPointer, /) -> int: ...
+    def bp_device_info_memory_kind(self, info: VoidPointer, index: int, kind: Pointer[ctypes.c_char_p], /) -> int: ...
     def bp_default_device(
         self,
         runtime: VoidPointer,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Union, cast
 
 import numpy as _numpy
@@ -48,6 +49,21 @@ def _integer_offsets(offsets: Any) -> Any:
 _INT64_MAX = (1 << 63) - 1
 
 
+def _site_directories(paths: Iterable[Any]) -> List[bytes]:
+    """sys.path entries as the C API takes them; "" (the current directory)
+    and entries that are not text are left out."""
+    return [os.fsencode(path) for path in paths if isinstance(path, (str, bytes, os.PathLike)) and os.fspath(path)]
+
+
+def _give_default_python_paths() -> None:
+    """sys.path for the process-wide runtime, before it is made. Another user
+    of the library in this process may have made it already (its discovery
+    then ran without them): nothing to give, and nothing to raise for."""
+    sites = _site_directories(sys.path)
+    site_array = (ctypes.c_char_p * max(len(sites), 1))(*sites)
+    _lib.lib.bp_runtime_default_set_python_paths(ctypes.cast(site_array, ctypes.c_void_p), len(sites))
+
+
 class Runtime:
     """A backplane runtime (bp_runtime). Runtime() makes an independent one;
     Runtime.default() is the process-wide one (never closed). Use it as a
@@ -56,7 +72,12 @@ class Runtime:
     _default: Optional["Runtime"] = None
 
     def __init__(self, plugin_paths: Iterable[Any] = (), config_file: Any = None, ignore_environment: bool = False,
-                 skip_default_paths: bool = False, _handle: Optional[ctypes.c_void_p] = None) -> None:
+                 skip_default_paths: bool = False, python_paths: Optional[Iterable[Any]] = None,
+                 _handle: Optional[ctypes.c_void_p] = None) -> None:
+        """`python_paths`: the site directories whose installed packages are
+        scanned, without importing them, for PJRT plugins and backplane
+        plugin wheels; default this interpreter's sys.path, or none with
+        `skip_default_paths` (a runtime of only the plugins named)."""
         self._owned = _handle is None
         self._scopes = ScopeStack()
         # Resolved selectors as C structs, for calls on the hot path.
@@ -70,6 +91,10 @@ class Runtime:
         paths = [_lib.c_path("Runtime", f"plugin_paths[{index}]", _path_like(path))
                  for index, path in enumerate(plugin_paths)]
         path_array = (ctypes.c_char_p * max(len(paths), 1))(*paths)
+        if python_paths is None:
+            python_paths = () if skip_default_paths else sys.path
+        sites = _site_directories(python_paths)
+        site_array = (ctypes.c_char_p * max(len(sites), 1))(*sites)
         options = _lib.bp_runtime_options(
             struct_size=ctypes.sizeof(_lib.bp_runtime_options),
             plugin_paths=ctypes.cast(path_array, ctypes.POINTER(ctypes.c_char_p)),
@@ -77,6 +102,8 @@ class Runtime:
             config_file=None if config_file is None else _lib.c_path("Runtime", "config_file", _path_like(config_file)),
             ignore_environment=int(bool(ignore_environment)),
             skip_default_paths=int(bool(skip_default_paths)),
+            python_paths=ctypes.cast(site_array, ctypes.POINTER(ctypes.c_char_p)),
+            python_path_count=len(sites),
         )
         handle = ctypes.c_void_p()
         _lib.check(_lib.lib.bp_runtime_create(ctypes.byref(options), ctypes.byref(handle)))
@@ -84,8 +111,10 @@ class Runtime:
 
     @classmethod
     def default(cls) -> "Runtime":
-        """The process-wide runtime (BACKPLANE_* environment, config file)."""
+        """The process-wide runtime (BACKPLANE_* environment, config file,
+        and the packages installed on sys.path as it is at first use)."""
         if cls._default is None:
+            _give_default_python_paths()
             handle = ctypes.c_void_p()
             _lib.check(_lib.lib.bp_runtime_default(ctypes.byref(handle)))
             cls._default = cls(_handle=handle)

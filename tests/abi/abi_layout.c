@@ -21,11 +21,15 @@ static const AbiLayoutEntry kEntries[] = {
     FIELD(BP_ProbeArgs, available),
     FIELD(BP_ProbeArgs, reason_size),
     FIELD(BP_ProbeArgs, priority),
+    FIELD(BP_ProbeArgs, capabilities),
+    FIELD(BP_ProbeArgs, dlpack_device_type),
     LAYOUT(BP_DeviceCountArgs),
     LAYOUT(BP_DeviceInfoArgs),
     FIELD(BP_DeviceInfoArgs, kind),
     FIELD(BP_DeviceInfoArgs, memory_total),
     FIELD(BP_DeviceInfoArgs, attribute_count),
+    FIELD(BP_DeviceInfoArgs, memories),
+    FIELD(BP_DeviceInfoArgs, memory_count),
     LAYOUT(BP_MemoryAllocateArgs),
     FIELD(BP_MemoryAllocateArgs, size),
     FIELD(BP_MemoryAllocateArgs, address),
@@ -74,6 +78,12 @@ int abi_table_has_dlpack_device_type_from_c(const BP_PluginApi* table) {
 size_t abi_plugin_api_size_1_1_from_c(void) { return BP_PLUGIN_API_SIZE_1_1; }
 
 size_t abi_plugin_api_size_1_2_from_c(void) { return BP_PLUGIN_API_SIZE_1_2; }
+
+size_t abi_plugin_api_size_1_3_from_c(void) { return BP_PLUGIN_API_SIZE_1_3; }
+
+size_t abi_probe_args_size_1_2_from_c(void) { return BP_PROBE_ARGS_SIZE_1_2; }
+
+size_t abi_device_info_args_size_1_0_from_c(void) { return BP_DEVICE_INFO_ARGS_SIZE_1_0; }
 
 int abi_table_has_event_timing_from_c(const BP_PluginApi* table) { return BP_TABLE_HAS_CALL(table, event_timing); }
 

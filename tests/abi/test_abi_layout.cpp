@@ -40,11 +40,15 @@ const std::map<std::string, Layout>& cxx_layout() {
       CXX_FIELD(BP_ProbeArgs, available),
       CXX_FIELD(BP_ProbeArgs, reason_size),
       CXX_FIELD(BP_ProbeArgs, priority),
+      CXX_FIELD(BP_ProbeArgs, capabilities),
+      CXX_FIELD(BP_ProbeArgs, dlpack_device_type),
       CXX_LAYOUT(BP_DeviceCountArgs),
       CXX_LAYOUT(BP_DeviceInfoArgs),
       CXX_FIELD(BP_DeviceInfoArgs, kind),
       CXX_FIELD(BP_DeviceInfoArgs, memory_total),
       CXX_FIELD(BP_DeviceInfoArgs, attribute_count),
+      CXX_FIELD(BP_DeviceInfoArgs, memories),
+      CXX_FIELD(BP_DeviceInfoArgs, memory_count),
       CXX_LAYOUT(BP_MemoryAllocateArgs),
       CXX_FIELD(BP_MemoryAllocateArgs, size),
       CXX_FIELD(BP_MemoryAllocateArgs, address),
@@ -111,7 +115,7 @@ TEST_CASE("[abi] every struct starts with struct_size") {
   CHECK(offsetof(BP_MemoryWrapArgs, struct_size) == 0);
 }
 
-TEST_CASE("[abi] the 1.3 layout on LP64 is pinned (earlier minors' fields where they had them)") {
+TEST_CASE("[abi] the 1.4 layout on LP64 is pinned (earlier minors' fields where they had them)") {
   if (sizeof(void*) != 8) return;  // the pinned numbers below are for 64-bit targets
   CHECK(BP_ABI_MAJOR == 1);
   CHECK(sizeof(BP_Error) == 40);
@@ -130,6 +134,9 @@ TEST_CASE("[abi] the 1.3 layout on LP64 is pinned (earlier minors' fields where 
   CHECK(abi_plugin_api_size_1_2_from_c() == 212);
   CHECK(offsetof(BP_PluginApi, event_timing) == 216);  // 1.3: after 1.2's 212 bytes, aligned
   CHECK(sizeof(BP_PluginApi) == 224);
+  // 1.4 appended no call: its table is 1.3's.
+  CHECK(BP_PLUGIN_API_SIZE_1_3 == 224);
+  CHECK(abi_plugin_api_size_1_3_from_c() == 224);
   // 1.3's `timed` follows each async call's 1.2 struct, whose size it keeps for old callers.
   CHECK(offsetof(BP_CopyToDeviceArgs, timed) == 56);
   CHECK(sizeof(BP_CopyToDeviceArgs) == 64);
@@ -142,11 +149,20 @@ TEST_CASE("[abi] the 1.3 layout on LP64 is pinned (earlier minors' fields where 
   CHECK(offsetof(BP_EventTimingArgs, begin_ns) == 32);
   CHECK(sizeof(BP_EventTimingArgs) == 48);
   CHECK(offsetof(BP_ProbeArgs, reason_size) == 32);
-  CHECK(offsetof(BP_ProbeArgs, priority) == 40);  // 1.2: appended after 1.1's 40 bytes
-  CHECK(sizeof(BP_ProbeArgs) == 48);
+  CHECK(offsetof(BP_ProbeArgs, priority) == 40);      // 1.2: appended after 1.1's 40 bytes
+  CHECK(offsetof(BP_ProbeArgs, capabilities) == 48);  // 1.4: after 1.2's 44 bytes, aligned
+  CHECK(offsetof(BP_ProbeArgs, dlpack_device_type) == 56);
+  CHECK(sizeof(BP_ProbeArgs) == 64);
+  CHECK(BP_PROBE_ARGS_SIZE_1_0 == 40);
+  CHECK(BP_PROBE_ARGS_SIZE_1_2 == 48);
+  CHECK(abi_probe_args_size_1_2_from_c() == 48);
   CHECK(offsetof(BP_MemoryWrapArgs, address) == 24);
   CHECK(sizeof(BP_MemoryWrapArgs) == 48);
-  CHECK(sizeof(BP_DeviceInfoArgs) == 80);
+  CHECK(offsetof(BP_DeviceInfoArgs, memories) == 80);  // 1.4: appended after 1.3's 80 bytes
+  CHECK(offsetof(BP_DeviceInfoArgs, memory_count) == 88);
+  CHECK(sizeof(BP_DeviceInfoArgs) == 96);
+  CHECK(BP_DEVICE_INFO_ARGS_SIZE_1_0 == 80);
+  CHECK(abi_device_info_args_size_1_0_from_c() == 80);
   CHECK(sizeof(BP_PluginEntryArgs) == 32);
 }
 

@@ -50,7 +50,7 @@ static void backends_are_listed_with_status_and_reason(void) {
     if (strcmp(info.name, "cpu") == 0 && info.status == BP_BACKEND_AVAILABLE) {
       found_cpu = 1;
       CHECK(strcmp(info.status_name, "available") == 0);
-      CHECK(strcmp(info.abi_version, "1.3") == 0);
+      CHECK(strcmp(info.abi_version, "1.4") == 0);
       CHECK(info.priority == 10);
       CHECK(info.dlpack_device_type == 1); /* kDLCPU, as the plugin declares */
     }

@@ -234,7 +234,7 @@ forever = inf
     REQUIRE(config.warnings.size() == 2);
     CHECK(config.warnings[0] ==
           "/etc/FILE.toml:3:10: unknown top-level key 'colour' ignored (known keys: plugin_paths, backends, "
-          "default_device, probe_isolation, trace, [backend.NAME])");
+          "default_device, probe_isolation, trace, [backend.NAME], [pjrt.NAME])");
     CHECK(config.warnings[1] ==
           "/etc/FILE.toml:1:15: unknown top-level key 'plugin_path' ignored (did you mean 'plugin_paths'?)");
     CHECK(config.plugin_paths.empty());

@@ -253,7 +253,7 @@ TEST_CASE("[conformance] a probe that returns an error is reported as such, not 
   const auto output =
       backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=probe_error"));
   CHECK(output.exit_status == 1);
-  CHECK(output.output.find("backend flawed test-only (ABI 1.3), probe failed: DOES NOT CONFORM") != std::string::npos);
+  CHECK(output.output.find("backend flawed test-only (ABI 1.4), probe failed: DOES NOT CONFORM") != std::string::npos);
   CHECK(output.output.find("probe said unavailable") == std::string::npos);
 }
 
@@ -262,7 +262,7 @@ TEST_CASE("[conformance] the summary after a failed backend_create says there is
       backplane::testing::run_command(tool(std::string(BP_TEST_FLAWED_PLUGIN) + " --option flaw=no_such_flaw"));
   CHECK(output.exit_status == 1);
   CHECK(output.output.find("FAIL  backend: backend_create with the given options") != std::string::npos);
-  CHECK(output.output.find("backend flawed test-only (ABI 1.3), no backend instance (backend_create failed): "
+  CHECK(output.output.find("backend flawed test-only (ABI 1.4), no backend instance (backend_create failed): "
                            "DOES NOT CONFORM") != std::string::npos);
   CHECK(output.output.find("0 device(s)") == std::string::npos);
 }

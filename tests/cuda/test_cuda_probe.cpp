@@ -132,7 +132,7 @@ TEST_CASE("[cuda] bad arguments are INVALID_ARGUMENT, never a crash") {
     CHECK(take(table.memory_wrap(nullptr)).code() == backplane::ErrorCode::kInvalidArgument);
   }
   SUBCASE("an args struct older than the plugin's") {
-    BP_ProbeArgs probe{offsetof(BP_ProbeArgs, reason), backend.handle(), 0, nullptr, 0, 0};
+    BP_ProbeArgs probe{offsetof(BP_ProbeArgs, reason), backend.handle(), 0, nullptr, 0, 0, 0, 0};
     const auto outcome = take(table.probe(&probe));
     CHECK(outcome.code() == backplane::ErrorCode::kInvalidArgument);
     CHECK(outcome.message().find("struct_size") != std::string::npos);

@@ -202,3 +202,31 @@ TEST_CASE("[loader] name and version sizes are bounded before a byte is read") {
   table.version_size = 3;
   CHECK_FALSE(validate_table(&table, "").has_value());
 }
+
+TEST_CASE("[table] what a probe states (ABI 1.4) keeps the table's rules, and the reason names the field") {
+  using backplane::detail::probe_statement_problem;
+  BP_PluginApi table = complete_table();
+  CHECK_FALSE(probe_statement_problem(table, BP_CAPABILITY_HOST_ADDRESSABLE, 1).has_value());
+  CHECK_FALSE(probe_statement_problem(table, BP_CAPABILITY_NO_DEVICE_TO_DEVICE | BP_CAPABILITY_ASYNC, 2).has_value());
+  CHECK(probe_statement_problem(table, 0, -4) ==
+        "probe answered BP_ProbeArgs.dlpack_device_type -4; it must be 0 (not declared) or a DLPack device type");
+  CHECK(probe_statement_problem(table, BP_CAPABILITY_ASYNC, 1) ==
+        "probe answered BP_ProbeArgs.dlpack_device_type 1 (kDLCPU), but its BP_ProbeArgs.capabilities (0x4) lack "
+        "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory");
+  table.convert_integers = nullptr;
+  CHECK(probe_statement_problem(table, BP_CAPABILITY_CONVERT_INTEGERS, 0) ==
+        "the table's calls are NULL: convert_integers (the probe's BP_ProbeArgs.capabilities claims "
+        "BP_CAPABILITY_CONVERT_INTEGERS)");
+  table = complete_table();
+  table.struct_size = BP_PLUGIN_API_SIZE_1_2;
+  CHECK(probe_statement_problem(table, BP_CAPABILITY_EVENT_TIMING, 0) ==
+        "the probe's BP_ProbeArgs.capabilities claims BP_CAPABILITY_EVENT_TIMING, but the table's struct_size " +
+            std::to_string(BP_PLUGIN_API_SIZE_1_2) + " (ABI 1.4) ends before event_timing, which arrived in ABI 1.3");
+}
+
+TEST_CASE("[table] a 1.4 table declaring the probe-in-child and no-device-to-device bits is accepted") {
+  BP_PluginApi table = complete_table();
+  CHECK(table.abi_minor == 4);
+  table.capabilities = BP_CAPABILITY_PROBE_IN_CHILD | BP_CAPABILITY_NO_DEVICE_TO_DEVICE;
+  CHECK_FALSE(validate_table(&table, "ok").has_value());
+}

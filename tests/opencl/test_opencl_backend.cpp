@@ -70,10 +70,10 @@ std::vector<T> read_back(const Backend& backend, BP_Buffer* buffer, std::uint64_
 
 }  // namespace
 
-TEST_CASE("[opencl] the table: name, ABI 1.3, capabilities, priority and DLPack device type") {
+TEST_CASE("[opencl] the table: name, ABI 1.4, capabilities, priority and DLPack device type") {
   CHECK(std::string(api().name, api().name_size) == "opencl");
   CHECK(api().abi_major == BP_ABI_MAJOR);
-  CHECK(api().abi_minor == 3);
+  CHECK(api().abi_minor == 4);
   CHECK(api().priority == 5);            // below cpu unless the probe finds a GPU
   CHECK(api().dlpack_device_type == 4);  // kDLOpenCL
   CHECK((api().capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0);

@@ -15,7 +15,7 @@ namespace {
 
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
-         "-u BACKPLANE_LOG XDG_CONFIG_HOME=/nonexistent " +
+         "-u BACKPLANE_LOG -u PJRT_NAMES_AND_LIBRARY_PATHS BACKPLANE_PYTHON= XDG_CONFIG_HOME=/nonexistent " +
          variables + " " + BP_TEST_TOOL + " " + args;
 }
 
@@ -38,7 +38,7 @@ TEST_CASE("[opencl][cli] info lists opencl with its devices and their attributes
     MESSAGE("skipped: opencl is " << (*opencl)["status"] << ": " << (*opencl)["reason"]);
     return;
   }
-  CHECK((*opencl)["capabilities"] == json::array({"pinned_host", "async", "convert_integers"}));
+  CHECK((*opencl)["capabilities"] == json::array({"pinned_host", "async", "convert_integers", "event_timing"}));
   REQUIRE((*opencl)["devices"].size() >= 1);
   const json& device = (*opencl)["devices"][0];
   CHECK(device["selector"] == "opencl:0");

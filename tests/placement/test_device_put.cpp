@@ -1,6 +1,8 @@
 // device_put: every direction, views, asynchronous overlap, failures.
 #include "support/placement_fixture.hpp"
 
+#include <backplane/plugin.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -209,4 +211,20 @@ TEST_CASE("[placement] device_put to an unknown device is an error naming the ba
   error = error_from([&] { device_put(runtime, source, Device{"tpu", 0}); });
   CHECK(error.code() == ErrorCode::kNotFound);
   CHECK(contains(error.what(), "sim (available)"));
+}
+
+TEST_CASE("[placement] a backend stating BP_CAPABILITY_NO_DEVICE_TO_DEVICE gets its copies through host memory") {
+  // The simulator's probe then states the bit, and its device-to-device
+  // copies fail: a transfer that called one would fail.
+  Runtime runtime(placement_options({{"no_device_to_device", "1"}}));
+  const BackendInfo* sim = runtime.find_backend("sim");
+  REQUIRE(sim != nullptr);
+  CHECK((sim->capabilities & BP_CAPABILITY_NO_DEVICE_TO_DEVICE) != 0);
+  check_round_trip(runtime, kSim0, kSim1);
+  check_round_trip(runtime, kCpu0, kSim0);
+  const auto bytes = random_bytes(4096, 5);
+  Array on_sim = u8_array(runtime, kSim1, bytes);
+  Array view = on_sim.slice(1000, 3000);
+  Array moved = device_put(runtime, view, kSim0);
+  CHECK(moved.to_vector<std::uint8_t>() == std::vector<std::uint8_t>(bytes.begin() + 1000, bytes.begin() + 3000));
 }

@@ -42,7 +42,7 @@ TEST_CASE("[discovery] the cpu plugin is available with a device") {
   Runtime runtime(isolated({kPluginDir}));
   const BackendInfo& cpu = backend_named(runtime, "cpu");
   CHECK(cpu.status == BackendStatus::kAvailable);
-  CHECK(cpu.abi_version == "1.3");
+  CHECK(cpu.abi_version == "1.4");
   CHECK(cpu.origin == backplane::SearchOrigin::kCode);
   CHECK(runtime.is_available("cpu"));
   auto devices = runtime.devices("cpu");

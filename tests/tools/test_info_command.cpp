@@ -1,5 +1,6 @@
 // `backplane info` as a user runs it: the real binary, the real environment.
 #include "support/run_command.hpp"
+#include "support/temp_dir.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 
 using backplane::testing::run_command;
+using backplane::testing::TempDir;
 using nlohmann::json;
 
 namespace {
@@ -20,12 +22,14 @@ const std::string kTool = BP_TEST_TOOL;
 const std::string kFixtureDir = BP_TEST_FIXTURE_DIR;
 
 // The tool with a clean backplane environment (no launcher's local rank
-// either, as when the tests run inside a Slurm job) plus `variables`.
+// either, as when the tests run inside a Slurm job, no PJRT libraries, and
+// no Python interpreter asked for packages) plus `variables`.
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
          "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS -u LOCAL_RANK -u "
-         "OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID " +
-         variables + " " + kTool + " " + args;
+         "OMPI_COMM_WORLD_LOCAL_RANK -u SLURM_LOCALID -u PJRT_NAMES_AND_LIBRARY_PATHS " +
+         variables + (variables.find("BACKPLANE_PYTHON=") == std::string::npos ? " BACKPLANE_PYTHON= " : " ") + kTool +
+         " " + args;
 }
 
 const json* find_backend(const json& info, const std::string& name, const std::string& status) {
@@ -41,7 +45,7 @@ TEST_CASE("[cli] info --json lists cpu as available with its device") {
   auto result = run_command(tool("", "info --json"));
   REQUIRE(result.exit_status == 0);
   json info = json::parse(result.output);
-  CHECK(info["abi_version"] == "1.3");
+  CHECK(info["abi_version"] == "1.4");
   const json* cpu = find_backend(info, "cpu", "available");
   REQUIRE(cpu != nullptr);
   REQUIRE((*cpu)["devices"].size() >= 1);
@@ -50,6 +54,11 @@ TEST_CASE("[cli] info --json lists cpu as available with its device") {
   CHECK((*cpu)["origin"] == "next to core");
   CHECK((*cpu)["capabilities"] == json::array({"host_addressable", "pinned_host", "wrap_memory"}));
   CHECK((*cpu)["dlpack_device_type"] == 1);  // kDLCPU, as the plugin declares it
+  CHECK((*cpu)["devices"][0]["memory_kinds"] == json::array({"host"}));
+  CHECK((*cpu)["origin_detail"] == "");
+  CHECK((*cpu)["library"] == "");
+  CHECK(info["python"]["interpreter"].is_null());
+  CHECK(info["python"]["note"] == "not asked: BACKPLANE_PYTHON is empty");
 }
 
 TEST_CASE("[cli] info --json shows every fixture plugin with its status, next to a working cpu") {
@@ -238,4 +247,49 @@ TEST_CASE("[cli] a FIFO named like a plugin is listed as failed at once; the oth
   CHECK((*pipe)["reason"] == "refused: " + (directory / "backplane-pipe.so").string() +
                                  " is a FIFO (named pipe), not a regular file (a plugin is a shared library)");
   CHECK(find_backend(info, "cpu", "available") != nullptr);
+}
+
+TEST_CASE("[cli] info asks BACKPLANE_PYTHON for its sys.path and lists the plugin wheels installed there") {
+  TempDir dir;
+  const auto site = dir / "site";
+  dir.write("site/vendor-1.5.dist-info/METADATA", "Name: vendor\nVersion: 1.5\n");
+  dir.write("site/vendor-1.5.dist-info/entry_points.txt",
+            "[backplane.plugins]\nvendor = vendor_pkg\ngone = gone_pkg\n");
+  std::filesystem::create_directories(site / "vendor_pkg");
+  std::filesystem::copy_file(kFixtureDir + "/backplane-unavailable.so", site / "vendor_pkg/backplane-unavailable.so");
+  // A stand-in interpreter: prints its sys.path, as `python3 -c ...` would.
+  const auto python = dir.write("python", "#!/bin/sh\necho " + site.string() + "\necho /no/such/dir\n");
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  const std::string variables = "BACKPLANE_PYTHON=" + python.string();
+
+  auto as_json = run_command(tool(variables, "info --json"));
+  REQUIRE(as_json.exit_status == 0);
+  const json info = json::parse(as_json.output);
+  CHECK(info["python"]["interpreter"] == python.string());
+  CHECK(info["python"]["paths"] == json::array({site.string(), "/no/such/dir"}));
+  const json* vendor = find_backend(info, "unavailable", "unavailable");
+  REQUIRE(vendor != nullptr);
+  CHECK((*vendor)["origin"] == "package");
+  CHECK((*vendor)["origin_detail"] == "vendor 1.5 (entry point backplane.plugins:vendor)");
+  const json* gone = find_backend(info, "gone", "failed");
+  REQUIRE(gone != nullptr);
+  CHECK((*gone)["reason"].get<std::string>().find("package gone_pkg is not installed") != std::string::npos);
+
+  auto text = run_command(tool(variables, "info"));
+  CHECK(text.output.find("python packages: asked " + python.string() + ": 2 directories") != std::string::npos);
+  CHECK(text.output.find("from: vendor 1.5 (entry point backplane.plugins:vendor)") != std::string::npos);
+
+  auto missing = run_command(tool("BACKPLANE_PYTHON=/no/such/python", "info"));
+  CHECK(missing.exit_status == 0);
+  CHECK(missing.output.find("python packages: cannot run /no/such/python: No such file or directory") !=
+        std::string::npos);
+}
+
+TEST_CASE("[cli] info lists PJRT_NAMES_AND_LIBRARY_PATHS, warning about a malformed entry with the config's") {
+  auto result = run_command(tool("PJRT_NAMES_AND_LIBRARY_PATHS=cpu:/no/such/lib.so,broken", "info"));
+  REQUIRE(result.exit_status == 0);
+  CHECK(result.output.find("warning: PJRT_NAMES_AND_LIBRARY_PATHS: entry 'broken' ignored") != std::string::npos);
+  CHECK(result.output.find("pjrt_cpu") != std::string::npos);
+  CHECK(result.output.find("library: /no/such/lib.so") != std::string::npos);
+  CHECK(result.output.find("from: PJRT_NAMES_AND_LIBRARY_PATHS") != std::string::npos);
 }

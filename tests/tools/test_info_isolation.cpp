@@ -22,7 +22,8 @@ const std::filesystem::path kMisbehavingDir = BP_TEST_MISBEHAVING_DIR;
 // handler would turn the crash into an exit: the child keeps the signal.
 std::string tool(const std::string& variables, const std::string& args) {
   return "env -u BACKPLANE_PLUGIN_PATH -u BACKPLANE_CONFIG -u BACKPLANE_BACKENDS -u BACKPLANE_DEFAULT_DEVICE "
-         "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS "
+         "-u BACKPLANE_LOG -u BACKPLANE_PROBE_ISOLATION -u BACKPLANE_PROBE_TIMEOUT_MS -u PJRT_NAMES_AND_LIBRARY_PATHS "
+         "BACKPLANE_PYTHON= "
          "ASAN_OPTIONS=\"$ASAN_OPTIONS:handle_segv=0:handle_abort=0\" TSAN_OPTIONS=\"$TSAN_OPTIONS:handle_segv=0\" " +
          variables + " " + kTool + " " + args + " 2>/dev/null";
 }

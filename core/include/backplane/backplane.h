@@ -30,7 +30,11 @@
  * bp_memory_stats (BP_MEMORY_UNKNOWN when the backend cannot tell, also from
  * bp_device_info_memory_free), bp_memory_reset_peak. 0.7
  * bp_batch_stream_resident_bytes, measured only when asked for: the field
- * resident_bytes left bp_batch_stream_stats, whose call it made slow.
+ * resident_bytes left bp_batch_stream_stats, whose call it made slow; plugin
+ * sources in code and Python site directories (bp_runtime_options.sources
+ * and .python_paths, bp_runtime_default_set_python_paths), where a backend
+ * came from (bp_backend_info.origin_detail and .library, PJRT libraries as
+ * pjrt_NAME backends), a device's memory kinds (bp_device_info_memory_kind*).
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -81,6 +85,40 @@ BACKPLANE_API const char* bp_status_name(bp_status status);
 
 typedef struct bp_runtime bp_runtime;
 
+/* Where a plugin path or PJRT library came from (bp_plugin_source.origin). */
+typedef int32_t bp_search_origin;
+#define BP_ORIGIN_CODE ((bp_search_origin)0)
+#define BP_ORIGIN_ENVIRONMENT ((bp_search_origin)1)
+#define BP_ORIGIN_CONFIG ((bp_search_origin)2)
+#define BP_ORIGIN_INSTALL_DIR ((bp_search_origin)3)
+#define BP_ORIGIN_CORE_DIR ((bp_search_origin)4)
+#define BP_ORIGIN_PACKAGE ((bp_search_origin)5) /* an installed Python package */
+
+typedef int32_t bp_plugin_source_kind;
+#define BP_PLUGIN_SOURCE_PATH ((bp_plugin_source_kind)0) /* a plugin file or directory */
+#define BP_PLUGIN_SOURCE_PJRT ((bp_plugin_source_kind)1) /* a PJRT library: the backend pjrt_<name> */
+
+/* API 0.7: a plugin path or a PJRT library given in code, listed with its
+ * origin (docs/configuration.md). Strings are copied; NULL reads as "". */
+typedef struct bp_plugin_source {
+  size_t struct_size;
+  bp_plugin_source_kind kind;
+  /* A PJRT library's name (the backend is pjrt_<name>, lowercased, other
+   * characters than [a-z0-9_] made '_'); for a path, the name it is listed
+   * under when `problem` is set. */
+  const char* name;
+  const char* path;
+  bp_search_origin origin; /* BP_ORIGIN_PACKAGE paths are searched after the config's */
+  const char* origin_detail;
+  /* Non-empty: a broken source, listed failed with this reason. */
+  const char* problem;
+  /* PJRT create options: key and "<type>:<value>", type int64, bool, float,
+   * string or int64_list (comma-separated integers). */
+  const char* const* create_option_keys;
+  const char* const* create_option_values;
+  size_t create_option_count;
+} bp_plugin_source;
+
 typedef struct bp_runtime_options {
   size_t struct_size;
   /* Searched first, before BACKPLANE_PLUGIN_PATH. Copied. */
@@ -93,14 +131,34 @@ typedef struct bp_runtime_options {
   int32_t ignore_environment;
   /* Non-zero: skip the install directory and the one next to the library. */
   int32_t skip_default_paths;
+  /* API 0.7, read only when struct_size covers them. Plugin paths and PJRT
+   * libraries listed with their origins; PJRT libraries given here come
+   * first. Copied. */
+  const bp_plugin_source* sources;
+  size_t source_count;
+  /* Site directories (a Python sys.path) whose installed packages are
+   * scanned, without running them, for PJRT plugins (entry points
+   * jax_plugins and xla_plugins, jax_plugins/ namespace packages) and
+   * backplane plugins (entry point backplane.plugins). Copied. */
+  const char* const* python_paths;
+  size_t python_path_count;
 } bp_runtime_options;
 
-/* A new, independent runtime. `options` may be NULL for the defaults.
- * Discovery runs on first use. Destroy with bp_runtime_destroy. */
+/* A new, independent runtime. `options` may be NULL for the defaults; an
+ * API 0.6 struct (ending at skip_default_paths) is accepted. Discovery runs
+ * on first use. Destroy with bp_runtime_destroy. A source with a NULL
+ * bp_plugin_source array, path or option key is INVALID_ARGUMENT. */
 BACKPLANE_API bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out);
 
 /* The process-wide runtime. Never destroy it (bp_runtime_destroy ignores it). */
 BACKPLANE_API bp_status bp_runtime_default(bp_runtime** out);
+
+/* API 0.7: the site directories the process-wide runtime scans for installed
+ * packages (see bp_runtime_options.python_paths). Only before that runtime
+ * is first made (bp_runtime_default, or any call on it): afterwards
+ * INVALID_ARGUMENT, saying its discovery already ran or may be running.
+ * Copied. */
+BACKPLANE_API bp_status bp_runtime_default_set_python_paths(const char* const* paths, size_t count);
 
 BACKPLANE_API void bp_runtime_destroy(bp_runtime* runtime);
 
@@ -134,13 +192,21 @@ typedef struct bp_backend_info {
   /* API 0.4, written only when struct_size covers it: the DLPack device type
    * (DLDeviceType) the plugin declares for its memory, 0 when none. */
   int32_t dlpack_device_type;
+  /* API 0.7, written only when struct_size covers them. Where it came from in
+   * words ("config /etc/x.toml:12:1 [pjrt.cpu]", "PJRT_NAMES_AND_LIBRARY_PATHS",
+   * "xla_cpu_pjrt 0.0.1 (entry point xla_plugins:xla_cpu_pjrt)"), "" for a
+   * plugin of the search path no package put there; the PJRT library of a
+   * pjrt_<name> backend, "" otherwise. */
+  const char* origin_detail;
+  const char* library;
 } bp_backend_info;
 
 /* Number of plugins found (every status counts). */
 BACKPLANE_API bp_status bp_backend_count(bp_runtime* runtime, size_t* out);
 
-/* Fills `out` (set out->struct_size first; the API 0.3 size, without
- * dlpack_device_type, is accepted too) for index 0..count-1. */
+/* Fills `out` (set out->struct_size first; the sizes of API 0.3, without
+ * dlpack_device_type, and 0.4, without origin_detail, are accepted too) for
+ * index 0..count-1. */
 BACKPLANE_API bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out);
 
 /* *out = 1 when a backend of that name is available, else 0. Never an error
@@ -190,6 +256,11 @@ BACKPLANE_API size_t bp_device_info_attribute_count(const bp_device_info* info);
 /* Key and value of attribute `index`; OUT_OF_RANGE past the end. */
 BACKPLANE_API bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, const char** key,
                                                  const char** value);
+/* API 0.7: the device's memory kinds, the default first ("host", "device",
+ * "pinned_host", "unpinned_host"): as the plugin states them, else derived
+ * from its capabilities. OUT_OF_RANGE past the end. */
+BACKPLANE_API size_t bp_device_info_memory_kind_count(const bp_device_info* info);
+BACKPLANE_API bp_status bp_device_info_memory_kind(const bp_device_info* info, size_t index, const char** kind);
 
 /* ---------------------------------------------------- default device -- */
 

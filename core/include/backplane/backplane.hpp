@@ -50,13 +50,43 @@ enum class ProbeIsolation {
 };
 BACKPLANE_API std::string_view to_string(ProbeIsolation isolation) noexcept;
 
-// Where a plugin search path entry came from, in search order.
-enum class SearchOrigin { kCode, kEnvironment, kConfig, kInstallDir, kCoreDir };
+// Where a plugin search path entry (or a PJRT library) came from, in search
+// order. kPackage: an installed Python package (docs/configuration.md).
+enum class SearchOrigin { kCode, kEnvironment, kConfig, kInstallDir, kCoreDir, kPackage };
 BACKPLANE_API std::string_view to_string(SearchOrigin origin) noexcept;
 
 struct BACKPLANE_API SearchPathEntry {
   std::filesystem::path path;
   SearchOrigin origin;
+  // Which package put it there ("mydist 1.0 (entry point
+  // backplane.plugins:mine)"); empty for the other origins.
+  std::string origin_detail;
+};
+
+// A plugin path or a PJRT library given in code (Runtime::Options::sources),
+// or found by the core (the config's [pjrt.NAME] tables,
+// PJRT_NAMES_AND_LIBRARY_PATHS, installed Python packages).
+struct BACKPLANE_API PluginSource {
+  enum class Kind {
+    kPluginPath,   // a backplane plugin file or directory, searched like plugin_paths
+    kPjrtLibrary,  // a PJRT plugin library: the backend pjrt_<name> of the pjrt adapter
+  };
+  Kind kind = Kind::kPjrtLibrary;
+  // A PJRT library's name: the backend is pjrt_<name>, <name> lowercased with
+  // every character outside [a-z0-9_] made '_'. For a plugin path: the name
+  // it is listed under when `problem` is set.
+  std::string name;
+  std::filesystem::path path;
+  // kPackage ones are searched after the config's plugin_paths, the others
+  // before BACKPLANE_PLUGIN_PATH (plugin paths), or first (PJRT libraries).
+  SearchOrigin origin = SearchOrigin::kCode;
+  std::string origin_detail;  // shown as BackendInfo::origin_detail
+  // Non-empty: a broken source, listed `failed` with this reason.
+  std::string problem;
+  // PJRT create options (PJRT_NamedValue), each value "<type>:<value>" with
+  // type int64, bool, float, string or int64_list (comma-separated):
+  // {"cpu_device_count", "int64:2"}, {"preallocate", "bool:false"}.
+  std::vector<std::pair<std::string, std::string>> create_options;
 };
 
 struct BACKPLANE_API BackendInfo {
@@ -72,8 +102,17 @@ struct BACKPLANE_API BackendInfo {
   int priority = 0;
   std::uint64_t capabilities = 0;
   // The DLPack device type of the backend's memory (DLDeviceType: 1 kDLCPU,
-  // 2 kDLCUDA, ...) as the plugin declares it (ABI 1.2); 0 when it declares none.
+  // 2 kDLCUDA, ...) as the plugin declares it (ABI 1.2) or, once probed, as
+  // its probe stated it (ABI 1.4); 0 when it declares none. `capabilities`
+  // likewise.
   std::int32_t dlpack_device_type = 0;
+  // Where it came from in words: "config /etc/x.toml:12:1 [pjrt.cpu]",
+  // "PJRT_NAMES_AND_LIBRARY_PATHS", "xla_cpu_pjrt 0.0.1 (entry point
+  // xla_plugins:xla_cpu_pjrt)"; empty for a plugin of the search path that
+  // no package put there.
+  std::string origin_detail;
+  // The PJRT library a pjrt_<name> backend drives; empty otherwise.
+  std::filesystem::path library;
 };
 
 enum class DeviceKind { kCpu, kGpu, kAccelerator };
@@ -88,6 +127,11 @@ struct BACKPLANE_API DeviceInfo {
   // Bytes a new allocation can get, when the backend can tell (see MemoryStats).
   std::optional<std::uint64_t> memory_free;
   std::vector<std::pair<std::string, std::string>> attributes;
+  // The device's memory kinds, the default first: "host" (ordinary host
+  // memory), "device", "pinned_host", "unpinned_host". As the plugin states
+  // them (ABI 1.4), else derived from its capabilities (host-addressable:
+  // "host"; otherwise "device", plus "pinned_host" with pinned host memory).
+  std::vector<std::string> memory_kinds;
 
   std::string selector() const { return backend + ":" + std::to_string(ordinal); }
 };
@@ -158,10 +202,24 @@ class BACKPLANE_API Runtime {
     // Where plugins are first probed; when set, wins over
     // BACKPLANE_PROBE_ISOLATION and the config file's `probe_isolation`.
     std::optional<ProbeIsolation> probe_isolation;
+    // Plugin paths and PJRT libraries, each listed with its origin. PJRT
+    // libraries given here come before the config's, the environment's and
+    // the packages'.
+    std::vector<PluginSource> sources;
+    // Site directories (a Python interpreter's sys.path) whose installed
+    // packages are scanned, without running their code, for PJRT plugins
+    // (entry points jax_plugins and xla_plugins, namespace packages under
+    // jax_plugins/) and backplane plugins (entry point backplane.plugins).
+    std::vector<std::filesystem::path> python_paths;
   };
 
   // The process-wide runtime, created on first use; lives until exit.
   static Runtime& process_default();
+  // The site directories the process-wide runtime scans for installed Python
+  // packages (Options::python_paths); none unless set. Only before it is
+  // first made: afterwards throws Error(kInvalidArgument) saying its
+  // discovery already ran (or may be running).
+  static void set_process_default_python_paths(std::vector<std::filesystem::path> paths);
 
   Runtime();
   explicit Runtime(Options options);

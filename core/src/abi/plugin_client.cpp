@@ -64,8 +64,9 @@ PluginResult<T> answer(std::optional<PluginError> error, T value) {
 
 }  // namespace
 
-PluginResult<BP_ProbeArgs> PluginClient::probe(std::int32_t priority) const {
-  auto args = probe_args(backend_, priority);
+PluginResult<BP_ProbeArgs> PluginClient::probe(std::int32_t priority, BP_Capabilities capabilities,
+                                               std::int32_t dlpack_device_type) const {
+  auto args = probe_args(backend_, priority, capabilities, dlpack_device_type);
   auto error = take_error(api_->probe(&args), inspector_);
   return answer(std::move(error), args);
 }

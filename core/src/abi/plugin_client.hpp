@@ -45,11 +45,16 @@ inline BP_BackendCreateArgs backend_create_args(const BP_KeyValue* options, std:
   return args;
 }
 
-// `priority` is in/out since ABI 1.2: a plugin built against 1.0 or 1.1 does
-// not know the field and leaves what the caller put there.
-inline BP_ProbeArgs probe_args(BP_Backend* backend, std::int32_t priority = 0) {
+// `priority` is in/out since ABI 1.2, `capabilities` and
+// `dlpack_device_type` since 1.4: a plugin built against an older minor does
+// not know them and leaves what the caller put there (the table's values,
+// when the core calls).
+inline BP_ProbeArgs probe_args(BP_Backend* backend, std::int32_t priority = 0, BP_Capabilities capabilities = 0,
+                               std::int32_t dlpack_device_type = 0) {
   auto args = args_for<BP_ProbeArgs>(backend);
   args.priority = priority;
+  args.capabilities = capabilities;
+  args.dlpack_device_type = dlpack_device_type;
   return args;
 }
 
@@ -277,7 +282,9 @@ class PluginClient {
   // Takes an error a raw call returned, through this client's inspector.
   PluginStatus status(BP_Error* error) const { return PluginStatus(error, inspector_); }
 
-  PluginResult<BP_ProbeArgs> probe(std::int32_t priority = 0) const;
+  // The in/out fields start as given (probe_args).
+  PluginResult<BP_ProbeArgs> probe(std::int32_t priority = 0, BP_Capabilities capabilities = 0,
+                                   std::int32_t dlpack_device_type = 0) const;
   PluginResult<std::int32_t> device_count() const;
   PluginResult<BP_DeviceInfoArgs> device_info(std::int32_t ordinal) const;
   PluginResult<BufferAllocation> memory_allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size) const;

@@ -190,6 +190,26 @@ bp_status bp_device_info_attribute(const bp_device_info* info, size_t index, con
   });
 }
 
+size_t bp_device_info_memory_kind_count(const bp_device_info* info) {
+  const auto live = info_of(info);
+  return live ? live->info.memory_kinds.size() : 0;
+}
+
+bp_status bp_device_info_memory_kind(const bp_device_info* info, size_t index, const char** kind) {
+  return guarded([&] {
+    const auto live = info_of(info);
+    if (!live) throw Error(ErrorCode::kInvalidArgument, "bp_device_info_memory_kind: info is NULL or destroyed");
+    require_non_null(kind, "bp_device_info_memory_kind", "kind");
+    const auto& kinds = live->info.memory_kinds;
+    if (index >= kinds.size()) {
+      throw Error(ErrorCode::kOutOfRange, fmt::format("bp_device_info_memory_kind: index {} is out of range: {} memory "
+                                                      "kinds",
+                                                      index, kinds.size()));
+    }
+    *kind = kinds[index].c_str();
+  });
+}
+
 bp_status bp_default_device(bp_runtime* runtime, bp_device* out, bp_device_source* source) {
   return guarded([&] { (void)write_default_device(runtime, out, source, "bp_default_device"); });
 }

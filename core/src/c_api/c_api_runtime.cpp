@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 struct bp_runtime {
   bp_runtime(backplane::Runtime* runtime, bool owned) : runtime(runtime), owned(owned) {}
@@ -34,6 +35,50 @@ LiveHandles<bp_runtime>& live_runtimes = make_live_handles<bp_runtime>();
 
 bp_runtime* register_runtime(Runtime* runtime, bool owned) {
   return live_runtimes.add(std::make_shared<bp_runtime>(runtime, owned));
+}
+
+// `count` strings of `function`'s `what`, each non-NULL.
+std::vector<std::string> strings_of(const char* const* strings, std::size_t count, const char* function,
+                                    const char* what) {
+  std::vector<std::string> copied;
+  if (count > 0) require_non_null(strings, function, what);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (strings[i] == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}[{}] is NULL", function, what, i));
+    }
+    copied.emplace_back(strings[i]);
+  }
+  return copied;
+}
+
+PluginSource source_of(const bp_plugin_source& given, std::size_t index) {
+  constexpr const char* kFunction = "bp_runtime_create";
+  const std::string what = fmt::format("sources[{}]", index);
+  require_struct_size(given.struct_size, sizeof(bp_plugin_source), kFunction, what.c_str());
+  if (given.kind != BP_PLUGIN_SOURCE_PATH && given.kind != BP_PLUGIN_SOURCE_PJRT) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}.kind {} is neither BP_PLUGIN_SOURCE_PATH nor "
+                                                         "BP_PLUGIN_SOURCE_PJRT",
+                                                         kFunction, what, given.kind));
+  }
+  if (given.origin < BP_ORIGIN_CODE || given.origin > BP_ORIGIN_PACKAGE) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {}.origin {} is not a BP_ORIGIN_* value", kFunction, what, given.origin));
+  }
+  auto text = [](const char* value) { return std::string(value == nullptr ? "" : value); };
+  PluginSource source;
+  source.kind =
+      given.kind == BP_PLUGIN_SOURCE_PATH ? PluginSource::Kind::kPluginPath : PluginSource::Kind::kPjrtLibrary;
+  source.name = text(given.name);
+  source.path = text(given.path);
+  source.origin = static_cast<backplane::SearchOrigin>(given.origin);
+  source.origin_detail = text(given.origin_detail);
+  source.problem = text(given.problem);
+  const auto keys = strings_of(given.create_option_keys, given.create_option_count, kFunction,
+                               (what + ".create_option_keys").c_str());
+  const auto values = strings_of(given.create_option_values, given.create_option_count, kFunction,
+                                 (what + ".create_option_values").c_str());
+  for (std::size_t i = 0; i < keys.size(); ++i) source.create_options.emplace_back(keys[i], values[i]);
+  return source;
 }
 
 }  // namespace
@@ -89,6 +134,7 @@ bp_device from_device(const Device& device) {
 using ::backplane::BackendInfo;
 using ::backplane::Error;
 using ::backplane::ErrorCode;
+using ::backplane::PluginSource;
 using ::backplane::Runtime;
 using ::backplane::c_api::guarded;
 using ::backplane::c_api::last_error;
@@ -97,6 +143,8 @@ using ::backplane::c_api::register_runtime;
 using ::backplane::c_api::require_non_null;
 using ::backplane::c_api::require_struct_size;
 using ::backplane::c_api::runtime_of;
+using ::backplane::c_api::source_of;
+using ::backplane::c_api::strings_of;
 
 extern "C" {
 
@@ -114,10 +162,13 @@ bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out)
     require_non_null(out, "bp_runtime_create", "out");
     Runtime::Options cxx_options;
     if (options != nullptr) {
-      if (options->struct_size < sizeof(bp_runtime_options)) {
+      // API 0.6's struct ends at skip_default_paths.
+      constexpr std::size_t kSize_0_6 = offsetof(bp_runtime_options, skip_default_paths) + sizeof(std::int32_t);
+      if (options->struct_size < kSize_0_6) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("bp_runtime_create: options->struct_size {} is smaller than {}", options->struct_size,
-                                sizeof(bp_runtime_options)));
+                    fmt::format("bp_runtime_create: options->struct_size {} is smaller than {}, API 0.6's (set it to "
+                                "sizeof)",
+                                options->struct_size, kSize_0_6));
       }
       if (options->plugin_path_count > 0) require_non_null(options->plugin_paths, "bp_runtime_create", "plugin_paths");
       for (size_t i = 0; i < options->plugin_path_count; ++i) {
@@ -127,6 +178,16 @@ bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out)
       if (options->config_file != nullptr) cxx_options.config_file = options->config_file;
       cxx_options.ignore_environment = options->ignore_environment != 0;
       cxx_options.skip_default_paths = options->skip_default_paths != 0;
+      if (options->struct_size >= sizeof(bp_runtime_options)) {
+        if (options->source_count > 0) require_non_null(options->sources, "bp_runtime_create", "sources");
+        for (std::size_t i = 0; i < options->source_count; ++i) {
+          cxx_options.sources.push_back(source_of(options->sources[i], i));
+        }
+        for (auto& path :
+             strings_of(options->python_paths, options->python_path_count, "bp_runtime_create", "python_paths")) {
+          cxx_options.python_paths.emplace_back(std::move(path));
+        }
+      }
     }
     auto runtime = std::make_unique<Runtime>(std::move(cxx_options));
     auto handle = std::make_shared<bp_runtime>(runtime.get(), true);
@@ -140,6 +201,16 @@ bp_status bp_runtime_default(bp_runtime** out) {
     require_non_null(out, "bp_runtime_default", "out");
     static bp_runtime* handle = register_runtime(&Runtime::process_default(), false);
     *out = handle;
+  });
+}
+
+bp_status bp_runtime_default_set_python_paths(const char* const* paths, size_t count) {
+  return guarded([&] {
+    std::vector<std::filesystem::path> copied;
+    for (auto& path : strings_of(paths, count, "bp_runtime_default_set_python_paths", "paths")) {
+      copied.emplace_back(std::move(path));
+    }
+    Runtime::set_process_default_python_paths(std::move(copied));
   });
 }
 
@@ -197,6 +268,10 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
     out->capabilities = info.capabilities;
     if (out->struct_size >= offsetof(bp_backend_info, dlpack_device_type) + sizeof(std::int32_t)) {
       out->dlpack_device_type = info.dlpack_device_type;
+    }
+    if (out->struct_size >= offsetof(bp_backend_info, library) + sizeof(const char*)) {
+      out->origin_detail = info.origin_detail.c_str();
+      out->library = info.library.c_str();
     }
   });
 }

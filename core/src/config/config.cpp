@@ -1,11 +1,11 @@
-// The only translation unit that includes toml++ (it is heavy). Debian's
-// package ships a compiled libtomlplusplus.so: toml_dep's pkg-config flags
-// set TOML_HEADER_ONLY=0, and that library is what we link.
+// The config file's top level and [backend.NAME] tables; [pjrt.NAME] is
+// pjrt_config.cpp. Only the config readers include toml++ (it is heavy).
+// Debian's package ships a compiled libtomlplusplus.so: toml_dep's
+// pkg-config flags set TOML_HEADER_ONLY=0, and that library is what we link.
 #include "config/config.hpp"
 
 #include <fmt/format.h>
 
-#include <toml++/toml.h>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -16,8 +16,10 @@
 #include <system_error>
 
 #include "backplane/error.hpp"
+#include "config/pjrt_config.hpp"
 #include "config/selector.hpp"
 #include "config/toml_guard.hpp"
+#include "config/toml_reader.hpp"
 #include "util/log.hpp"
 #include "util/trust.hpp"
 
@@ -26,54 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kTopLevelKeys = {"plugin_paths",    "backends", "default_device",
-                                                           "probe_isolation", "backend",  "trace"};
-
-// Positions and messages for one file being parsed.
-class Reader {
- public:
-  Reader(const fs::path& source, const GuardedToml& guarded) : source_(source), guarded_(guarded) {}
-
-  std::string where(const toml::node& node) const {
-    const toml::source_position begin = node.source().begin;
-    if (begin.line == 0) return source_.string();
-    return fmt::format("{}:{}:{}", source_.string(), begin.line, guarded_.original_column(begin.line, begin.column));
-  }
-
-  [[noreturn]] void fail(const toml::node& node, const std::string& problem) const {
-    throw Error(ErrorCode::kConfig, fmt::format("{}: {}", where(node), problem));
-  }
-
- private:
-  const fs::path& source_;
-  const GuardedToml& guarded_;
-};
-
-std::string_view type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    case toml::node_type::none: break;
-  }
-  return "nothing";
-}
-
-// A float as text that still reads as a float: shortest round-trip digits,
-// ".0" added to integral values, TOML's spelling of infinities and NaN.
-std::string float_text(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  std::string text = fmt::format("{}", value);
-  if (text.find_first_of(".e") == std::string::npos) text += ".0";
-  return text;
-}
+constexpr std::array<std::string_view, 7> kTopLevelKeys = {
+    "plugin_paths", "backends", "default_device", "probe_isolation", "backend", "trace", "pjrt"};
 
 std::vector<std::string> string_array(const Reader& reader, const toml::node& node, std::string_view key) {
   const toml::array* array = node.as_array();
@@ -152,17 +108,6 @@ std::string describe_syntax_error(std::string_view description, std::string_view
   const std::size_t close = header.rfind(']');
   if (header.empty() || header.front() != '[' || close == std::string_view::npos) return std::string(description);
   return fmt::format("{}{} {}", description.substr(0, found), kRedefined, header.substr(0, close + 1));
-}
-
-// `text` with NUL and other control characters written as \uXXXX, for
-// messages that must show them.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    out += byte < 0x20 ? fmt::format("\\u{:04x}", byte) : std::string(1, c);
-  }
-  return out;
 }
 
 BackendConfig read_backend(const Reader& reader, const toml::node& node, const std::string& name) {
@@ -255,7 +200,7 @@ std::string unknown_key_warning(const Reader& reader, const toml::node& node, st
     message += fmt::format(" (did you mean '{}'?)", best);
   } else {
     message +=
-        fmt::format(" (known keys: plugin_paths, backends, default_device, probe_isolation, trace, [backend.NAME])");
+        " (known keys: plugin_paths, backends, default_device, probe_isolation, trace, [backend.NAME], [pjrt.NAME])";
   }
   return message;
 }
@@ -352,6 +297,8 @@ Config parse_config(std::string_view text, const fs::path& source) {
         reader.fail(value, fmt::format("'trace' must be a string (a file path), got {}", type_name(value)));
       if (text->get().empty()) reader.fail(value, "'trace' is empty; expected the path of the trace file to write");
       config.trace = std::filesystem::path(text->get());
+    } else if (name == "pjrt") {
+      config.pjrt = read_pjrt_tables(reader, value);
     } else if (name == "backend") {
       const toml::table* backends = value.as_table();
       if (backends == nullptr) {

@@ -39,6 +39,16 @@ struct BackendConfig {
   std::vector<std::pair<std::string, std::string>> options;
 };
 
+// One [pjrt.NAME] table: a PJRT plugin library and its create options.
+struct PjrtLibraryConfig {
+  std::string name;               // NAME as written
+  std::filesystem::path library;  // `library`; a relative one made relative to the file's directory
+  // `options`, in file order: the key and "<type>:<value>", type int64,
+  // bool, float, string or int64_list (integers comma-separated).
+  std::vector<std::pair<std::string, std::string>> options;
+  std::string where;  // "FILE:LINE:COLUMN" of the table, for messages and origins
+};
+
 struct Config {
   std::optional<std::filesystem::path> path;    // the file used; empty when none was found
   std::vector<std::filesystem::path> searched;  // candidates considered, in search order
@@ -49,6 +59,7 @@ struct Config {
   std::optional<ProbeIsolation> probe_isolation;     // `probe_isolation`
   std::map<std::string, BackendConfig> backend;      // [backend.NAME], by NAME
   std::optional<std::filesystem::path> trace;        // `trace`: the trace file to record to (as written)
+  std::vector<PjrtLibraryConfig> pjrt;               // [pjrt.NAME] tables, in file order
   std::vector<std::string> warnings;                 // usable-but-suspicious content, one sentence each
 };
 
@@ -62,8 +73,9 @@ std::optional<ProbeIsolation> parse_probe_isolation(std::string_view text);
 // syntax errors (with toml++'s description), code points in a context the
 // toml++ guard cannot make safe (see config.cpp), keys of the wrong type
 // (naming the key, the expected and the actual type), invalid backend names,
-// an invalid default_device selector, and option values that are arrays,
-// tables or dates. Thread-safe.
+// an invalid default_device selector, option values that are arrays,
+// tables or dates, and in [pjrt.NAME]: a missing or empty `library`, an
+// unknown key, an option of a type PJRT has no value for. Thread-safe.
 Config parse_config(std::string_view text, const std::filesystem::path& source);
 
 // Finds and parses the config file. First found wins:

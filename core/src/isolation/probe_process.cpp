@@ -132,6 +132,52 @@ Reading read_verdict(int fd, pid_t pid, std::optional<Clock::time_point> deadlin
   return reading;
 }
 
+// A decimal record of the child's, or nullopt when absent or not a number
+// within [low, high].
+std::optional<std::int64_t> number_record(const RecordReader& records, std::string_view key, std::int64_t low,
+                                          std::int64_t high) {
+  const auto text = records.get(key);
+  if (!text) return std::nullopt;
+  std::int64_t value = 0;
+  const auto parsed = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (text->empty() || parsed.ec != std::errc() || parsed.ptr != text->data() + text->size() || value < low ||
+      value > high) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// What a probe-in-child plugin's probe found (see ChildVerdict::in_child);
+// a snapshot that breaks the protocol fails the plugin.
+void read_snapshot(const RecordReader& records, ChildVerdict& verdict) {
+  verdict.in_child = true;
+  const auto priority = number_record(records, "priority", INT32_MIN, INT32_MAX);
+  const auto capabilities = number_record(records, "capabilities", 0, INT64_MAX);
+  const auto dlpack = number_record(records, "dlpack", INT32_MIN, INT32_MAX);
+  auto broken = [&](const std::string& problem) {
+    verdict.status = BackendStatus::kFailed;
+    verdict.reason = fmt::format("the probe process's answer is not the probe protocol: {}", problem);
+    verdict.devices.clear();
+  };
+  if (!priority || !capabilities || !dlpack) {
+    broken("priority, capabilities or dlpack is missing or not a number");
+    return;
+  }
+  verdict.priority = static_cast<std::int32_t>(*priority);
+  verdict.capabilities = static_cast<std::uint64_t>(*capabilities);
+  verdict.dlpack_device_type = static_cast<std::int32_t>(*dlpack);
+  for (std::size_t ordinal = 0; ordinal < records.devices().size(); ++ordinal) {
+    std::string problem;
+    auto device = decode_device(records.devices()[ordinal], problem);
+    if (!device) {
+      broken(fmt::format("device {}: {}", ordinal, problem));
+      return;
+    }
+    device->ordinal = static_cast<int>(ordinal);
+    verdict.devices.push_back(std::move(*device));
+  }
+}
+
 std::string identity_key(const std::filesystem::path& file, const PluginOptions& options) {
   struct stat info {};
   if (::stat(file.c_str(), &info) != 0) return {};
@@ -144,14 +190,15 @@ std::string identity_key(const std::filesystem::path& file, const PluginOptions&
 std::mutex good_mutex;
 std::set<std::string>* good_plugins = new std::set<std::string>();  // never destroyed: used until exit
 std::mutex override_mutex;
-std::filesystem::path* helper_override = new std::filesystem::path();  // never destroyed: used until exit
+// Never destroyed: used until exit.
+std::optional<std::filesystem::path>* helper_override = new std::optional<std::filesystem::path>();
 
 }  // namespace
 
 std::filesystem::path helper_path() {
   {
     std::lock_guard lock(override_mutex);
-    if (!helper_override->empty()) return *helper_override;
+    if (helper_override->has_value()) return **helper_override;
   }
   if (auto plugins = plugin_dir_next_to_core(); !plugins.empty()) {
     auto next_to_core = plugins.parent_path() / kHelperName;
@@ -254,6 +301,7 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
     verdict.reason = reading.records.get("reason").value_or("");
     verdict.abi_version = reading.records.get("abi").value_or("");
     verdict.name = reading.records.get("name").value_or("");
+    if (reading.records.get("in_child") == "1") read_snapshot(reading.records, verdict);
     return verdict;
   }
   if (verdict.silent) {
@@ -287,7 +335,7 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   return verdict;
 }
 
-void override_helper_for_testing(std::filesystem::path helper) {
+void override_helper_for_testing(std::optional<std::filesystem::path> helper) {
   std::lock_guard lock(override_mutex);
   *helper_override = std::move(helper);
 }

@@ -11,16 +11,19 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace backplane::detail::isolation {
 
 // `<dir of the core library>/backplane/backplane-probe`, else the install's
 // `<libdir>/backplane/backplane-probe`; empty when neither is an executable.
 std::filesystem::path helper_path();
-// For tests: helper_path() returns `helper` (empty: the real one again).
-void override_helper_for_testing(std::filesystem::path helper);
+// For tests: helper_path() returns `helper`, an empty path meaning none is
+// installed (nullopt: the real one again).
+void override_helper_for_testing(std::optional<std::filesystem::path> helper);
 
 struct ChildVerdict {
   bool started = false;   // the helper process was started
@@ -32,6 +35,13 @@ struct ChildVerdict {
   std::string reason;       // the plugin's reason, or how the child ended (signal, exit, hang)
   std::string abi_version;  // as the table declared it, when the child read one
   std::string name;         // the table's backend name, when the child read one
+  // The table declares BP_CAPABILITY_PROBE_IN_CHILD: the child's probe is the
+  // one the caller keeps, with what it found (devices only when available).
+  bool in_child = false;
+  std::int32_t priority = 0;
+  std::uint64_t capabilities = 0;
+  std::int32_t dlpack_device_type = 0;
+  std::vector<DeviceInfo> devices;  // backend and ordinal left unset
 };
 
 // Runs the helper on `file` with the deadline `timeout_ms` (0: none) for the

@@ -17,6 +17,8 @@ inline constexpr std::size_t kMaxPluginVersionSize = 256;
 // Reasons, error messages, device names, attribute keys and values.
 inline constexpr std::size_t kMaxPluginTextSize = 64 * 1024;
 inline constexpr std::size_t kMaxDeviceAttributes = 1024;
+// Memory kinds of one device (ABI 1.4); PJRT devices have three.
+inline constexpr std::size_t kMaxDeviceMemories = 64;
 
 // The text of a (pointer, size) pair from a plugin, cut at the first NUL: a
 // size larger than the string it describes must not read past the string's

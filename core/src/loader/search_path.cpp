@@ -47,24 +47,25 @@ std::filesystem::path plugin_dir_next_to_core() {
 
 std::vector<SearchPathEntry> build_search_path(const SearchPathInputs& inputs, const Environment& environment) {
   std::vector<SearchPathEntry> candidates;
-  for (const auto& path : inputs.from_code) candidates.push_back({path, SearchOrigin::kCode});
+  for (const auto& entry : inputs.from_code) candidates.push_back(entry);
   if (inputs.use_environment) {
     if (auto value = environment.get("BACKPLANE_PLUGIN_PATH")) {
       for (auto& path : split_path_list(*value)) {
-        candidates.push_back({std::move(path), SearchOrigin::kEnvironment});
+        candidates.push_back({std::move(path), SearchOrigin::kEnvironment, ""});
       }
     } else if (environment.elevated()) {
       log(LogLevel::kDebug, "elevated process: BACKPLANE_PLUGIN_PATH and other overrides are ignored");
     }
   }
-  for (const auto& path : inputs.from_config) candidates.push_back({path, SearchOrigin::kConfig});
+  for (const auto& path : inputs.from_config) candidates.push_back({path, SearchOrigin::kConfig, ""});
+  for (const auto& entry : inputs.from_packages) candidates.push_back(entry);
   if (inputs.use_default_dirs) {
     // Empty in the Python package, whose only home is next to the library.
     if (std::string_view install_dir = BACKPLANE_PLUGIN_INSTALL_DIR; !install_dir.empty()) {
-      candidates.push_back({std::filesystem::path(install_dir), SearchOrigin::kInstallDir});
+      candidates.push_back({std::filesystem::path(install_dir), SearchOrigin::kInstallDir, ""});
     }
     if (auto next_to_core = plugin_dir_next_to_core(); !next_to_core.empty()) {
-      candidates.push_back({next_to_core, SearchOrigin::kCoreDir});
+      candidates.push_back({next_to_core, SearchOrigin::kCoreDir, ""});
     }
   }
 

@@ -19,11 +19,50 @@ constexpr std::size_t kTableSize_1_0 = BP_PLUGIN_API_SIZE_1_0;
 // DLPack's kDLCPU (plugin.h does not include dlpack.h).
 constexpr std::int32_t kDLPackCPU = 1;
 
+// The calls that `capabilities` (the table's, or a probe's) promise, by
+// name for the error message, which says who claims them.
+void missing_optional_calls(const BP_PluginApi& table, BP_Capabilities capabilities, std::string_view claimant,
+                            std::vector<std::string>& missing) {
+  auto require = [&](const void* pointer, std::string_view name, std::string_view capability) {
+    if (pointer == nullptr) missing.push_back(fmt::format("{} ({} claims {})", name, claimant, capability));
+  };
+  if ((capabilities & BP_CAPABILITY_CONVERT_INTEGERS) != 0) {
+    require(reinterpret_cast<const void*>(table.convert_integers), "convert_integers",
+            "BP_CAPABILITY_CONVERT_INTEGERS");
+  }
+  // A table too short for memory_wrap is reported by the caller itself.
+  if ((capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 && BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap)) {
+    require(reinterpret_cast<const void*>(table.memory_wrap), "memory_wrap", "BP_CAPABILITY_WRAP_MEMORY");
+  }
+  if ((capabilities & BP_CAPABILITY_EVENT_TIMING) != 0 && BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, event_timing)) {
+    require(reinterpret_cast<const void*>(table.event_timing), "event_timing", "BP_CAPABILITY_EVENT_TIMING");
+  }
+}
+
+// A capability whose call lies past the table's struct_size, if any.
+// `claimant` and `whose` say who claims it and whose struct_size it is, in words.
+std::optional<std::string> capability_past_table(const BP_PluginApi& table, BP_Capabilities capabilities,
+                                                 std::string_view claimant, std::string_view whose) {
+  if ((capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 && !BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap)) {
+    return fmt::format(
+        "{} claims BP_CAPABILITY_WRAP_MEMORY, but {} struct_size {} (ABI {}) ends before memory_wrap, which "
+        "arrived in ABI 1.1",
+        claimant, whose, table.struct_size, abi_version_string(table));
+  }
+  if ((capabilities & BP_CAPABILITY_EVENT_TIMING) != 0 && !BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, event_timing)) {
+    return fmt::format(
+        "{} claims BP_CAPABILITY_EVENT_TIMING, but {} struct_size {} (ABI {}) ends before event_timing, which "
+        "arrived in ABI 1.3",
+        claimant, whose, table.struct_size, abi_version_string(table));
+  }
+  return std::nullopt;
+}
+
 // The calls every 1.x plugin must provide, by name for the error message.
-std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) {
-  std::vector<std::string_view> missing;
+std::vector<std::string> missing_required_calls(const BP_PluginApi& table) {
+  std::vector<std::string> missing;
   auto require = [&](const void* pointer, std::string_view name) {
-    if (pointer == nullptr) missing.push_back(name);
+    if (pointer == nullptr) missing.emplace_back(name);
   };
   require(reinterpret_cast<const void*>(table.backend_create), "backend_create");
   require(reinterpret_cast<const void*>(table.backend_destroy), "backend_destroy");
@@ -41,20 +80,7 @@ std::vector<std::string_view> missing_required_calls(const BP_PluginApi& table) 
   require(reinterpret_cast<const void*>(table.event_wait), "event_wait");
   require(reinterpret_cast<const void*>(table.event_query), "event_query");
   require(reinterpret_cast<const void*>(table.event_destroy), "event_destroy");
-  if ((table.capabilities & BP_CAPABILITY_CONVERT_INTEGERS) != 0) {
-    require(reinterpret_cast<const void*>(table.convert_integers),
-            "convert_integers (the table claims BP_CAPABILITY_CONVERT_INTEGERS)");
-  }
-  // A table too short for memory_wrap is reported by validate_table itself.
-  if ((table.capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 && BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, memory_wrap)) {
-    require(reinterpret_cast<const void*>(table.memory_wrap),
-            "memory_wrap (the table claims BP_CAPABILITY_WRAP_MEMORY)");
-  }
-  if ((table.capabilities & BP_CAPABILITY_EVENT_TIMING) != 0 &&
-      BP_STRUCT_HAS_FIELD(&table, BP_PluginApi, event_timing)) {
-    require(reinterpret_cast<const void*>(table.event_timing),
-            "event_timing (the table claims BP_CAPABILITY_EVENT_TIMING)");
-  }
+  missing_optional_calls(table, table.capabilities, "the table", missing);
   return missing;
 }
 
@@ -113,21 +139,8 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::strin
     return TableProblem{BackendStatus::kFailed, fmt::format("bad table: version_size {} is more than {} bytes",
                                                             table->version_size, kMaxPluginVersionSize)};
   }
-  if ((table->capabilities & BP_CAPABILITY_WRAP_MEMORY) != 0 &&
-      !BP_STRUCT_HAS_FIELD(table, BP_PluginApi, memory_wrap)) {
-    return TableProblem{
-        BackendStatus::kFailed,
-        fmt::format("bad table: it claims BP_CAPABILITY_WRAP_MEMORY, but its struct_size {} (ABI {}) ends before "
-                    "memory_wrap, which arrived in ABI 1.1",
-                    table->struct_size, abi_version_string(*table))};
-  }
-  if ((table->capabilities & BP_CAPABILITY_EVENT_TIMING) != 0 &&
-      !BP_STRUCT_HAS_FIELD(table, BP_PluginApi, event_timing)) {
-    return TableProblem{
-        BackendStatus::kFailed,
-        fmt::format("bad table: it claims BP_CAPABILITY_EVENT_TIMING, but its struct_size {} (ABI {}) ends before "
-                    "event_timing, which arrived in ABI 1.3",
-                    table->struct_size, abi_version_string(*table))};
+  if (auto problem = capability_past_table(*table, table->capabilities, "it", "its")) {
+    return TableProblem{BackendStatus::kFailed, "bad table: " + *problem};
   }
   if (BP_STRUCT_HAS_FIELD(table, BP_PluginApi, dlpack_device_type)) {
     if (table->dlpack_device_type < 0) {
@@ -147,6 +160,27 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::strin
     return TableProblem{BackendStatus::kFailed,
                         fmt::format("bad table: required calls are NULL: {}", fmt::join(missing, ", "))};
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> probe_statement_problem(const BP_PluginApi& table, BP_Capabilities capabilities,
+                                                   std::int32_t dlpack_device_type) {
+  constexpr std::string_view kClaimant = "the probe's BP_ProbeArgs.capabilities";
+  if (dlpack_device_type < 0) {
+    return fmt::format(
+        "probe answered BP_ProbeArgs.dlpack_device_type {}; it must be 0 (not declared) or a DLPack device type",
+        dlpack_device_type);
+  }
+  if (dlpack_device_type == kDLPackCPU && (capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0) {
+    return fmt::format(
+        "probe answered BP_ProbeArgs.dlpack_device_type 1 (kDLCPU), but its BP_ProbeArgs.capabilities (0x{:x}) lack "
+        "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory",
+        capabilities);
+  }
+  if (auto problem = capability_past_table(table, capabilities, kClaimant, "the table's")) return problem;
+  std::vector<std::string> missing;
+  missing_optional_calls(table, capabilities, kClaimant, missing);
+  if (!missing.empty()) return fmt::format("the table's calls are NULL: {}", fmt::join(missing, ", "));
   return std::nullopt;
 }
 

@@ -7,6 +7,7 @@
 #include <backplane/plugin.h>
 #include <backplane/backplane.hpp>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,5 +24,12 @@ struct TableProblem {
 std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::string_view expected_name);
 
 std::string abi_version_string(const BP_PluginApi& table);
+
+// What is wrong with the capabilities and DLPack device type a probe stated
+// (ABI 1.4), by the rules a table's keep: no negative type, kDLCPU only with
+// BP_CAPABILITY_HOST_ADDRESSABLE, and each optional capability's call in
+// `table`. The reason names the BP_ProbeArgs field. Pure, like validate_table.
+std::optional<std::string> probe_statement_problem(const BP_PluginApi& table, BP_Capabilities capabilities,
+                                                   std::int32_t dlpack_device_type);
 
 }  // namespace backplane::detail

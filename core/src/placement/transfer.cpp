@@ -43,7 +43,10 @@ Plan plan_put(const ArrayStorage& source, const LiveDevice& to, std::uint64_t si
   Plan plan;
   plan.crosses_as = output;
   bool one_call_here = false;  // the route is one call that will not block for long
-  if (source.buffer != nullptr && &from.backend() == &to.backend()) {
+  // A backend that cannot copy byte ranges between its buffers
+  // (BP_CAPABILITY_NO_DEVICE_TO_DEVICE) gets the routes through the host.
+  if (source.buffer != nullptr && &from.backend() == &to.backend() &&
+      !to.backend().has(BP_CAPABILITY_NO_DEVICE_TO_DEVICE)) {
     plan.route = Route::kDeviceToDevice;
     one_call_here = to.asynchronous() || size <= kInlineCopyLimit;
   } else if (source.host != nullptr && to.pinned() != nullptr) {

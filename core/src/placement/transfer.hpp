@@ -4,7 +4,9 @@
 // route switch and the failure handling exist once, here.
 //
 // Routes, first match wins. An array's bytes (device_put):
-//   same backend, source in a buffer   -> copy_device_to_device
+//   same backend, source in a buffer   -> copy_device_to_device (unless the
+//                                         backend declares
+//                                         BP_CAPABILITY_NO_DEVICE_TO_DEVICE)
 //   source in host memory, destination
 //     with pinned staging              -> staged: through pinned memory
 //   source in host memory              -> copy_to_device from the host pointer

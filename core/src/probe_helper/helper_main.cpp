@@ -5,14 +5,17 @@
 //   backplane-probe PARENT_PID PLUGIN_FILE EXPECTED_NAME [KEY VALUE]...
 //
 // It writes records (isolation/probe_protocol.hpp) to file descriptor 3: the
-// stage about to run, then the status and reason the plugin earns. If the
-// plugin crashes, exits or hangs, the parent sees the last stage and how this
-// process ended. Nothing is unloaded or destroyed at the end: _exit follows
-// the verdict, so a plugin's destructors cannot spoil it.
+// stage about to run, then the status and reason the plugin earns and, for a
+// table declaring BP_CAPABILITY_PROBE_IN_CHILD, what its probe found (the
+// caller keeps that instead of probing). If the plugin crashes, exits or
+// hangs, the parent sees the last stage and how this process ended. Nothing is unloaded or destroyed at the end: _exit
+// follows the verdict, so a plugin's destructors cannot spoil it.
 #include "isolation/probe_protocol.hpp"
 #include "loader/plugin_library.hpp"
 #include "registry/probe_call.hpp"
 #include "util/caught_error.hpp"
+
+#include <backplane/plugin.h>
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -35,6 +38,31 @@ using backplane::detail::isolation::write_record;
   ::_exit(0);
 }
 
+// What the probe found, for a plugin probed only here: the answer and, when
+// available, every device (a device_count or device_info that fails makes the
+// plugin failed, as it would be in the caller).
+void report_snapshot(const backplane::detail::ProbeOutcome& outcome, const backplane::detail::ProbeVerdict& verdict,
+                     const std::string& abi, std::string_view name) {
+  const backplane::detail::Backend::ProbeAnswer& answer = *outcome.answer();
+  std::vector<std::string> devices;
+  if (verdict.status == backplane::BackendStatus::kAvailable) {
+    try {
+      const int count = outcome.backend->device_count();
+      for (int ordinal = 0; ordinal < count; ++ordinal) {
+        write_record(kResultFd, "stage", "device_info");
+        devices.push_back(backplane::detail::isolation::encode_device(outcome.backend->device_info(ordinal)));
+      }
+    } catch (const backplane::Error& error) {
+      report(backplane::BackendStatus::kFailed, error.what(), abi, name);
+    }
+  }
+  write_record(kResultFd, "in_child", "1");
+  write_record(kResultFd, "priority", std::to_string(answer.priority));
+  write_record(kResultFd, "capabilities", std::to_string(answer.capabilities));
+  write_record(kResultFd, "dlpack", std::to_string(answer.dlpack_device_type));
+  for (const std::string& device : devices) write_record(kResultFd, "device", device);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +83,9 @@ int main(int argc, char** argv) {
     const auto outcome = backplane::detail::create_and_probe(
         opened.library, options, [](const char* stage) { write_record(kResultFd, "stage", stage); });
     const auto verdict = backplane::detail::verdict_of(outcome);
+    if ((opened.library->api().capabilities & BP_CAPABILITY_PROBE_IN_CHILD) != 0 && outcome.answer() != nullptr) {
+      report_snapshot(outcome, verdict, opened.abi_version, opened.library->name());
+    }
     report(verdict.status, verdict.reason, opened.abi_version, opened.library->name());
   } catch (...) {
     report(backplane::BackendStatus::kFailed, backplane::detail::caught_error().message, "", "");

@@ -1,6 +1,7 @@
 #include "registry/backend.hpp"
 
 #include "loader/plugin_limits.hpp"
+#include "loader/table_validation.hpp"
 #include "trace/trace.hpp"
 #include "util/error_codes.hpp"
 #include "util/fork.hpp"
@@ -27,19 +28,24 @@ void throw_plugin_error(const PluginError& failure, std::string_view context) {
   throw Error(failure.code, fmt::format("{}: {}", context, failure.message));
 }
 
-std::unique_ptr<Backend> Backend::create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options) {
+std::unique_ptr<Backend> Backend::create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options,
+                                         std::string name) {
+  if (name.empty()) name = std::string(library->name());
   BP_Backend* handle = throw_if_failed(detail::PluginClient::create(library->api(), options),
                                        [] { return std::string("backend_create failed"); });
   if (handle == nullptr) {
     throw Error(ErrorCode::kPlugin, "backend_create failed: backend_create returned no backend");
   }
-  return std::unique_ptr<Backend>(new Backend(std::move(library), handle));
+  return std::unique_ptr<Backend>(new Backend(std::move(library), handle, std::move(name)));
 }
 
-Backend::Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle)
+Backend::Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle, std::string name)
     : library_(std::move(library)),
       handle_(handle),
       client_(library_->api(), handle),
+      name_(std::move(name)),
+      capabilities_(library_->api().capabilities),
+      dlpack_device_type_(library_->dlpack_device_type()),
       fork_generation_(fork_generation()),
       created_pid_(getpid()) {}
 
@@ -63,15 +69,49 @@ Error Backend::fork_error(int ordinal) const {
 }
 
 Backend::ProbeAnswer Backend::probe() {
-  // The table's priority stands unless the plugin answers its own (ABI 1.2).
-  auto probed = client_.probe(api().priority);
+  // The table's priority, capabilities and DLPack type stand unless the
+  // plugin answers its own (ABI 1.2, 1.4): a plugin that does not know the
+  // fields leaves them as preset.
+  const BP_Capabilities table_capabilities = api().capabilities;
+  auto probed = client_.probe(api().priority, table_capabilities, library_->dlpack_device_type());
   if (!probed.ok()) throw_plugin_error(probed.error(), fmt::format("probe failed ({})", to_string(probed.code())));
   const BP_ProbeArgs& args = *probed;
+  auto broken = [](const std::string& problem) {
+    return Error(ErrorCode::kPlugin, fmt::format("probe failed ({}): {}", to_string(ErrorCode::kPlugin), problem));
+  };
   if (args.reason_size > kMaxPluginTextSize) {
-    throw Error(ErrorCode::kPlugin, fmt::format("probe failed ({}): probe answered reason_size {}, more than {}",
-                                                to_string(ErrorCode::kPlugin), args.reason_size, kMaxPluginTextSize));
+    throw broken(fmt::format("probe answered reason_size {}, more than {}", args.reason_size, kMaxPluginTextSize));
   }
-  return ProbeAnswer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
+  ProbeAnswer answer{args.available != 0, std::string(plugin_text(args.reason, args.reason_size)), args.priority};
+  answer.capabilities =
+      (args.capabilities & ~BP_CAPABILITY_PROBE_IN_CHILD) | (table_capabilities & BP_CAPABILITY_PROBE_IN_CHILD);
+  answer.dlpack_device_type = args.dlpack_device_type;
+  if (auto problem = probe_statement_problem(api(), answer.capabilities, answer.dlpack_device_type)) {
+    throw broken(*problem);
+  }
+  take_statement(answer);
+  return answer;
+}
+
+void Backend::take_statement(const ProbeAnswer& answer) {
+  capabilities_ = answer.capabilities;
+  dlpack_device_type_ = answer.dlpack_device_type;
+}
+
+void Backend::adopt_snapshot(ProbeSnapshot snapshot) {
+  ProbeAnswer& answer = snapshot.answer;
+  answer.capabilities =
+      (answer.capabilities & ~BP_CAPABILITY_PROBE_IN_CHILD) | (api().capabilities & BP_CAPABILITY_PROBE_IN_CHILD);
+  if (auto problem = probe_statement_problem(api(), answer.capabilities, answer.dlpack_device_type)) {
+    throw Error(ErrorCode::kPlugin, fmt::format("probe in the probe helper: {}", *problem));
+  }
+  if (snapshot.devices.size() > static_cast<std::size_t>(kMaxPluginDevices)) {
+    throw Error(ErrorCode::kPlugin, fmt::format("probe in the probe helper: {} devices, more than {}",
+                                                snapshot.devices.size(), kMaxPluginDevices));
+  }
+  take_statement(answer);
+  for (DeviceInfo& device : snapshot.devices) device.backend = name_;
+  snapshot_ = std::make_unique<const ProbeSnapshot>(std::move(snapshot));
 }
 
 void Backend::throw_device_count_error(const PluginResult<std::int32_t>& count) const {
@@ -80,16 +120,31 @@ void Backend::throw_device_count_error(const PluginResult<std::int32_t>& count) 
               fmt::format("{}: device_count answered {}, outside 0..{}", name(), *count, kMaxPluginDevices));
 }
 
+std::vector<std::string> Backend::derived_memory_kinds() const {
+  if (has(BP_CAPABILITY_HOST_ADDRESSABLE)) return {"host"};
+  if (has(BP_CAPABILITY_PINNED_HOST)) return {"device", "pinned_host"};
+  return {"device"};
+}
+
 DeviceInfo Backend::device_info(int ordinal) {
+  if (snapshot_ != nullptr && !in_use_.load(std::memory_order_acquire)) {
+    if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= snapshot_->devices.size()) {
+      throw Error(ErrorCode::kOutOfRange, fmt::format("{}:{}: device_info: the backend has {} devices", name(), ordinal,
+                                                      snapshot_->devices.size()));
+    }
+    return snapshot_->devices[static_cast<std::size_t>(ordinal)];
+  }
   const BP_DeviceInfoArgs args =
       throw_if_failed(client_.device_info(ordinal), [&] { return fmt::format("{}:{}: device_info", name(), ordinal); });
-  if ((args.name == nullptr && args.name_size != 0) || (args.attributes == nullptr && args.attribute_count != 0)) {
+  if ((args.name == nullptr && args.name_size != 0) || (args.attributes == nullptr && args.attribute_count != 0) ||
+      (args.memories == nullptr && args.memory_count != 0)) {
     throw Error(ErrorCode::kPlugin,
                 fmt::format("{}:{}: device_info returned NULL with a non-zero size", name(), ordinal));
   }
   const std::string call = fmt::format("{}:{}: device_info", name(), ordinal);
   require_within(args.name_size, kMaxPluginTextSize, call, "name_size");
   require_within(args.attribute_count, kMaxDeviceAttributes, call, "attribute_count");
+  require_within(args.memory_count, kMaxDeviceMemories, call, "memory_count");
   DeviceInfo info;
   info.backend = std::string(name());
   info.ordinal = ordinal;
@@ -108,6 +163,16 @@ DeviceInfo Backend::device_info(int ordinal) {
     info.attributes.emplace_back(std::string(plugin_text(pair.key, pair.key_size)),
                                  std::string(plugin_text(pair.value, pair.value_size)));
   }
+  for (std::size_t i = 0; i < args.memory_count; ++i) {
+    const BP_KeyValue& memory = args.memories[i];
+    require_within(memory.key_size, kMaxPluginTextSize, call, fmt::format("memory {} key_size", i));
+    std::string kind(plugin_text(memory.key, memory.key_size));
+    if (kind.empty()) {
+      throw Error(ErrorCode::kPlugin, fmt::format("{} answered memory {} with an empty kind", call, i));
+    }
+    info.memory_kinds.push_back(std::move(kind));
+  }
+  if (info.memory_kinds.empty()) info.memory_kinds = derived_memory_kinds();
   return info;
 }
 

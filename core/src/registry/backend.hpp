@@ -22,6 +22,7 @@
 #include <backplane/plugin.h>
 #include <backplane/backplane.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -111,33 +112,63 @@ class Backend {
     std::string reason;
     // The table's priority, or the one the probe reported (ABI 1.2).
     int priority = 0;
+    // The table's, or what the probe stated (ABI 1.4), checked by the
+    // table's rules; BP_CAPABILITY_PROBE_IN_CHILD is always the table's.
+    BP_Capabilities capabilities = 0;
+    std::int32_t dlpack_device_type = 0;
+  };
+
+  // What a probe in the probe helper found (BP_CAPABILITY_PROBE_IN_CHILD):
+  // the answer and every device's description, taken there.
+  struct ProbeSnapshot {
+    ProbeAnswer answer;
+    std::vector<DeviceInfo> devices;
   };
 
   // Calls backend_create with the plugin options; throws Error("backend_create
   // failed: <plugin message>"), and kPlugin for a success that set no backend.
-  static std::unique_ptr<Backend> create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options);
+  // `name` is the backend's name (an instance of a plugin serving several,
+  // "pjrt_cpu"); empty: the table's.
+  static std::unique_ptr<Backend> create(std::shared_ptr<PluginLibrary> library, const PluginOptions& options,
+                                         std::string name = {});
   ~Backend();
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
   // The plugin's answer; throws Error("probe failed (<code>): <plugin
-  // message>"), and kPlugin for a reason past kMaxPluginTextSize.
+  // message>"), and kPlugin for a reason past kMaxPluginTextSize or a
+  // capability or DLPack type the table's rules refuse (naming the field).
+  // The backend's capabilities and DLPack type are the answer's from then on.
   ProbeAnswer probe();
+  // Takes what the probe in the helper found instead of probing here: until
+  // begin_device_use, device_count and device_info answer from it without a
+  // call; device_count always does (the ordinals are the child's). Throws
+  // kPlugin when the snapshot's capabilities or DLPack type break the
+  // table's rules (the child is not trusted). Before the backend is shared.
+  void adopt_snapshot(ProbeSnapshot snapshot);
 
   // Inline: bench_abi_call measures the fixed cost of an ABI call with it.
   int device_count() {
+    if (snapshot_ != nullptr) [[unlikely]]
+      return static_cast<int>(snapshot_->devices.size());
     PluginResult<std::int32_t> count = client_.device_count();
     if (!count.ok() || *count < 0 || *count > kMaxPluginDevices) [[unlikely]]
       throw_device_count_error(count);
     return *count;
   }
+  // With memory_kinds as the plugin stated them (ABI 1.4) or, when it
+  // states none, derived from the capabilities.
   DeviceInfo device_info(int ordinal);
+  // A device of this backend is about to be used (its LiveDevice is made):
+  // from now on device_info asks the plugin, also for a snapshot's backend.
+  void begin_device_use() { in_use_.store(true, std::memory_order_release); }
 
-  std::string_view name() const { return library_->name(); }
+  std::string_view name() const { return name_; }
   const BP_PluginApi& api() const { return library_->api(); }
   BP_Backend* handle() const { return handle_; }
-  // The DLPack device type the plugin declares (ABI 1.2); 0 when none.
-  std::int32_t dlpack_device_type() const { return library_->dlpack_device_type(); }
+  // The DLPack device type in effect (the table's, ABI 1.2, or the probe's,
+  // 1.4); 0 when none.
+  std::int32_t dlpack_device_type() const { return dlpack_device_type_; }
   // Called before the first device use: the plugin then stays loaded until exit.
   void mark_used() { library_->keep_loaded(); }
 
@@ -156,7 +187,8 @@ class Backend {
   // False in a child of fork() for a backend made before it that is not
   // host-addressable.
   bool usable_here() const noexcept;
-  BP_Capabilities capabilities() const { return api().capabilities; }
+  // In effect: the table's, or what the probe stated (ABI 1.4).
+  BP_Capabilities capabilities() const { return capabilities_; }
   bool has(BP_Capabilities capability) const { return (capabilities() & capability) != 0; }
   // True when the plugin times its asynchronous work on the device (ABI 1.3).
   bool times_events() const { return has(BP_CAPABILITY_EVENT_TIMING) && BP_TABLE_HAS_CALL(&api(), event_timing); }
@@ -202,7 +234,11 @@ class Backend {
   std::int32_t timing_request() const;
   void destroy_event(BP_Event* event) noexcept;
 
-  Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle);
+  Backend(std::shared_ptr<PluginLibrary> library, BP_Backend* handle, std::string name);
+  // Takes the stated capabilities and DLPack type once checked.
+  void take_statement(const ProbeAnswer& answer);
+  // The memory kinds of a device whose plugin states none (ABI 1.4).
+  std::vector<std::string> derived_memory_kinds() const;
   // Throws fork_error unless usable_here(); marks the plugin used.
   void note_device_use(int ordinal) {
     if (!usable_here()) [[unlikely]]
@@ -215,6 +251,11 @@ class Backend {
   std::shared_ptr<PluginLibrary> library_;
   BP_Backend* handle_;
   detail::PluginClient client_;
+  const std::string name_;
+  BP_Capabilities capabilities_;
+  std::int32_t dlpack_device_type_;
+  std::unique_ptr<const ProbeSnapshot> snapshot_;  // set before the backend is shared
+  std::atomic<bool> in_use_{false};
   std::once_flag used_once_;
   std::uint64_t fork_generation_;  // fork_generation() when created
   int created_pid_;                // getpid() when created, for fork_error

@@ -28,6 +28,9 @@ LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend)
       asynchronous_(backend_->has(BP_CAPABILITY_ASYNC)),
       converts_integers_(backend_->has(BP_CAPABILITY_CONVERT_INTEGERS) && backend_->api().convert_integers != nullptr),
       memory_(std::make_shared<CachingAllocator>(backend_, device_.ordinal, BP_MEMORY_DEVICE, selector_)) {
+  // A backend probed in the helper answered from its snapshot so far; from
+  // here on it is the plugin's (live memory figures).
+  backend_->begin_device_use();
   // Pinned staging only helps where device memory is not host memory already:
   // not on host-addressable backends, and not on a CPU device behind a
   // runtime with its own memory (an OpenCL CPU device), whose driver copies

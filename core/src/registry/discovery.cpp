@@ -1,20 +1,18 @@
 #include "registry/discovery.hpp"
 
-#include "isolation/probe_process.hpp"
 #include "loader/plugin_library.hpp"
+#include "registry/candidate.hpp"
+#include "registry/instances.hpp"
+#include "registry/isolated_probe.hpp"
 #include "registry/probe_call.hpp"
 #include "trace/trace.hpp"
 #include "util/concurrent_jobs.hpp"
-#include "util/fork.hpp"
 #include "util/log.hpp"
-#include "util/trust.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <system_error>
 #include <tuple>
 
@@ -37,19 +35,19 @@ std::string name_from_file(const std::filesystem::path& file) {
   return base.substr(kPrefix.size(), base.size() - kPrefix.size() - kSuffix.size());
 }
 
-struct Candidate {
-  std::filesystem::path file;
-  SearchOrigin origin;
-  std::string name;  // from the file name; empty for a directly named file
-};
-
 std::vector<Candidate> list_candidates(const std::vector<SearchPathEntry>& search_path) {
   std::vector<Candidate> candidates;
   for (const auto& entry : search_path) {
     std::error_code error;
     auto status = std::filesystem::status(entry.path, error);
     if (std::filesystem::is_regular_file(status)) {
-      candidates.push_back({entry.path, entry.origin, name_from_file(entry.path)});
+      Candidate candidate;
+      candidate.file = entry.path;
+      candidate.origin = entry.origin;
+      candidate.origin_detail = entry.origin_detail;
+      candidate.name = name_from_file(entry.path);
+      candidate.table_name = candidate.name;
+      candidates.push_back(std::move(candidate));
       log(LogLevel::kDebug, "{}: taken ({} names this file)", entry.path.string(), to_string(entry.origin));
       continue;
     }
@@ -67,7 +65,13 @@ std::vector<Candidate> list_candidates(const std::vector<SearchPathEntry>& searc
         log(LogLevel::kDebug, "{}: skipped (not named backplane-<name>.so)", item.path().string());
         continue;
       }
-      in_directory.push_back({item.path(), entry.origin, std::move(name)});
+      Candidate candidate;
+      candidate.file = item.path();
+      candidate.origin = entry.origin;
+      candidate.origin_detail = entry.origin_detail;
+      candidate.name = std::move(name);
+      candidate.table_name = candidate.name;
+      in_directory.push_back(std::move(candidate));
     }
     if (error) log(LogLevel::kWarn, "cannot list plugin directory {}: {}", entry.path.string(), error.message());
     std::sort(in_directory.begin(), in_directory.end(),
@@ -85,165 +89,114 @@ std::optional<std::string> disabled_reason(std::string_view name, const Discover
   return std::nullopt;
 }
 
-const PluginOptions& options_for(const DiscoveryPolicy& policy, std::string_view name) {
-  static const PluginOptions kNoOptions;
-  auto found = policy.options.find(name);
-  return found == policy.options.end() ? kNoOptions : found->second;
+// What backend_create gets for the backend `name` of `candidate`: an
+// instance's own options first, then the user's for that name.
+PluginOptions options_for(const Candidate& candidate, const DiscoveryPolicy& policy, std::string_view name) {
+  PluginOptions options = candidate.instance_options;
+  if (auto found = policy.options.find(name); found != policy.options.end()) {
+    options.insert(options.end(), found->second.begin(), found->second.end());
+  }
+  return options;
 }
 
-// What this process knows of each probe helper. One that says nothing at all
-// is a broken installation, reported once, after which plugins are probed
-// here. Plugins are probed concurrently, but an untried helper runs one child
-// first: the others start once it has written anything (the real helper does
-// before it touches a plugin, within milliseconds), so a broken helper still
-// runs once, not once per plugin.
-class HelperStates {
- public:
-  enum class State { kUntried, kTrying, kSpoke, kBroken };
+// The names found so far, and what a later one of the same name is shadowed by.
+using SeenNames = std::map<std::string, std::string, std::less<>>;
 
-  // kSpoke or kBroken, waiting while another thread tries the helper; or
-  // kTrying: the caller tries it, and reports with spoke() or mark_broken(),
-  // then tried().
-  State claim(const std::filesystem::path& helper) {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      Entry& entry = states_[helper];
-      // A try of the parent's, forked into this process, never ends here.
-      if (entry.state == State::kTrying && entry.generation != fork_generation()) entry.state = State::kUntried;
-      if (entry.state == State::kUntried) {
-        entry = {State::kTrying, fork_generation()};
-        return State::kTrying;
-      }
-      if (entry.state != State::kTrying) return entry.state;
-      changed_.wait(lock);
-    }
-  }
-  void spoke(const std::filesystem::path& helper) { settle(helper, State::kSpoke); }
-  // The trying child is over: if it neither spoke nor was found broken (it
-  // did not start), the next plugin tries the helper.
-  void tried(const std::filesystem::path& helper) { settle(helper, State::kUntried); }
-  // True when `helper` was not known broken yet.
-  bool mark_broken(const std::filesystem::path& helper) {
-    std::lock_guard lock(mutex_);
-    State& state = states_[helper].state;
-    const bool news = state != State::kBroken;
-    state = State::kBroken;
-    changed_.notify_all();
-    return news;
-  }
+DiscoveredBackend listing(const Candidate& candidate, BackendStatus status, std::string reason) {
+  DiscoveredBackend listed{candidate.info(), nullptr};
+  listed.info.status = status;
+  listed.info.reason = std::move(reason);
+  return listed;
+}
 
- private:
-  // Leaves kTrying for `to`; a state already settled stays.
-  void settle(const std::filesystem::path& helper, State to) {
-    std::lock_guard lock(mutex_);
-    State& state = states_[helper].state;
-    if (state != State::kTrying) return;
-    state = to;
-    changed_.notify_all();
+// A verdict of the probe helper listed as it is (nothing loaded here).
+void take_verdict(BackendInfo& info, const Candidate& candidate, isolation::ChildVerdict& verdict) {
+  if (info.name.empty()) info.name = verdict.name.empty() ? candidate.file.filename().string() : verdict.name;
+  info.status = verdict.status;
+  info.reason = std::move(verdict.reason);
+  info.abi_version = std::move(verdict.abi_version);
+  if (verdict.in_child) {
+    info.capabilities = verdict.capabilities;
+    info.dlpack_device_type = verdict.dlpack_device_type;
   }
+}
 
-  struct Entry {
-    State state = State::kUntried;
-    std::uint64_t generation = 0;  // fork_generation() of the process trying it
-  };
-  // Fork-safe: a discovery thread holding it at fork() must not leave it
-  // locked in the child.
-  ForkSafeMutex mutex_;
-  std::condition_variable_any changed_;
-  std::map<std::filesystem::path, Entry> states_;  // guarded by mutex_
-};
-HelperStates& helper_states = *new HelperStates;  // never destroyed: used until exit
-
-// With process isolation: loads, creates and probes the plugin in the probe
-// helper first, unless it already passed there in this process. nullopt:
-// load it here. Otherwise the status it earned there, and it is never loaded
-// here. Without a helper, or when none can be started, the plugin is probed
-// here, with a warning.
-std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate, const DiscoveryPolicy& policy,
-                                                      std::uint32_t timeout_ms) {
-  // A directly named file reveals its name, and so its options, only once
-  // read: the child then runs again if there are options to try.
-  const PluginOptions* options = &options_for(policy, candidate.name);
-  if (isolation::known_good(candidate.file, *options)) return std::nullopt;
-  const std::filesystem::path helper = isolation::helper_path();
-  if (helper.empty()) {
-    log(LogLevel::kWarn,
-        "{}: probe isolation asked for, but no backplane-probe helper is installed next to the "
-        "core library; probing in this process",
-        candidate.file.string());
-    return std::nullopt;
+// A probe-in-child plugin in the caller: its probe is the helper's, and here
+// only backend_create runs; the backend answers from the helper's snapshot
+// until a device is used.
+void adopt_child_probe(DiscoveredBackend& result, const std::shared_ptr<PluginLibrary>& library,
+                       const PluginOptions& options, isolation::ChildVerdict& verdict, bool priority_configured,
+                       std::uint32_t timeout_ms) {
+  BackendInfo& info = result.info;
+  if (verdict.in_child && !priority_configured) info.priority = verdict.priority;
+  if (!verdict.answered || verdict.status != BackendStatus::kAvailable) {
+    info.status = verdict.answered ? verdict.status : BackendStatus::kFailed;
+    info.reason = std::move(verdict.reason);
+    return;
   }
-  // The helper runs plugins' code as we do: the plugins' trust rule applies.
-  if (auto problem = untrusted_path(helper)) {
-    log(LogLevel::kWarn, "{}: probe isolation asked for, but the probe helper is not run: {}; probing in this process",
-        candidate.file.string(), *problem);
-    return std::nullopt;
+  const ProbeCalls create_only{info.name, false};
+  std::optional<ProbeOutcome> outcome;
+  std::string hung_call;
+  if (timeout_ms == 0) {
+    outcome = create_and_probe(
+        library, options, [](const char*) {}, create_only);
+  } else {
+    std::tie(outcome, hung_call) = create_and_probe_within(library, options, timeout_ms, create_only);
   }
-  const HelperStates::State known = helper_states.claim(helper);
-  if (known == HelperStates::State::kBroken) return std::nullopt;
-  std::function<void()> on_first_record;
-  if (known == HelperStates::State::kTrying) on_first_record = [&helper] { helper_states.spoke(helper); };
-  // Whatever happens below, the plugins waiting for this try go on.
-  struct EndTry {
-    const std::filesystem::path& helper;
-    bool trying;
-    ~EndTry() {
-      if (trying) helper_states.tried(helper);
-    }
-  } end_try{helper, known == HelperStates::State::kTrying};
-  auto verdict =
-      isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms, on_first_record);
-  if (verdict.started && verdict.silent) {
-    // Not the plugin's doing: the real helper speaks before it loads one.
-    if (helper_states.mark_broken(helper)) {
-      log(LogLevel::kWarn,
-          "the probe helper is broken ({}); probing {} and every later plugin in this process, without isolation",
-          verdict.reason, candidate.file.string());
-    }
-    return std::nullopt;
+  if (!outcome) {
+    info.reason = fmt::format(
+        "{} did not answer within {} ms (BACKPLANE_PROBE_TIMEOUT_MS); the plugin stays loaded "
+        "but unused",
+        hung_call, timeout_ms);
+    return;
   }
-  if (verdict.answered && candidate.name.empty() && !verdict.name.empty() &&
-      !options_for(policy, verdict.name).empty()) {
-    options = &options_for(policy, verdict.name);
-    verdict = isolation::probe_in_child(helper, candidate.file, candidate.name, *options, timeout_ms);
+  if (outcome->failure) {
+    info.reason = outcome->failure->what();
+    return;
   }
-  if (!verdict.started) {
-    log(LogLevel::kWarn, "{}: {}; probing in this process", candidate.file.string(), verdict.reason);
-    return std::nullopt;
+  std::unique_ptr<Backend> backend = outcome->take_backend();
+  Backend::ProbeSnapshot snapshot;
+  snapshot.answer = {true, verdict.reason, verdict.priority, verdict.capabilities, verdict.dlpack_device_type};
+  snapshot.devices = std::move(verdict.devices);
+  try {
+    backend->adopt_snapshot(std::move(snapshot));
+  } catch (const Error& error) {
+    info.reason = error.what();
+    return;
   }
-  if (verdict.answered &&
-      (verdict.status == BackendStatus::kAvailable || verdict.status == BackendStatus::kUnavailable)) {
-    isolation::remember_good(candidate.file, *options);
-    return std::nullopt;
-  }
-  log(LogLevel::kDebug, "{}: {} in the probe process: {}", candidate.file.string(), to_string(verdict.status),
-      verdict.reason);
-  return verdict;
+  info.status = BackendStatus::kAvailable;
+  info.reason = std::move(verdict.reason);
+  info.capabilities = backend->capabilities();
+  info.dlpack_device_type = backend->dlpack_device_type();
+  result.live = std::move(backend);
 }
 
 // Opens, creates and probes one plugin; fills status and reason, and hands
 // the library, when opened, to `opened_library`. Runs on a discovery thread,
 // while other plugins are probed: `seen` is only read here.
-DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPolicy& policy,
-                                 const std::map<std::string, std::filesystem::path, std::less<>>& seen,
+DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPolicy& policy, const SeenNames& seen,
                                  std::uint32_t timeout_ms, std::shared_ptr<PluginLibrary>& opened_library) {
-  DiscoveredBackend result;
+  DiscoveredBackend result{candidate.info(), nullptr};
   BackendInfo& info = result.info;
-  info.name = candidate.name;
-  info.plugin_path = candidate.file;
-  info.origin = candidate.origin;
+  // Nothing may load a PJRT library that others could swap.
+  if (candidate.instance()) {
+    if (auto problem = pjrt_library_problem(candidate.library)) {
+      info.reason = std::move(*problem);
+      return result;
+    }
+  }
+  const OptionsFor options_of = [&](std::string_view name) { return options_for(candidate, policy, name); };
 
+  std::optional<isolation::ChildVerdict> child;
   if (policy.isolation == ProbeIsolation::kProcess) {
-    if (auto verdict = probe_isolated(candidate, policy, timeout_ms)) {
-      if (info.name.empty()) info.name = verdict->name.empty() ? candidate.file.filename().string() : verdict->name;
-      info.status = verdict->status;
-      info.reason = std::move(verdict->reason);
-      info.abi_version = std::move(verdict->abi_version);
+    child = probe_isolated(candidate, options_of, timeout_ms);
+    if (child && !(child->in_child && child->status == BackendStatus::kAvailable)) {
+      take_verdict(info, candidate, *child);
       return result;
     }
   }
 
-  OpenedPlugin opened = open_plugin(candidate.file, candidate.name);
+  OpenedPlugin opened = open_plugin(candidate.file, candidate.table_name);
   opened_library = opened.library;
   info.abi_version = opened.abi_version;
   if (opened.status != BackendStatus::kAvailable) {
@@ -253,19 +206,20 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
     return result;
   }
   auto library = opened.library;
-  info.name = std::string(library->name());
+  if (info.name.empty()) info.name = std::string(library->name());
   info.plugin_version = library->version();
   info.capabilities = library->api().capabilities;
   info.dlpack_device_type = library->dlpack_device_type();
   // The table's priority until the probe answers; the config's always wins.
   info.priority = library->api().priority;
   const auto configured_priority = policy.priorities.find(info.name);
-  if (configured_priority != policy.priorities.end()) info.priority = configured_priority->second;
+  const bool priority_configured = configured_priority != policy.priorities.end();
+  if (priority_configured) info.priority = configured_priority->second;
   // A directly named file only reveals its name once opened.
   if (candidate.name.empty()) {
     if (auto earlier = seen.find(info.name); earlier != seen.end()) {
       info.status = BackendStatus::kShadowed;
-      info.reason = fmt::format("shadowed by {}, found earlier", earlier->second.string());
+      info.reason = fmt::format("shadowed by {}, found earlier", earlier->second);
       return result;
     }
     if (auto reason = disabled_reason(info.name, policy)) {
@@ -275,13 +229,20 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
     }
   }
 
-  const PluginOptions& options = options_for(policy, info.name);
+  const PluginOptions options = options_of(info.name);
+  if ((library->api().capabilities & BP_CAPABILITY_PROBE_IN_CHILD) != 0) {
+    if (!child) child = probe_in_helper(candidate, options, timeout_ms);
+    adopt_child_probe(result, library, options, *child, priority_configured, timeout_ms);
+    return result;
+  }
+  const ProbeCalls calls{info.name, true};
   std::optional<ProbeOutcome> outcome;
   if (timeout_ms == 0) {
-    outcome = create_and_probe(library, options, [](const char*) {});
+    outcome = create_and_probe(
+        library, options, [](const char*) {}, calls);
   } else {
     std::string hung_call;
-    std::tie(outcome, hung_call) = create_and_probe_within(library, options, timeout_ms);
+    std::tie(outcome, hung_call) = create_and_probe_within(library, options, timeout_ms, calls);
     if (!outcome) {
       info.status = BackendStatus::kFailed;
       info.reason =
@@ -294,21 +255,35 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   ProbeVerdict verdict = verdict_of(*outcome);
   info.status = verdict.status;
   info.reason = std::move(verdict.reason);
-  // The probe may rank the backend by what it found (ABI 1.2).
-  const Backend::ProbeAnswer* answer = outcome->answer();
-  if (answer != nullptr && configured_priority == policy.priorities.end()) info.priority = answer->priority;
+  // The probe may rank the backend by what it found (ABI 1.2), and state what
+  // it can do there (1.4).
+  if (const Backend::ProbeAnswer* answer = outcome->answer()) {
+    if (!priority_configured) info.priority = answer->priority;
+    info.capabilities = answer->capabilities;
+    info.dlpack_device_type = answer->dlpack_device_type;
+  }
   if (info.status == BackendStatus::kAvailable) result.live = outcome->take_backend();
   return result;
 }
 
 }  // namespace
 
-std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path,
-                                        const DiscoveryPolicy& policy) {
-  const std::vector<Candidate> candidates = list_candidates(search_path);
+std::vector<DiscoveredBackend> discover(const DiscoveryInputs& inputs, const DiscoveryPolicy& policy) {
+  std::vector<Candidate> candidates = list_candidates(inputs.search_path);
+  expand_pjrt_instances(candidates, inputs.pjrt, inputs.pjrt_searched, inputs.search_path);
+  for (const BrokenPlugin& broken : inputs.broken_plugins) {
+    Candidate listed;
+    listed.file = broken.path;
+    listed.origin = broken.origin;
+    listed.origin_detail = broken.origin_detail;
+    listed.name = broken.name.empty() ? broken.path.filename().string() : broken.name;
+    listed.listed_status = BackendStatus::kFailed;
+    listed.listed_reason = broken.reason;
+    candidates.push_back(std::move(listed));
+  }
   // In search order, whatever order the probes finish in.
   std::vector<DiscoveredBackend> found(candidates.size());
-  std::map<std::string, std::filesystem::path, std::less<>> seen;  // name -> first file
+  SeenNames seen;
   const std::uint32_t timeout_ms = probe_timeout_ms(policy.probe_timeout);
 
   // The candidates to load and probe together. A file's name settles whether
@@ -344,7 +319,9 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
     for (const std::size_t index : wave) {
       const Candidate& candidate = candidates[index];
       const BackendInfo& info = found[index].info;
-      if (candidate.name.empty() && info.status != BackendStatus::kShadowed) seen.emplace(info.name, candidate.file);
+      if (candidate.name.empty() && info.status != BackendStatus::kShadowed) {
+        seen.emplace(info.name, candidate.shadow_name());
+      }
       log(LogLevel::kDebug, "{}: taken, backend '{}' is {}{}{}", candidate.file.string(), info.name,
           to_string(info.status), info.reason.empty() ? "" : ": ", info.reason);
     }
@@ -356,21 +333,21 @@ std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& sear
     const Candidate& candidate = candidates[index];
     if (!candidate.name.empty()) {
       if (auto earlier = seen.find(candidate.name); earlier != seen.end()) {
-        log(LogLevel::kDebug, "{}: skipped, shadowed by {}", candidate.file.string(), earlier->second.string());
-        found[index] = {BackendInfo{candidate.name, BackendStatus::kShadowed,
-                                    fmt::format("shadowed by {}, found earlier", earlier->second.string()),
-                                    candidate.file, candidate.origin, "", "", 0, 0, 0},
-                        nullptr};
+        log(LogLevel::kDebug, "{}: skipped, shadowed by {}", candidate.name, earlier->second);
+        found[index] =
+            listing(candidate, BackendStatus::kShadowed, fmt::format("shadowed by {}, found earlier", earlier->second));
         continue;
       }
-      seen.emplace(candidate.name, candidate.file);
+      seen.emplace(candidate.name, candidate.shadow_name());
       if (auto reason = disabled_reason(candidate.name, policy)) {
-        log(LogLevel::kDebug, "{}: skipped, disabled ({})", candidate.file.string(), *reason);
-        found[index] = {BackendInfo{candidate.name, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason),
-                                    candidate.file, candidate.origin, "", "", 0, 0, 0},
-                        nullptr};
+        log(LogLevel::kDebug, "{}: skipped, disabled ({})", candidate.name, *reason);
+        found[index] = listing(candidate, BackendStatus::kDisabled, fmt::format("disabled: {}", *reason));
         continue;
       }
+    }
+    if (candidate.listed_status) {
+      found[index] = listing(candidate, *candidate.listed_status, candidate.listed_reason);
+      continue;
     }
     wave.push_back(index);
     if (candidate.name.empty()) probe_wave();

@@ -1,6 +1,8 @@
 // Turns the search path into backends, each with exactly one status.
 #pragma once
 
+#include "loader/pjrt_sources.hpp"
+#include "loader/search_path.hpp"
 #include "registry/backend.hpp"
 
 #include <backplane/backplane.hpp>
@@ -36,9 +38,22 @@ struct DiscoveredBackend {
   std::shared_ptr<Backend> live;
 };
 
-// One entry per plugin file, in search order. The plugins are loaded and
-// probed concurrently (each under the probe deadline, or in its own probe
-// helper with kProcess), so this takes about as long as the slowest one.
-std::vector<DiscoveredBackend> discover(const std::vector<SearchPathEntry>& search_path, const DiscoveryPolicy& policy);
+// What discovery lists.
+struct DiscoveryInputs {
+  std::vector<SearchPathEntry> search_path;
+  // Plugin sources that cannot be searched, listed failed after the search
+  // path's plugins.
+  std::vector<BrokenPlugin> broken_plugins;
+  // Every PJRT library, in source order: the backends of the pjrt adapter.
+  std::vector<PjrtSource> pjrt;
+  std::string pjrt_searched;  // where they were looked for
+};
+
+// One entry per plugin file (a plugin serving several backends: one per
+// instance), in search order, then the broken sources. The plugins are
+// loaded and probed concurrently (each under the probe deadline, or in its
+// own probe helper with kProcess), so this takes about as long as the
+// slowest one.
+std::vector<DiscoveredBackend> discover(const DiscoveryInputs& inputs, const DiscoveryPolicy& policy);
 
 }  // namespace backplane::detail

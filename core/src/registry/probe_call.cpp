@@ -44,11 +44,12 @@ std::uint32_t probe_timeout_ms(const std::optional<std::string>& text) {
 }
 
 ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options,
-                              const std::function<void(const char* stage)>& on_stage) {
+                              const std::function<void(const char* stage)>& on_stage, const ProbeCalls& calls) {
   ProbeOutcome outcome;
   try {
     on_stage("backend_create");
-    outcome.backend = Backend::create(library, options);
+    outcome.backend = Backend::create(library, options, calls.name);
+    if (!calls.probe) return outcome;
     on_stage("probe");
     outcome.probed = outcome.backend->probe();
   } catch (const Error& error) {  // the plugin's failure: its status (see ProbeOutcome)
@@ -58,18 +59,22 @@ ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, con
 }
 
 std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
-    const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options, std::uint32_t timeout_ms) {
+    const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options, std::uint32_t timeout_ms,
+    const ProbeCalls& calls) {
   auto call = std::make_shared<ProbeCall>();
   std::thread helper;
   try {
-    helper = std::thread([call, library, options] {
+    helper = std::thread([call, library, options, calls] {
       ProbeOutcome outcome;
       std::exception_ptr error;
       try {
-        outcome = create_and_probe(library, options, [&](const char* stage) {
-          std::lock_guard lock(call->mutex);
-          call->stage = stage;
-        });
+        outcome = create_and_probe(
+            library, options,
+            [&](const char* stage) {
+              std::lock_guard lock(call->mutex);
+              call->stage = stage;
+            },
+            calls);
       } catch (...) {  // bad_alloc: handed to the loader's thread
         error = std::current_exception();
       }
@@ -83,7 +88,9 @@ std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
     // No thread to spare: call the plugin here, without a deadline.
     log(LogLevel::kWarn, "{}: cannot start the probe thread ({}); probing without a time limit", library->name(),
         exception.what());
-    return {create_and_probe(library, options, [](const char*) {}), ""};
+    return {create_and_probe(
+                library, options, [](const char*) {}, calls),
+            ""};
   }
   std::unique_lock lock(call->mutex);
   if (!call->finished.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return call->done; })) {

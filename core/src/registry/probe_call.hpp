@@ -33,10 +33,18 @@ struct ProbeOutcome {
   std::unique_ptr<Backend> take_backend() { return std::move(backend); }
 };
 
+// What to call and as whom: `name` is the backend's (an instance's,
+// "pjrt_cpu"; empty: the table's); without `probe`, only backend_create (a
+// probe-in-child plugin in the caller).
+struct ProbeCalls {
+  std::string name;
+  bool probe = true;
+};
+
 // On the calling thread, without a deadline. `on_stage` is called with
 // "backend_create" and then "probe" just before each call.
 ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options,
-                              const std::function<void(const char* stage)>& on_stage);
+                              const std::function<void(const char* stage)>& on_stage, const ProbeCalls& calls = {});
 
 // On a helper thread, waiting at most `timeout_ms`. A call that does not
 // return in time cannot be cancelled: its thread is detached and the plugin
@@ -44,9 +52,10 @@ ProbeOutcome create_and_probe(const std::shared_ptr<PluginLibrary>& library, con
 // crash). Returns nullopt plus the name of the call that hung when the
 // deadline passed.
 std::pair<std::optional<ProbeOutcome>, std::string> create_and_probe_within(
-    const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options, std::uint32_t timeout_ms);
+    const std::shared_ptr<PluginLibrary>& library, const PluginOptions& options, std::uint32_t timeout_ms,
+    const ProbeCalls& calls = {});
 
-// The status and reason an outcome gives the backend.
+// The status and reason an outcome gives the backend (one that probed).
 struct ProbeVerdict {
   BackendStatus status = BackendStatus::kFailed;
   std::string reason;

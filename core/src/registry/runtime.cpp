@@ -1,6 +1,8 @@
 #include "registry/runtime_impl.hpp"
 
 #include "config/selector.hpp"
+#include "loader/package_scan.hpp"
+#include "loader/pjrt_sources.hpp"
 #include "loader/search_path.hpp"
 #include "trace/trace.hpp"
 #include "util/log.hpp"
@@ -8,11 +10,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 
 namespace backplane {
 using detail::Backend;
 using detail::Config;
 using detail::DiscoveredBackend;
+using detail::DiscoveryInputs;
 using detail::Environment;
 using detail::is_valid_backend_name;
 using detail::LogLevel;
@@ -48,6 +52,7 @@ std::string_view to_string(SearchOrigin origin) noexcept {
     case SearchOrigin::kConfig: return "config";
     case SearchOrigin::kInstallDir: return "install";
     case SearchOrigin::kCoreDir: return "next to core";
+    case SearchOrigin::kPackage: return "package";
   }
   return "unknown";
 }
@@ -175,14 +180,40 @@ void detail::Registry::ensure_discovered() {
       }
     }
 
-    SearchPathInputs inputs;
-    inputs.from_code = options.plugin_paths;
-    inputs.from_config = config.plugin_paths;
-    inputs.use_environment = !options.ignore_environment;
-    inputs.use_default_dirs = !options.skip_default_paths;
-    search_path = build_search_path(inputs, environment);
+    // Packages are read from their files: no Python code runs.
+    detail::PackageScan packages = detail::scan_python_packages(options.python_paths);
+    DiscoveryInputs inputs;
+    detail::SearchPathInputs paths;
+    for (const auto& path : options.plugin_paths) paths.from_code.push_back({path, SearchOrigin::kCode, ""});
+    for (const PluginSource& source : options.sources) {
+      if (source.kind != PluginSource::Kind::kPluginPath) continue;
+      if (!source.problem.empty()) {
+        inputs.broken_plugins.push_back(
+            {source.name, source.path, source.origin, source.origin_detail, source.problem});
+        continue;
+      }
+      SearchPathEntry entry{source.path, source.origin, source.origin_detail};
+      (source.origin == SearchOrigin::kPackage ? paths.from_packages : paths.from_code).push_back(std::move(entry));
+    }
+    paths.from_config = config.plugin_paths;
+    for (auto& entry : packages.plugin_directories) paths.from_packages.push_back(std::move(entry));
+    paths.use_environment = !options.ignore_environment;
+    paths.use_default_dirs = !options.skip_default_paths;
+    search_path = build_search_path(paths, environment);
+    inputs.search_path = search_path;
+    for (auto& broken : packages.broken_plugins) inputs.broken_plugins.push_back(std::move(broken));
 
-    discovered = discover(search_path, policy);
+    detail::PjrtSources pjrt =
+        detail::collect_pjrt_sources(options.sources, config, environment, !options.ignore_environment,
+                                     std::move(packages.pjrt), options.python_paths);
+    for (auto& warning : pjrt.warnings) {
+      log(LogLevel::kWarn, "{}", warning);
+      config.warnings.push_back(std::move(warning));
+    }
+    inputs.pjrt = std::move(pjrt.sources);
+    inputs.pjrt_searched = std::move(pjrt.searched);
+
+    discovered = discover(inputs, policy);
     for (const auto& backend : discovered) infos.push_back(backend.info);
   });
 }
@@ -221,10 +252,38 @@ Backend& detail::Registry::live_backend(std::string_view name) {
   return *entry->live;
 }
 
+namespace {
+
+// The process default's python_paths until it is made; made says it was.
+struct ProcessDefaultSetup {
+  std::mutex mutex;
+  std::vector<std::filesystem::path> python_paths;
+  bool made = false;
+};
+ProcessDefaultSetup& process_default_setup = *new ProcessDefaultSetup;  // never destroyed: used until exit
+
+}  // namespace
+
 Runtime& Runtime::process_default() {
   // Never destroyed: plugins with live devices must outlive static destructors.
-  static Runtime* runtime = new Runtime();
+  static Runtime* runtime = [] {
+    const std::lock_guard lock(process_default_setup.mutex);
+    Options options;
+    options.python_paths = process_default_setup.python_paths;
+    process_default_setup.made = true;
+    return new Runtime(std::move(options));
+  }();
   return *runtime;
+}
+
+void Runtime::set_process_default_python_paths(std::vector<std::filesystem::path> paths) {
+  const std::lock_guard lock(process_default_setup.mutex);
+  if (process_default_setup.made) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "the process-wide runtime's Python paths cannot change: it was already made, so its discovery "
+                "already ran (or may be running); set them before its first use");
+  }
+  process_default_setup.python_paths = std::move(paths);
 }
 
 std::shared_ptr<detail::LiveDevice> detail::Registry::device(const Device& device) {

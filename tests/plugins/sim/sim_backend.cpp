@@ -7,6 +7,7 @@
 #include "sim_backend.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -64,8 +65,8 @@ SimBackend::SimBackend(const Options& options)
 SimBackend::~SimBackend() { worker_.stop(); }
 
 std::unique_ptr<SimBackend> SimBackend::create(const sdk::Options& options) {
-  options.allow_only(
-      {"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us", "probe_priority", "report_free"});
+  options.allow_only({"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us", "probe_priority",
+                      "report_free", "no_device_to_device", "stated_dlpack_device_type"});
   Options parsed;
   parsed.devices = static_cast<std::int32_t>(options.integer("devices", 1, 1, 64));
   parsed.memory_limit = options.unsigned_integer("memory_limit", parsed.memory_limit, 0, UINT64_MAX);
@@ -73,6 +74,17 @@ std::unique_ptr<SimBackend> SimBackend::create(const sdk::Options& options) {
   parsed.fail_copy_at = options.unsigned_integer("fail_copy_at", 0, 0, UINT64_MAX);
   parsed.copy_delay_us = options.unsigned_integer("copy_delay_us", 0, 0, kMaxCopyDelayUs);
   parsed.report_free = options.unsigned_integer("report_free", 1, 0, 1) != 0;
+  parsed.no_device_to_device = options.unsigned_integer("no_device_to_device", 0, 0, 1) != 0;
+  // Signed, unlike the SDK's integers: a wrong type is what this option is for.
+  if (const std::string_view* text = options.find("stated_dlpack_device_type")) {
+    std::int32_t value = 0;
+    const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (error != std::errc{} || end != text->data() + text->size() || value < -1000 || value > 1000) {
+      throw sdk::Failure(BP_ERROR_INVALID_ARGUMENT, "sim: option stated_dlpack_device_type = '" + std::string(*text) +
+                                                        "' is invalid: expected an integer from -1000 to 1000");
+    }
+    parsed.dlpack_device_type = value;
+  }
   if (options.find("probe_priority") != nullptr) {
     parsed.priority = static_cast<std::int32_t>(options.integer("probe_priority", 0, 0, kMaxPriority));
   }
@@ -194,6 +206,10 @@ std::unique_ptr<SimBackend::Event> SimBackend::copy_device_to_device(Buffer& sou
                                                                      Buffer& destination,
                                                                      std::uint64_t destination_offset,
                                                                      std::uint64_t size, sdk::Mode mode) {
+  if (options_.no_device_to_device) {
+    throw sdk::Failure(BP_ERROR_UNSUPPORTED,
+                       "sim: copy_device_to_device called, but the probe stated BP_CAPABILITY_NO_DEVICE_TO_DEVICE");
+  }
   return run({source.storage, destination.storage, source.storage.get() + source_offset,
               destination.storage.get() + destination_offset, size},
              mode);

@@ -43,6 +43,13 @@
 //                  the table's 50. Default: the table's.
 //   report_free    0 or 1, default 1. 0: device_info answers memory_free
 //                  BP_MEMORY_FREE_UNKNOWN, as a backend with no query does.
+//   no_device_to_device  0 or 1, default 0. 1: the probe states
+//                  BP_CAPABILITY_NO_DEVICE_TO_DEVICE (ABI 1.4) and both
+//                  device-to-device copies fail with BP_ERROR_UNSUPPORTED, as
+//                  a backend without byte-range copies between its buffers
+//                  (PJRT) would have the core never call them.
+//   stated_dlpack_device_type  -1000..1000: the DLPack device type the probe
+//                  states (ABI 1.4) in place of the table's, right or wrong.
 //
 // DLPack: the table declares BACKPLANE_SIM_DLPACK_DEVICE_TYPE (a build
 // define; 12, kDLExtDev, unless the build says otherwise), so DLPack export
@@ -94,6 +101,8 @@ class SimBackend {
     std::uint64_t copy_delay_us = 0;
     std::optional<std::int32_t> priority;  // what probe reports; unset: kIdentity's
     bool report_free = true;
+    bool no_device_to_device = false;
+    std::optional<std::int32_t> dlpack_device_type;  // what probe states; unset: kIdentity's
   };
 
   // Storage is shared so a buffer freed while an async copy still reads or
@@ -124,6 +133,11 @@ class SimBackend {
   static std::unique_ptr<SimBackend> create(const sdk::Options& options);
 
   sdk::Probe probe();
+  // What the probe states (ABI 1.4): the table's, or as the options say.
+  BP_Capabilities capabilities() const {
+    return kIdentity.capabilities | (options_.no_device_to_device ? BP_CAPABILITY_NO_DEVICE_TO_DEVICE : 0);
+  }
+  std::int32_t dlpack_device_type() const { return options_.dlpack_device_type.value_or(kIdentity.dlpack_device_type); }
   std::int32_t device_count() const { return options_.devices; }
   sdk::DeviceDescription describe(std::int32_t ordinal);
   sdk::MemoryFigures memory(std::int32_t ordinal);

@@ -1,0 +1,33 @@
+// One plugin file, several backends: the pjrt adapter (the first
+// backplane-pjrt.so of the search path) becomes one backend pjrt_<name> per
+// PJRT library, each created with options that name its library
+// (loader/pjrt_sources.hpp).
+#pragma once
+
+#include "loader/pjrt_sources.hpp"
+#include "registry/candidate.hpp"
+
+#include <backplane/backplane.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace backplane::detail {
+
+// Replaces the first candidate named pjrt with one candidate per source, in
+// source order (a broken source listed failed with its problem). With no
+// source, that candidate is listed unavailable with a reason saying where
+// PJRT libraries were looked for (`searched`). With no adapter, each source
+// is appended, failed, with a reason that says the adapter is not installed
+// and where it was looked for (`search_path`).
+void expand_pjrt_instances(std::vector<Candidate>& candidates, const std::vector<PjrtSource>& sources,
+                           const std::string& searched, const std::vector<SearchPathEntry>& search_path);
+
+// Why an instance's PJRT library must not be loaded, before anything loads
+// it: a path that is missing, not a regular file or unreadable (naming the
+// path and why), or one that fails the plugins' trust rule (util/trust.hpp).
+std::optional<std::string> pjrt_library_problem(const std::filesystem::path& library);
+
+}  // namespace backplane::detail
