@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # ---- constants ----
 BP_API_VERSION_MAJOR = 0
-BP_API_VERSION_MINOR = 6
+BP_API_VERSION_MINOR = 7
 BP_API_VERSION_PATCH = 0
 BP_OK = 0
 BP_STATUS_INVALID_ARGUMENT = 1
@@ -76,6 +76,7 @@ BP_DTYPE_F4 = 20
 BP_DTYPE_F6_E2M3 = 21
 BP_DTYPE_F6_E3M2 = 22
 BP_MEMORY_UNKNOWN = 18446744073709551615
+BP_TRACE_DEFAULT_CAPACITY = 1048576
 
 # ---- callbacks ----
 bp_progress_callback = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)
