@@ -404,7 +404,7 @@ Array BatchStream::Impl::gather_for(std::size_t device, std::span<const Window> 
         return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
                            dtype_name(to_), detail::describe_bytes(extent.bytes), target->selector());
       },
-      "batch");
+      detail::trace::event::kBatch);
 }
 
 std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {
