@@ -253,3 +253,41 @@ TEST_CASE("[cli] trace summary reads a large trace in memory independent of its 
   // stream takes what the tool takes anyway, plus a buffer.
   CHECK(peak < baseline + 8'000'000);
 }
+
+TEST_CASE("[cli] trace summary says what is missing from a file that is JSON but no trace") {
+  TempDir directory;
+  const auto check = [&](const std::string& text, const std::string& expected) {
+    CAPTURE(text);
+    const auto path = directory.path() / "not-a-trace.json";
+    std::ofstream(path) << text;
+    const CommandResult result = summary_of(path);
+    CHECK(result.exit_status == 1);
+    CHECK(contains(result.output, "is not a readable trace: " + expected));
+  };
+  check(R"({"otherData":{}})", "no 'traceEvents' array");
+  check(R"({"traceEvents":"all of them"})", "'traceEvents' is a string, not an array");
+  check(R"({"traceEvents":{}})", "'traceEvents' is an object, not an array");
+  check("42", "the file is a JSON number, not a trace");
+  check(R"({"traceEvents":[{"ph":"X","cat":7}]})", "traceEvents[0].cat is a number, not a string");
+  std::string many = R"({"traceEvents":[)";
+  for (int device = 0; device <= 10000; ++device) {
+    many +=
+        (device == 0 ? "" : ",") + event("allocation", "allocate", 0, 1, {{"device", std::to_string(device)}}).dump();
+  }
+  check(many + "]}", "more than 10000 distinct devices (at traceEvents[10000])");
+}
+
+TEST_CASE("[cli] BACKPLANE_TRACE with %r names one file per local rank; one shared name is a warning") {
+  TempDir directory;
+  const std::string environment = "env -u BACKPLANE_CONFIG BACKPLANE_PROBE_ISOLATION=none LOCAL_RANK=2 ";
+  const auto per_rank = directory.path() / "info-%r.json";
+  auto result = run_command(environment + "BACKPLANE_TRACE=" + per_rank.string() + " " + kTool + " info 2>&1");
+  REQUIRE(result.exit_status == 0);
+  CHECK(std::filesystem::exists(directory.path() / "info-2.json"));
+  CHECK_FALSE(contains(result.output, "writes the same file"));
+  const auto shared = directory.path() / "shared.json";
+  result = run_command(environment + "BACKPLANE_TRACE=" + shared.string() + " " + kTool + " info 2>&1");
+  REQUIRE(result.exit_status == 0);
+  CHECK(contains(result.output, "every process of this job (LOCAL_RANK=2) writes the same file"));
+  CHECK(contains(result.output, "put %r (the local rank) or %p (the process id) in the name"));
+}

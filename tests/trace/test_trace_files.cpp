@@ -186,6 +186,25 @@ TEST_CASE("[trace] the path is resolved when recording starts: chdir() later cha
   CHECK(fs::is_empty(second.path()));
 }
 
+TEST_CASE("[trace] a relative path with no current directory to resolve it against is an error") {
+  TempDir directory;
+  CHECK_CHILD_PASSED(run_forked([&] {
+    Checks checks;
+    const fs::path gone = directory.path() / "gone";
+    fs::create_directory(gone);
+    fs::current_path(gone);
+    fs::remove(gone);
+    try {
+      trace_start("relative.json");
+      checks.expect(false, "trace_start resolved a path against a removed directory");
+    } catch (const Error& error) {
+      checks.expect(error.code() == ErrorCode::kIo, "the code is kIo");
+      checks.expect(contains(error.what(), "cannot resolve relative.json against the current directory"), error.what());
+    }
+    return checks.failures();
+  }));
+}
+
 TEST_CASE("[trace] a trace started on the same path while trace_stop() writes waits, and is not lost") {
   const StopAtEnd stop_at_end;
   TempDir directory;
