@@ -24,4 +24,9 @@ bool isolation_by_default();
 // "1.5 GiB", "512 B": binary units, one decimal.
 std::string format_bytes(std::uint64_t bytes);
 
+// A name from a file or a plugin as the terminal shows it (printable.cpp):
+// as it is unless it holds control characters, which could rewrite the
+// line, or is empty; then quoted, with escapes ("\x1b").
+std::string printable(std::string_view text);
+
 }  // namespace backplane::tools

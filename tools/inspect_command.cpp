@@ -26,27 +26,6 @@ using json = nlohmann::ordered_json;
 
 constexpr std::string_view kUsage = "usage: backplane inspect FILE [--json]\n";
 
-// A name as the terminal shows it: raw unless it holds control characters
-// (which could rewrite the line), then quoted with escapes.
-std::string printable(std::string_view text) {
-  bool plain =
-      std::none_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
-  if (plain && !text.empty()) return std::string(text);
-  std::string out = "\"";
-  for (char c : text) {
-    auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (byte < 0x20 || byte == 0x7F) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 std::string dump(const json& value) { return value.dump(2, ' ', false, json::error_handler_t::replace); }

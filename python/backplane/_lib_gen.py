@@ -84,6 +84,7 @@ BP_DTYPE_F4 = 20
 BP_DTYPE_F6_E2M3 = 21
 BP_DTYPE_F6_E3M2 = 22
 BP_MEMORY_UNKNOWN = 18446744073709551615
+BP_TRACE_DEFAULT_CAPACITY = 1048576
 
 # ---- callbacks ----
 bp_progress_callback = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)

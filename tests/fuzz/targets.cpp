@@ -6,6 +6,7 @@
 #include "safetensors/json_number.hpp"
 #include "tokens/token_formats.hpp"
 #include "tokens/token_layout.hpp"
+#include "trace_reader.hpp"
 
 #include <backplane/batch_stream.hpp>
 #include <backplane/error.hpp>
@@ -20,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -392,6 +394,36 @@ void json_number(Bytes data) {
     require(std::fabs(number.value) <= 2 * std::numeric_limits<double>::min(),
             "a number strtod takes below the normal range stays there");
   }
+}
+
+void trace_summary(Bytes data) {
+  std::istringstream in(std::string(as_text(data)));
+  tools::TraceSummary summary;
+  try {
+    summary = tools::read_trace_summary(in);
+  } catch (const Error&) {
+    return;
+  }
+  require(summary.devices.size() <= tools::kMaxTraceGroups, "at most kMaxTraceGroups devices");
+  require(summary.streams.size() <= tools::kMaxTraceGroups, "at most kMaxTraceGroups streams");
+  std::uint64_t events = 0;
+  for (const auto& [device, categories] : summary.devices) {
+    for (const auto& [category, totals] : categories) {
+      require(std::find(std::begin(tools::kDeviceCategories), std::end(tools::kDeviceCategories), category) !=
+                  std::end(tools::kDeviceCategories),
+              "only the reported categories");
+      events += totals.events;
+    }
+  }
+  for (const auto& [name, totals] : summary.batch_stream.by_name) events += totals.events;
+  require(events <= data.size(), "no more events than bytes");
+  std::uint64_t in_streams = 0;
+  for (const auto& [stream, totals] : summary.streams) {
+    for (const auto& [name, named] : totals.by_name) in_streams += named.events;
+  }
+  std::uint64_t in_total = 0;
+  for (const auto& [name, totals] : summary.batch_stream.by_name) in_total += totals.events;
+  require(in_streams <= in_total, "a stream's events are among all streams' events");
 }
 
 }  // namespace backplane::fuzz

@@ -42,6 +42,11 @@ void token_headers(Bytes data);
 // ends where JSON's grammar ends them, reads u64s exactly and agrees with
 // strtod to within a few ulps.
 void json_number(Bytes data);
+// read_trace_summary (`backplane trace summary`'s streaming reader) over the
+// bytes as a whole trace file: an accepted summary holds only the reported
+// categories, at most kMaxTraceGroups devices and streams, and counts no
+// more events than the input has bytes.
+void trace_summary(Bytes data);
 
 struct Target {
   std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
@@ -55,6 +60,7 @@ inline constexpr Target kTargets[] = {
     {"batch_stream_state", batch_stream_state},
     {"token_headers", token_headers},
     {"json_number", json_number},
+    {"trace_summary", trace_summary},
 };
 
 }  // namespace backplane::fuzz

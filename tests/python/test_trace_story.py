@@ -133,7 +133,15 @@ class TracedStoryTest(unittest.TestCase):
         self.assertGreater(span_us, STEPS * 1000 * 0.9, "each step sleeps a millisecond")
         gathers = named("batch_stream", "gather")
         self.assertEqual(len(gathers), len({event["args"]["step"] for event in gathers}))
-        self.assertTrue(all(event["args"]["bytes"] == BATCH * (CONTEXT + 1) * 2 for event in gathers), gathers[:2])
+        # Bytes as stats() counts them: what a step hands out (int64), not what it read (uint16).
+        self.assertTrue(all(event["args"]["bytes"] == stats["bytes"] // STEPS for event in gathers), gathers[:2])
+        handed_out_gathers = [event for event in gathers if event["args"]["step"] < STEPS]
+        self.assertEqual(sum(event["args"]["bytes"] for event in handed_out_gathers), stats["bytes"])
+        # Every event of the stream names it, and the thread that gathers is named for it.
+        self.assertEqual({event["args"]["stream"] for event in named("batch_stream")}, {gathers[0]["args"]["stream"]})
+        tracks = {event["tid"]: event["args"]["name"] for event in events if event["name"] == "thread_name"}
+        producer = tracks[gathers[0]["tid"]]
+        self.assertTrue(producer.startswith(f"batch stream {gathers[0]['args']['stream']} producer ("), producer)
         transfers = named("batch_stream", "transfer")
         if backend != "cpu":  # on a host device the gather is the transfer
             per_step = stats["bytes"] // STEPS
@@ -170,6 +178,11 @@ class TracedStoryTest(unittest.TestCase):
         steps = [e for e in complete_events(trace) if e["cat"] == "batch_stream" and e["name"] == "step"]
         span = max(e["ts"] + e["dur"] for e in steps) - min(e["ts"] for e in steps)
         self.assertAlmostEqual(summary["batch_stream"]["data_stall_fraction"], waits / span, places=3)
+        # One stream, so its own row says the same.
+        self.assertEqual(len(summary["streams"]), 1)
+        (row,) = summary["streams"].values()
+        self.assertAlmostEqual(row["data_stall_fraction"], waits / span, places=3)
+        self.assertEqual(row["step"]["events"], len(steps))
 
     def environment_for(self, target):
         if not target.startswith("cuda"):

@@ -138,3 +138,14 @@ TEST_CASE("[safetensors] a save removes temporaries whose writer is gone, and no
   std::sort(expected.begin(), expected.end());
   CHECK(names_in(dir.path()) == expected);
 }
+
+TEST_CASE("[safetensors] save refuses to replace a FIFO or another special file") {
+  TempDir dir;
+  const fs::path fifo = dir / "model.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Error error = error_from([&] { save_bytes(fifo, std::vector<std::byte>(8)); });
+  CHECK(error.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(error.what(), "cannot save to " + fifo.string() + ": it is a FIFO (named pipe), not a regular file"));
+  CHECK(fs::is_fifo(fifo));
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"model.safetensors"});
+}

@@ -199,8 +199,18 @@ TEST_CASE("[trace] starting twice, or to a path that cannot be written, is an er
   CHECK(twice.code() == ErrorCode::kInvalidArgument);
   CHECK(contains(twice.what(), "first.json"));
   trace_stop();
-  CHECK(error_from([&] { trace_start(directory.path() / "x.json", TraceOptions{0}); }).code() ==
-        ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("[trace] a capacity of 0 is the default capacity, as in C and Python") {
+  const StopAtEnd stop_at_end;
+  TempDir directory;
+  trace_start(directory.path() / "zero.json", TraceOptions{0});
+  trace_stop();
+  CHECK(read_json(directory.path() / "zero.json")["otherData"]["capacity"] == kDefaultTraceCapacity);
+  trace_start(directory.path() / "default.json");
+  trace_stop();
+  CHECK(read_json(directory.path() / "default.json")["otherData"]["capacity"] == kDefaultTraceCapacity);
+  CHECK(kDefaultTraceCapacity == 1048576);
 }
 
 TEST_CASE("[trace] concurrency: threads record while the trace stops under them") {
@@ -215,7 +225,7 @@ TEST_CASE("[trace] concurrency: threads record while the trace stops under them"
     threads.emplace_back([&, thread] {
       const trace::Track own = trace::track("worker " + std::to_string(thread));
       for (int index = 0; go.load() || index < 200; ++index) {
-        trace::Scope scope("test", "scoped");
+        auto scope = trace::Span::nested("test", "scoped");
         const auto begin = trace::Clock::now();
         trace::complete(own, "test", "named", begin, trace::Clock::now(), {{"index", index}});
         const trace::LaneHold lane("shared");

@@ -34,7 +34,9 @@
  * sources in code and Python site directories (bp_runtime_options.sources
  * and .python_paths, bp_runtime_default_set_python_paths), where a backend
  * came from (bp_backend_info.origin_detail and .library, PJRT libraries as
- * pjrt_NAME backends), a device's memory kinds (bp_device_info_memory_kind*).
+ * pjrt_NAME backends), a device's memory kinds (bp_device_info_memory_kind*),
+ * BP_TRACE_DEFAULT_CAPACITY; trace file names take %p, %r, %h, and the file
+ * is written atomically.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -817,19 +819,32 @@ BACKPLANE_API bp_status bp_batch_stream_windows(bp_batch_stream* stream, int64_t
 /* Recording a timeline for ui.perfetto.dev and chrome://tracing
  * (docs/tracing.md). Same as the C++ trace_start/trace_stop
  * (backplane/trace.hpp); BACKPLANE_TRACE=FILE does it without code. */
+
+/* API 0.7. The events kept when bp_trace_options.capacity is 0. */
+#define BP_TRACE_DEFAULT_CAPACITY 1048576
+
 typedef struct bp_trace_options {
   size_t struct_size; /* set to sizeof(bp_trace_options) */
-  /* The most events kept (0: the default, 1048576); when more are recorded
-   * the oldest are dropped and the file says how many. */
+  /* The most events kept (0: BP_TRACE_DEFAULT_CAPACITY); when more are
+   * recorded the oldest are dropped and the file says how many. */
   uint64_t capacity;
 } bp_trace_options;
 
-/* Starts recording to `path` (created at once). `options` may be NULL.
- * Errors: IO naming the path when it cannot be created; INVALID_ARGUMENT for
- * a NULL path, a struct_size too small, or a trace already being recorded. */
+/* Starts recording to the file `path` names: %p (the process id), %r (the
+ * launcher's local rank: LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK or
+ * SLURM_LOCALID, 0 when none is set), %h (the host name) and %% (a %) are
+ * replaced, and the path is made absolute now. A temporary file is made
+ * beside it now; bp_trace_stop renames the whole trace over `path`.
+ * `options` may be NULL.
+ * Errors: IO naming the path when it cannot be created there;
+ * INVALID_ARGUMENT for a NULL or empty path, an unknown %-sequence, a path
+ * naming what is not a regular file (a FIFO) or leading through a symlink the
+ * protected_symlinks rule forbids following, a struct_size too small, or a
+ * trace already being recorded. */
 BACKPLANE_API bp_status bp_trace_start(const char* path, const bp_trace_options* options);
 /* Stops recording and writes the file; OK (and nothing written) when no trace
- * was being recorded. IO when the file cannot be written. */
+ * was being recorded. IO when the file cannot be written. A bp_trace_start
+ * on another thread meanwhile waits until the file is written. */
 BACKPLANE_API bp_status bp_trace_stop(void);
 
 /* ----------------------------------------------------------- tokens -- */

@@ -13,6 +13,7 @@
 #include "util/bytes.hpp"
 #include "util/fork.hpp"
 #include "util/page_advice.hpp"
+#include "util/thread_name.hpp"
 
 #include <backplane/batch_stream.hpp>
 
@@ -73,7 +74,7 @@ struct Prepared {
   std::vector<std::shared_ptr<detail::Completion>> arrivals;
   std::exception_ptr failure;
   Clock::time_point issued;
-  detail::trace::Range transfer;  // NVTX: from `issued` to the arrival
+  detail::trace::Span transfer;  // from `issued` to the arrival
   bool arrived = false;
 };
 
@@ -139,9 +140,9 @@ class BatchStream::Impl {
   BatchStreamStats stats_;
   std::optional<Clock::time_point> first_call_;
   Clock::time_point last_return_;
-  // NVTX: the step in progress, from the previous batch handed out (or the
-  // first next() call) to the next.
-  detail::trace::Range step_range_;
+  // The step in progress, from the previous batch handed out (or the first
+  // next() call) to the next.
+  detail::trace::Span step_span_;
   std::thread producer_;
 };
 
@@ -407,7 +408,7 @@ Array BatchStream::Impl::gather_for(std::size_t device, std::span<const Window> 
         return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
                            dtype_name(to_), detail::describe_bytes(extent.bytes), target->selector());
       },
-      "batch");
+      detail::trace::event::kBatch);
 }
 
 std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {
@@ -417,20 +418,22 @@ std::shared_ptr<Prepared> BatchStream::Impl::prepare(std::int64_t step) {
     const std::vector<Window> drawn = windows(step);
     const std::size_t share = drawn.size() / targets_.size();
     const Clock::time_point start = Clock::now();
-    detail::trace::Range gathering("gather");
+    detail::trace::Span gathering(detail::trace::category::kBatchStream, detail::trace::event::kGather, 0, start);
     for (std::size_t device = 0; device < targets_.size(); ++device) {
       entry->arrays.push_back(gather_for(device, std::span(drawn).subspan(device * share, share), step));
     }
     entry->issued = Clock::now();
-    gathering.end();
-    entry->transfer = detail::trace::Range("transfer");
-    if (detail::trace::recording()) {
-      detail::trace::complete(
-          {}, "batch_stream", "gather", start, entry->issued,
-          {{"step", step},
-           {"windows", static_cast<std::int64_t>(drawn.size())},
-           {"bytes", static_cast<std::int64_t>(drawn.size()) * (options_.context + 1) * (dtype_bits(from_) / 8)}});
+    if (gathering.active()) {
+      // What the step hands out, as stats().bytes counts it.
+      std::uint64_t bytes = 0;
+      for (const Array& array : entry->arrays) bytes += array.nbytes();
+      gathering.end({}, {{"stream", trace_id_}, {"step", step}, {"windows", drawn.size()}, {"bytes", bytes}},
+                    entry->issued);
+    } else {
+      gathering.discard();
     }
+    entry->transfer =
+        detail::trace::Span(detail::trace::category::kBatchStream, detail::trace::event::kTransfer, 0, entry->issued);
     for (const Array& array : entry->arrays) {
       const auto& arrival = detail::ArrayAccess::state(array, "BatchStream").storage->arrival;
       if (arrival) entry->arrivals.push_back(arrival);
@@ -448,19 +451,21 @@ void BatchStream::Impl::record_arrival_locked(Prepared& entry, Clock::time_point
   if (entry.arrived) return;
   entry.arrived = true;
   stats_.transfer_seconds += seconds(now - entry.issued);
-  entry.transfer.end();
-  if (detail::trace::recording()) {
+  if (entry.transfer.active()) {
     // Copies of successive steps overlap: each on a lane free since its issue.
     const detail::trace::LaneHold lane(fmt::format("batch stream {} transfers", trace_id_), entry.issued);
     std::uint64_t bytes = 0;
     for (const Array& array : entry.arrays) bytes += array.nbytes();
-    detail::trace::complete(lane.track(), "batch_stream", "transfer", entry.issued, now,
-                            {{"step", entry.step}, {"bytes", static_cast<std::int64_t>(bytes)}});
+    entry.transfer.end(lane.track(), {{"stream", trace_id_}, {"step", entry.step}, {"bytes", bytes}}, now);
+  } else {
+    entry.transfer.discard();
   }
 }
 
 void BatchStream::Impl::produce() {
   try {
+    detail::name_this_thread(fmt::format("batch stream {} producer", trace_id_),
+                             fmt::format("bp-stream-{}", trace_id_));
     produce_steps();
   } catch (...) {
     // Out of memory outside a step's own preparation: the consumer gets it
@@ -520,12 +525,12 @@ std::vector<Array> BatchStream::Impl::next() {
            "stream here (from state() if it should continue)");
   }
   const Clock::time_point start = Clock::now();
-  detail::trace::Range waiting("wait");
+  detail::trace::Span waiting(detail::trace::category::kBatchStream, detail::trace::event::kWait, 0, start);
   std::unique_lock lock(mutex_);
   if (consumer_failure_) std::rethrow_exception(consumer_failure_);
   if (!first_call_) {
     first_call_ = start;
-    step_range_ = detail::trace::Range("step");
+    step_span_ = detail::trace::Span(detail::trace::category::kBatchStream, detail::trace::event::kStep, 0, start);
   }
   changed_.wait(lock, [&] { return !queue_.empty() || producer_error_; });
   if (queue_.empty()) {
@@ -559,16 +564,14 @@ std::vector<Array> BatchStream::Impl::next() {
   stats_.windows += static_cast<std::uint64_t>(options_.batch_size);
   stats_.bytes += bytes;
   stats_.wait_seconds += seconds(now - start);
-  waiting.end();
-  // The next step's range runs until the next batch is handed out.
-  step_range_ = detail::trace::Range("step");
-  if (detail::trace::recording()) {
-    // On the caller's track: the step from the previous batch in hand to
-    // this one, and inside it the wait for this one.
-    const Clock::time_point step_begin = stats_.steps == 1 ? start : last_return_;
-    detail::trace::complete({}, "batch_stream", "step", step_begin, now, {{"step", entry->step}});
-    detail::trace::complete({}, "batch_stream", "wait", start, now, {{"step", entry->step}});
+  // On the caller's track: the step from the previous batch in hand to this
+  // one, and inside it the wait for this one. The next step runs until the
+  // next batch is handed out.
+  if (waiting.active()) {
+    step_span_.end({}, {{"stream", trace_id_}, {"step", entry->step}}, now);
+    waiting.end({}, {{"stream", trace_id_}, {"step", entry->step}}, now);
   }
+  step_span_ = detail::trace::Span(detail::trace::category::kBatchStream, detail::trace::event::kStep, 0, now);
   last_return_ = now;
   return entry->arrays;
 }

@@ -1,5 +1,7 @@
 #include "batches/gather_pool.hpp"
 
+#include "util/thread_name.hpp"
+
 #include <backplane/error.hpp>
 
 #include <fmt/format.h>
@@ -56,6 +58,7 @@ void GatherPool::drain(std::unique_lock<std::mutex>& lock) {
 }
 
 void GatherPool::worker() {
+  name_this_thread("batch stream gather", "bp-gather");
   std::unique_lock lock(mutex_);
   std::uint64_t seen = 0;
   for (;;) {

@@ -11,6 +11,8 @@ using ::backplane::TraceOptions;
 using ::backplane::c_api::guarded;
 using ::backplane::c_api::require_struct_size;
 
+static_assert(BP_TRACE_DEFAULT_CAPACITY == ::backplane::kDefaultTraceCapacity);
+
 extern "C" {
 
 bp_status bp_trace_start(const char* path, const bp_trace_options* options) {
@@ -19,7 +21,7 @@ bp_status bp_trace_start(const char* path, const bp_trace_options* options) {
     TraceOptions trace_options;
     if (options != nullptr) {
       require_struct_size(options->struct_size, sizeof(bp_trace_options), "bp_trace_start", "options");
-      if (options->capacity != 0) trace_options.capacity = static_cast<std::size_t>(options->capacity);
+      trace_options.capacity = static_cast<std::size_t>(options->capacity);  // 0 is the default on both faces
     }
     trace_start(path, trace_options);
   });

@@ -60,21 +60,23 @@ void record_device_time(const TransferTrace& transfer, trace::Args& args) {
   // they ran: a lane is taken from the device begin and freed no earlier than
   // the device end, so events on one lane never overlap.
   // The device that ran the copy: the source of a download, else the target.
-  const std::string& device = transfer.category == "device_to_host" ? transfer.source : transfer.target;
+  const std::string& device =
+      transfer.span.category() == trace::category::kDeviceToHost ? transfer.source : transfer.target;
   const trace::Track lane = trace::acquire_lane(fmt::format("{} device time", device), begin);
   trace::Args device_args{{"bytes", transfer.bytes}, {"route", transfer.route}, {"device", device}};
   const double seconds = std::chrono::duration<double>(end - begin).count();
   if (seconds > 0) device_args.emplace_back("gbps", static_cast<double>(transfer.bytes) / seconds / 1e9);
-  trace::complete(lane, transfer.category, transfer.name, begin, end, std::move(device_args));
+  trace::complete(lane, transfer.span.category(), transfer.span.name(), begin, end, std::move(device_args));
   trace::release_lane(lane, end);
 }
 
-void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::time_point begin,
-                     const std::string* failure) {
-  transfer.nvtx.end();
-  if (!trace::recording()) return;
+void record_transfer(TransferTrace& transfer, trace::Track lane, const std::string* failure) {
+  if (!transfer.span.active() || !trace::recording()) {
+    transfer.span.discard();
+    return;
+  }
   const auto end = trace::Clock::now();
-  const double seconds = std::chrono::duration<double>(end - begin).count();
+  const double seconds = std::chrono::duration<double>(end - transfer.span.begin()).count();
   trace::Args args{{"bytes", transfer.bytes},
                    {"route", transfer.route},
                    {"source", transfer.source},
@@ -83,7 +85,7 @@ void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::t
   if (seconds > 0) args.emplace_back("gbps", static_cast<double>(transfer.bytes) / seconds / 1e9);
   if (failure != nullptr) args.emplace_back("error", *failure);
   record_device_time(transfer, args);
-  trace::complete(lane, transfer.category, std::move(transfer.name), begin, end, std::move(args));
+  transfer.span.end(lane, std::move(args), end);
 }
 
 }  // namespace
@@ -91,30 +93,28 @@ void record_transfer(TransferTrace& transfer, trace::Track lane, trace::Clock::t
 void trace_finished(TransferTrace transfer) noexcept {
   if (!trace::enabled()) return;
   try {
-    const auto begin = transfer.begin == trace::Clock::time_point{} ? trace::Clock::now() : transfer.begin;
-    const trace::LaneHold lane(fmt::format("{} transfers", transfer.target), begin);
-    record_transfer(transfer, lane.track(), begin, nullptr);
+    const trace::LaneHold lane(fmt::format("{} transfers", transfer.target), transfer.span.begin());
+    record_transfer(transfer, lane.track(), nullptr);
   } catch (...) {  // no memory to build the event
   }
 }
 
 void Completion::trace_as(TransferTrace transfer) {
   if (!trace::enabled()) return;
-  trace_begin_ = transfer.begin == trace::Clock::time_point{} ? trace::Clock::now() : transfer.begin;
-  trace_lane_ = trace::LaneHold(fmt::format("{} transfers", transfer.target), trace_begin_);
+  trace_lane_ = trace::LaneHold(fmt::format("{} transfers", transfer.target), transfer.span.begin());
   trace_ = std::move(transfer);
 }
 
 void Completion::record_trace(const std::string* failure) noexcept {
   if (failure != nullptr && trace::enabled()) {
     try {
-      trace::instant({}, "error", description_, {{"message", *failure}});
+      trace::instant({}, trace::category::kError, description_, {{"message", *failure}});
     } catch (...) {  // no memory to build the event
     }
   }
   if (!trace_) return;
   try {
-    record_transfer(*trace_, trace_lane_.track(), trace_begin_, failure);
+    record_transfer(*trace_, trace_lane_.track(), failure);
   } catch (...) {  // no memory to build the event
   }
   trace_.reset();

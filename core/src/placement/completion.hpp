@@ -32,16 +32,14 @@ namespace backplane::detail {
 // moment it is found done, on a lane of `lane` ("sim:0 transfers #k"), with
 // args bytes, route, source, target and the achieved GB/s.
 struct TransferTrace {
-  std::string_view category;  // "host_to_device", "device_to_host", "device_to_device", "widening"
-  std::string name;           // the operation: "device_put", "take_windows", "batch"
-  std::string route;          // plan_put's route, or how the batch went
+  // From the call that issued the transfer; its category is the direction
+  // (trace::category::kHostToDevice, ...), its name the operation
+  // (trace::event::kDevicePut, ...). Ended when the transfer is recorded.
+  trace::Span span;
+  std::string route;  // plan_put's route, or how the batch went
   std::uint64_t bytes = 0;
   std::string source;  // "cpu:0"
   std::string target;  // "sim:0"
-  // When the transfer began (the call that issued it); the epoch means "now".
-  trace::Clock::time_point begin{};
-  // Its NVTX range, started where `begin` was taken; ended when recorded.
-  trace::Range nvtx{};
   // When the device ran it, where the plugin times its events (ABI 1.3).
   DeviceTiming device{};
 };
@@ -104,7 +102,6 @@ class Completion {
   // Set by trace_as before the completion is shared; read by whoever finishes it.
   std::optional<TransferTrace> trace_;
   trace::LaneHold trace_lane_;
-  trace::Clock::time_point trace_begin_;
 
   std::mutex mutex_;  // guards the result
   std::condition_variable done_signal_;

@@ -51,12 +51,7 @@ std::byte* StagedUpload::next_slot() {
 void StagedUpload::send(BP_Buffer* destination, std::uint64_t offset, std::uint64_t staged, std::uint64_t size,
                         std::uint64_t tag) {
   Slot& slot = slots_[(filled_ - 1) % depth_];
-  Copy copy{PluginEvent(),
-            tag,
-            offset,
-            size,
-            slot.lane.held() ? trace::Clock::now() : trace::Clock::time_point{},
-            trace::Range("copy", size)};
+  Copy copy{PluginEvent(), tag, offset, size, trace::Span(trace::category::kStaging, trace::event::kCopy, size)};
   copy.event = to_.copy_to_device_async(destination, offset, slot.memory + staged, size);
   slot.copies.push_back(std::move(copy));
 }
@@ -77,10 +72,10 @@ void StagedUpload::retire(Slot& slot) {
       if (!failure) failure.emplace(error);  // the first is reported; the later copies are still waited for
     }
     arrived += copy.size;
-    copy.nvtx.end();
-    if (slot.lane.held()) {
-      trace::complete(slot.lane.track(), "staging", "copy", copy.sent, trace::Clock::now(),
-                      {{"bytes", copy.size}, {"offset", copy.offset}, {"device", to_.selector()}});
+    if (slot.lane.held() && copy.span.active()) {
+      copy.span.end(slot.lane.track(), {{"bytes", copy.size}, {"offset", copy.offset}, {"device", to_.selector()}});
+    } else {
+      copy.span.discard();  // recording began after this upload did: it has no lane
     }
   }
   slot.copies.clear();

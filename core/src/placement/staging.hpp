@@ -88,8 +88,7 @@ class StagedUpload {
     std::uint64_t tag;
     std::uint64_t offset;
     std::uint64_t size;
-    trace::Clock::time_point sent;  // while tracing
-    trace::Range nvtx;              // from the issue to the moment it is found done
+    trace::Span span;  // from the issue to the moment it is found done
   };
   struct Slot {
     std::byte* memory = nullptr;

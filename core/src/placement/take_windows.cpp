@@ -87,7 +87,7 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
   }
   RowGather windows{from, offsets.size(), length, [&](std::byte* destination, DType as) {
                       // The gather alone, not the send after it.
-                      trace::Scope gather("gather", "gather");
+                      auto gather = trace::Span::nested(trace::category::kGather, trace::event::kGather);
                       if (gather.active()) {
                         gather.arg({"windows", batch});
                         gather.arg({"length", length});
@@ -106,7 +106,7 @@ Array take_on(detail::Placement& placement, const Array& tokens, std::span<const
         return fmt::format("take_windows of {} windows x {} {} ({}) from {} to {}", batch, length, dtype_name(to),
                            describe_bytes(extent.bytes), source.device->selector(), target->selector());
       },
-      "take_windows");
+      trace::event::kTakeWindows);
 }
 
 }  // namespace

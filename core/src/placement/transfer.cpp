@@ -89,12 +89,12 @@ std::string_view route_category(Route route) {
     case Route::kFromHost:
     case Route::kGatherInPlace:
     case Route::kGathered:
-    case Route::kWidenOnDevice: return "host_to_device";
-    case Route::kToHost: return "device_to_host";
+    case Route::kWidenOnDevice: return trace::category::kHostToDevice;
+    case Route::kToHost: return trace::category::kDeviceToHost;
     case Route::kDeviceToDevice:
-    case Route::kThroughHost: return "device_to_device";
+    case Route::kThroughHost: return trace::category::kDeviceToDevice;
   }
-  return "device_to_device";
+  return trace::category::kDeviceToDevice;
 }
 
 // A transfer as its jobs carry it: what it reads once the rows are gathered.
@@ -175,7 +175,7 @@ void upload_staged(const Put& put) {
   for (std::uint64_t offset = 0; offset < put.size; offset += upload.slot_size()) {
     const std::uint64_t n = std::min(upload.slot_size(), put.size - offset);
     std::byte* slot = upload.next_slot();
-    trace::Scope fill("staging", "fill");
+    auto fill = trace::Span::nested(trace::category::kStaging, trace::event::kFill);
     if (fill.active()) fill.arg({"bytes", n});
     if (put.plan.route == Route::kStaged) {
       std::memcpy(slot, put.source_host() + offset, n);
@@ -195,7 +195,7 @@ void widen_on_device(const Put& put) {
   const std::uint64_t narrow_bytes = bytes_of(put.elements, put.from);
   target.copy_to_device(put.narrow->buffer(), 0, put.staging->data(), narrow_bytes);
   PluginEvent widened;
-  trace::Scope widening("widening", "convert_integers");
+  auto widening = trace::Span::nested(trace::category::kWidening, trace::event::kConvertIntegers);
   if (widening.active()) {
     widening.arg({"bytes", put.destination->size()});
     widening.arg({"elements", put.elements});
@@ -305,14 +305,9 @@ std::shared_ptr<Completion> issue_transfer(Placement& placement, const Transfer&
   std::optional<TransferTrace> transfer_trace;
   if (trace::enabled()) {
     const std::uint64_t bytes = put.source ? put.size : bytes_of(put.elements, plan.crosses_as);
-    transfer_trace = TransferTrace{route_category(plan.route),
-                                   std::string(transfer.trace_name),
-                                   route_name(plan, *put.to),
-                                   bytes,
-                                   put.source ? put.source_device().selector() : "host",
-                                   put.to->selector(),
-                                   trace::Clock::now()};
-    transfer_trace->nvtx = trace::Range(transfer.trace_name, bytes);
+    transfer_trace =
+        TransferTrace{trace::Span(route_category(plan.route), transfer.trace_name, bytes), route_name(plan, *put.to),
+                      bytes, put.source ? put.source_device().selector() : "host", put.to->selector()};
   }
   if (plan.here) return issue_here(put, transfer.describe, std::move(transfer_trace));
   return placement.run(

@@ -24,6 +24,7 @@
 #pragma once
 
 #include "placement/array_state.hpp"
+#include "trace/events.hpp"
 
 #include <backplane/array.hpp>
 #include <backplane/dtype.hpp>
@@ -95,7 +96,7 @@ struct Transfer {
   // Names the transfer in errors ("device_put of 64.0 MiB (67108864 bytes)
   // from cpu:0 to cuda:0"); asked only when something can fail after the issue.
   std::function<std::string()> describe;
-  std::string_view trace_name = "device_put";  // "device_put", "take_windows", "batch"
+  std::string_view trace_name = trace::event::kDevicePut;  // or kTakeWindows, kBatch (trace/events.hpp)
 };
 
 // Carries `plan` out: gathers the rows (on the caller's thread), then issues

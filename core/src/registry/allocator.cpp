@@ -57,7 +57,7 @@ std::shared_ptr<Block> CachingAllocator::allocate(std::uint64_t size) {
     }
   }
   Backend::Allocation allocation;
-  trace::Scope traced_call("allocation", "allocate");
+  auto traced_call = trace::Span::nested(trace::category::kAllocation, trace::event::kAllocate);
   if (traced_call.active()) {
     traced_call.arg({"bytes", rounded});
     traced_call.arg({"device", selector_});
@@ -125,7 +125,7 @@ void CachingAllocator::give_back(BP_Buffer* buffer, void* address, std::uint64_t
   }
   if (traced) trace_counters(*traced);
   if (kept) return;
-  trace::Scope traced_call("allocation", "free");
+  auto traced_call = trace::Span::nested(trace::category::kAllocation, trace::event::kFree);
   if (traced_call.active()) {
     traced_call.arg({"bytes", size});
     traced_call.arg({"device", selector_});
@@ -143,7 +143,7 @@ void CachingAllocator::trace_counters(const Counters& now) const noexcept {
 }
 
 std::uint64_t CachingAllocator::empty_cache() {
-  trace::Scope traced_call("allocation", "empty_cache");
+  auto traced_call = trace::Span::nested(trace::category::kAllocation, trace::event::kEmptyCache);
   std::map<std::uint64_t, std::vector<Cached>> released;
   {
     const std::lock_guard lock(mutex_);

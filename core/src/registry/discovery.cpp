@@ -300,17 +300,18 @@ std::vector<DiscoveredBackend> discover(const DiscoveryInputs& inputs, const Dis
     run_concurrently(wave.size(), kMaxConcurrentProbes, "bp-discovery", [&](std::size_t job) {
       const std::size_t index = wave[job];
       const Candidate& candidate = candidates[index];
-      const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
-      // The plugin's name is known only once probed: the range is named by file.
-      trace::Range probing;
-      if (trace::tools_attached())
-        probing = trace::Range(fmt::format("discover {}", candidate.file.filename().string()));
+      // The plugin's name is known only once probed: the range is named by
+      // file, the event by backend.
+      trace::Span probing;
+      if (trace::enabled()) {
+        probing = trace::Span(trace::category::kDiscovery,
+                              fmt::format("{}{}", trace::event::kDiscoverPrefix, candidate.file.filename().string()));
+      }
       found[index] = load_and_probe(candidate, policy, seen, timeout_ms, opened[job]);
-      probing.end();
-      if (trace::recording()) {
+      if (probing.active()) {
         const BackendInfo& info = found[index].info;
-        trace::complete({}, "discovery", fmt::format("discover {}", info.name), begin, trace::Clock::now(),
-                        {{"file", candidate.file.string()},
+        probing.rename(fmt::format("{}{}", trace::event::kDiscoverPrefix, info.name));
+        probing.end({}, {{"file", candidate.file.string()},
                          {"status", to_string(info.status)},
                          {"reason", info.reason},
                          {"isolation", to_string(policy.isolation)}});

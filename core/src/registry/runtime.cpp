@@ -5,6 +5,7 @@
 #include "loader/pjrt_sources.hpp"
 #include "loader/search_path.hpp"
 #include "trace/trace.hpp"
+#include "util/local_rank.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -130,9 +131,21 @@ void start_trace_if_asked(const Environment& environment, const Config& config, 
   if (!path || trace::active_path()) return;
   try {
     trace::start(*path);
-    log(LogLevel::kInfo, "recording a trace to {} ({})", path->string(), origin);
+    log(LogLevel::kInfo, "recording a trace to {} ({})", trace::active_path().value_or(*path).string(), origin);
   } catch (const Error& error) {
     log(LogLevel::kWarn, "{}: no trace recorded: {}", origin, error.what());
+    return;
+  }
+  // One name for every process of a job: each replaces the others' file.
+  if (path->native().find('%') != std::string::npos) return;
+  for (std::string_view variable : detail::kLocalRankVariables) {
+    if (auto rank = environment.get(variable); rank && !rank->empty()) {
+      log(LogLevel::kWarn,
+          "{}: every process of this job ({}={}) writes the same file, so only the last one written is kept; put "
+          "%r (the local rank) or %p (the process id) in the name (docs/tracing.md)",
+          origin, variable, *rank);
+      return;
+    }
   }
 }
 

@@ -2,11 +2,11 @@
 // is set decides (docs/configuration.md "Default device precedence").
 #include "config/selector.hpp"
 #include "registry/runtime_impl.hpp"
+#include "util/local_rank.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <vector>
 
 namespace backplane {
@@ -15,38 +15,17 @@ using detail::check_ordinal;
 using detail::DeviceSelector;
 using detail::DiscoveredBackend;
 using detail::Environment;
+using detail::LocalRank;
 using detail::parse_selector;
 namespace {
 
-// The launchers' local-rank variables, in the order they are consulted:
-// torchrun, Open MPI, Slurm.
-constexpr std::string_view kLocalRankVariables[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
-
-struct LocalRank {
-  std::string_view variable;
-  std::string value;
-  std::uint64_t rank = 0;
-};
-
-// The first local-rank variable that is set and not empty. A malformed value
-// is an error rather than a warning: ignoring it would put every rank of a job
-// on device 0, the silent pile-up this level exists to prevent.
+// A malformed value is an error rather than a warning: ignoring it would put
+// every rank of a job on device 0, the silent pile-up this level exists to
+// prevent.
 std::optional<LocalRank> local_rank(const Environment& environment) {
-  for (std::string_view variable : kLocalRankVariables) {
-    auto value = environment.get(variable);
-    if (!value || value->empty()) continue;
-    LocalRank found{variable, *value};
-    const char* end = value->data() + value->size();
-    auto [parsed_to, error] = std::from_chars(value->data(), end, found.rank);
-    if (error != std::errc() || parsed_to != end) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}='{}' is not a non-negative integer; the launcher's local rank picks the default "
-                              "device (set BACKPLANE_DEFAULT_DEVICE or choose a device in code to override it)",
-                              variable, *value));
-    }
-    return found;
-  }
-  return std::nullopt;
+  return detail::local_rank(environment,
+                            "the launcher's local rank picks the default device (set BACKPLANE_DEFAULT_DEVICE or "
+                            "choose a device in code to override it)");
 }
 
 // Level 5 on `backend`: device 0, or in a data-parallel job the local rank's

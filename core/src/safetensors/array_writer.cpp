@@ -3,8 +3,8 @@
 // more host memory than its largest tensor.
 #include <backplane/safetensors.hpp>
 
-#include "safetensors/atomic_file.hpp"
 #include "safetensors/text.hpp"
+#include "util/atomic_file.hpp"
 
 #include <fmt/format.h>
 
@@ -27,7 +27,7 @@ void save(const std::filesystem::path& path, const std::map<std::string, Array>&
   // Refuses what the HostTensor writer refuses, before the file is created.
   const FilePlan plan = plan_file(specs, metadata);
 
-  detail::AtomicFile file(path);
+  ::backplane::detail::AtomicFile file(path);
   file.write(std::as_bytes(std::span(plan.prefix)));
   std::vector<std::byte> staging;
   for (std::size_t position = 0; position < plan.order.size(); ++position) {

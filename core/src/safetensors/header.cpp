@@ -5,9 +5,9 @@
 
 #include "safetensors/header_frame.hpp"
 #include "safetensors/json_dialect.hpp"
-#include "safetensors/regular_file.hpp"
 #include "safetensors/releasable_buffer.hpp"
 #include "safetensors/text.hpp"
+#include "util/regular_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -254,7 +254,7 @@ Header parse_header(std::span<const std::byte> file_prefix, std::uint64_t file_s
 Header read_header(const std::filesystem::path& path) {
   const std::string file = path.string();
   struct stat status {};
-  const int fd = detail::open_regular_file(path, status);
+  const int fd = ::backplane::detail::open_regular_file(path, status);
   FileDescriptor descriptor(fd);
   auto file_size = static_cast<std::uint64_t>(status.st_size);
 

@@ -3,8 +3,8 @@
 #include "safetensors/mapped_file.hpp"
 
 #include "safetensors/header_frame.hpp"
-#include "safetensors/regular_file.hpp"
 #include "util/page_advice.hpp"
+#include "util/regular_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -27,7 +27,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->name_ = path.string();
   struct stat status {};
-  file->fd_ = open_regular_file(path, status);
+  file->fd_ = ::backplane::detail::open_regular_file(path, status);
   file->size_ = static_cast<std::uint64_t>(status.st_size);
   file->header_ = file->read_header();
   if (!map) return file;

@@ -58,7 +58,7 @@ class Stream {
   // Packs the next slot's worth of the selected tensors into `slot`, then
   // sends each piece to its tensor's buffer.
   void fill(std::byte* slot) {
-    trace::Scope reading("file_read", "read");
+    auto reading = trace::Span::nested(trace::category::kFileRead, trace::event::kRead);
     pieces_.clear();
     std::uint64_t used = 0;
     while (used < upload_.slot_size() && tensor_ < tensors_.size()) {
@@ -127,22 +127,21 @@ std::vector<Array> stream_tensors(::backplane::detail::Placement& placement, con
   } else {
     const std::uint64_t first = file.header().data_offset + tensors.front()->begin;
     file.advise_sequential(first, file.header().data_offset + tensors.back()->end - first);
-    const auto begin = trace::enabled() ? trace::Clock::now() : trace::Clock::time_point{};
-    trace::Range loading("stream_load", total);
+    trace::Span loading(trace::category::kHostToDevice, trace::event::kStreamLoad, total);
     Stream(file, *device, tensors, destinations, total, progress).run();
-    loading.end();
-    if (trace::recording()) {
+    if (loading.active()) {
       const auto end = trace::Clock::now();
-      const double seconds = std::chrono::duration<double>(end - begin).count();
-      trace::complete({}, "host_to_device", "stream_load", begin, end,
-                      {{"bytes", total},
-                       {"tensors", tensors.size()},
-                       {"file", file.name()},
-                       {"route", "streamed"},
-                       {"source", "file"},
-                       {"target", device->selector()},
-                       {"device", device->selector()},
-                       {"gbps", seconds > 0 ? static_cast<double>(total) / seconds / 1e9 : 0.0}});
+      const double seconds = std::chrono::duration<double>(end - loading.begin()).count();
+      loading.end({},
+                  {{"bytes", total},
+                   {"tensors", tensors.size()},
+                   {"file", file.name()},
+                   {"route", "streamed"},
+                   {"source", "file"},
+                   {"target", device->selector()},
+                   {"device", device->selector()},
+                   {"gbps", seconds > 0 ? static_cast<double>(total) / seconds / 1e9 : 0.0}},
+                  end);
     }
   }
 

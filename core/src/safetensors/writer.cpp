@@ -2,9 +2,9 @@
 // refusing anything that would make a file no reader accepts.
 #include <backplane/safetensors.hpp>
 
-#include "safetensors/atomic_file.hpp"
 #include "safetensors/json_dialect.hpp"
 #include "safetensors/text.hpp"
+#include "util/atomic_file.hpp"
 
 #include <algorithm>
 #include <array>
@@ -172,7 +172,7 @@ void save(const std::filesystem::path& path, std::span<const HostTensor> tensors
   std::vector<TensorSpec> specs = specs_of(tensors);
   FilePlan plan = plan_file(specs, metadata);
   check_data_sizes(tensors, plan);
-  detail::AtomicFile file(path);
+  ::backplane::detail::AtomicFile file(path);
   file.write(std::as_bytes(std::span(plan.prefix)));
   for (std::size_t index : plan.order) file.write(tensors[index].data);
   file.commit();

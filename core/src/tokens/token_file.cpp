@@ -1,7 +1,7 @@
 #include "tokens/token_file.hpp"
 
-#include "safetensors/regular_file.hpp"
 #include "util/page_advice.hpp"
+#include "util/regular_file.hpp"
 
 #include <backplane/error.hpp>
 
@@ -34,7 +34,7 @@ TokenFileMapping::~TokenFileMapping() { ::munmap(base_, static_cast<std::size_t>
 
 TokenFile::TokenFile(const std::filesystem::path& path) : name_(path.string()) {
   struct stat status {};
-  fd_ = safetensors::detail::open_regular_file(path, status);
+  fd_ = detail::open_regular_file(path, status);
   size_ = static_cast<std::uint64_t>(status.st_size);
 }
 

@@ -3,6 +3,7 @@
 #include "trace/recorder.hpp"
 
 #include "util/fork.hpp"
+#include "util/thread_name.hpp"
 
 #include <backplane/error.hpp>
 
@@ -16,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 
@@ -27,33 +27,54 @@ std::atomic<bool> g_recording{false};
 
 namespace {
 
-// Leaked on purpose: threads (transfer threads of the process-default
-// runtime) may still record while static destructors run, and the atexit
-// handler needs it.
-Recorder& recorder() {
-  static Recorder* instance = new Recorder();
+// The recorder of this process. Leaked on purpose: threads (transfer threads
+// of the process-default runtime) may still record while static destructors
+// run, and the atexit handler needs it. A forked child replaces the parent's
+// (leaking it too: a parent thread may have held its locks at fork time) with
+// a fresh one on first use, and turns the hooks off: the child records
+// nothing into the parent's session, and a session it starts holds only its
+// own events.
+struct Current {
+  std::atomic<Recorder*> recorder{new Recorder()};
+  std::atomic<std::uint64_t> generation{fork_generation()};
+};
+
+Current& current() {
+  static Current* instance = new Current();
   return *instance;
+}
+
+Recorder& recorder() {
+  Current& now = current();
+  const std::uint64_t generation = fork_generation();
+  if (now.generation.load(std::memory_order_acquire) == generation) {
+    return *now.recorder.load(std::memory_order_acquire);
+  }
+  // Only the forking thread exists when a child first gets here, unless the
+  // child started threads before any of them touched the recorder: those
+  // race to one fresh recorder.
+  static ForkSafeMutex replacing;  // fork() never leaves it locked
+  const std::lock_guard lock(replacing);
+  if (now.generation.load(std::memory_order_acquire) != generation) {
+    now.recorder.store(new Recorder(), std::memory_order_release);
+    now.generation.store(generation, std::memory_order_release);
+    g_recording.store(false, std::memory_order_seq_cst);
+    g_enabled.store(tools_attached(), std::memory_order_relaxed);
+  }
+  return *now.recorder.load(std::memory_order_acquire);
 }
 
 const Clock::time_point kOrigin = Clock::now();
 
-std::string current_thread_name() {
-  char name[64] = {};
-  if (pthread_getname_np(pthread_self(), name, sizeof name) != 0 || name[0] == '\0') return "thread";
-  return name;
-}
-
-// The calling thread's buffer, registered on first use. Null in a forked
-// child (registering could take a lock a parent thread held).
-ThreadBuffer* thread_buffer() {
+// The calling thread's buffer in `state`, registered on first use.
+ThreadBuffer* thread_buffer(Recorder& state) {
   thread_local std::shared_ptr<ThreadBuffer> buffer;
-  if (buffer) return buffer.get();
-  Recorder& state = recorder();
-  if (fork_generation() != state.generation.load(std::memory_order_relaxed)) return nullptr;
+  if (buffer && buffer->owner == &state) return buffer.get();
   auto made = std::make_shared<ThreadBuffer>();
+  made->owner = &state;
   const std::lock_guard lock(state.mutex);
   const auto os_thread = static_cast<long>(gettid());
-  made->track = state.add_track_locked(fmt::format("{} ({})", current_thread_name(), os_thread));
+  made->track = state.add_track_locked(fmt::format("{} ({})", this_thread_name(), os_thread));
   state.buffers.push_back(made);
   buffer = std::move(made);
   return buffer.get();
@@ -75,20 +96,18 @@ std::uint32_t Recorder::add_track_locked(std::string name) {
 }
 
 void record(Event event) noexcept {
+  Recorder& state = recorder();
   ThreadBuffer* buffer = nullptr;
   try {
-    buffer = thread_buffer();
+    buffer = thread_buffer(state);
   } catch (...) {  // no memory to register: the event is lost
     return;
   }
-  if (buffer == nullptr) return;
-  Recorder& state = recorder();
   // Pairs with stop(): either stop() sees this flag and waits, or this thread
   // sees the session over and records nothing (both sides sequentially
   // consistent).
   buffer->writing.store(true, std::memory_order_seq_cst);
-  if (g_recording.load(std::memory_order_seq_cst) &&
-      fork_generation() == state.generation.load(std::memory_order_relaxed)) {
+  if (state.open.load(std::memory_order_seq_cst)) {
     if (event.track == 0) event.track = buffer->track;
     const std::size_t capacity = state.capacity.load(std::memory_order_relaxed);
     try {
@@ -157,7 +176,6 @@ void release_lane(Track lane) noexcept { release_lane(lane, Clock::now()); }
 void release_lane(Track lane, Clock::time_point until) noexcept {
   if (lane.id == 0) return;
   Recorder& state = recorder();
-  if (fork_generation() != state.generation.load(std::memory_order_relaxed)) return;
   const auto now = std::max(Clock::now(), until);
   const std::lock_guard lock(state.mutex);
   const auto owner = state.lane_owner.find(lane.id);
@@ -192,67 +210,66 @@ void instant(Track track, std::string_view category, std::string name, Args args
 void counter(std::string name, Args values) noexcept {
   if (!recording()) return;
   try {
-    record(Event{'C', 0, since_origin(Clock::now()), 0, "memory", std::move(name), std::move(values)});
+    record(Event{'C', 0, since_origin(Clock::now()), 0, std::string(category::kMemory), std::move(name),
+                 std::move(values)});
   } catch (...) {
   }
 }
 
-void start(const std::filesystem::path& path, std::size_t capacity) {
+void start(const std::filesystem::path& pattern, std::size_t capacity) {
   if (!BACKPLANE_TRACE_HOOKS) {
     throw Error(ErrorCode::kUnsupported,
                 "trace_start: this build of backplane has its trace hooks compiled out (-Dtrace_hooks=false)");
   }
-  if (capacity == 0) throw Error(ErrorCode::kInvalidArgument, "trace_start: the capacity must be at least 1 event");
   Recorder& state = recorder();
-  const std::lock_guard lock(state.mutex);
-  if (state.path && state.generation.load(std::memory_order_relaxed) == fork_generation()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("trace_start({}): a trace is already being recorded to {}; stop it first", path.string(),
-                            state.path->string()));
+  const std::lock_guard session(state.session);
+  {
+    const std::lock_guard lock(state.mutex);
+    if (state.path) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("trace_start({}): a trace is already being recorded to {}; stop it first",
+                              printable_path(pattern), printable_path(*state.path)));
+    }
   }
-  // Created now: a path that cannot be written fails here, not at exit.
-  if (std::FILE* file = std::fopen(path.c_str(), "w")) {
-    std::fclose(file);
-  } else {
-    const int error = errno;
-    throw Error(ErrorCode::kIo, fmt::format("trace_start: cannot write {}: {}", path.string(), std::strerror(error)));
+  // Resolved now: the file is written where the path named when recording
+  // began, whatever the process's directory is when it ends.
+  const std::filesystem::path path = resolve_trace_path(pattern);
+  std::unique_ptr<AtomicFile> file;
+  try {
+    file = std::make_unique<AtomicFile>(path, "write the trace");
+  } catch (const Error& error) {
+    // A directory that does not exist is a file that cannot be written.
+    throw Error(error.code() == ErrorCode::kNotFound ? ErrorCode::kIo : error.code(),
+                fmt::format("trace_start: {}", error.what()));
   }
-  if (!state.exit_handler_installed) {
-    std::atexit(flush_at_exit);
-    state.exit_handler_installed = true;
+  static std::once_flag exit_handler;  // inherited by a forked child, like the handler itself
+  std::call_once(exit_handler, [] { std::atexit(flush_at_exit); });
+  {
+    const std::lock_guard lock(state.mutex);
+    state.file = std::move(file);
+    state.path = path;
+    state.capacity.store(capacity == 0 ? kDefaultTraceCapacity : capacity, std::memory_order_relaxed);
+    state.stored.store(0, std::memory_order_relaxed);
+    state.pid = static_cast<std::int64_t>(getpid());
+    state.open.store(true, std::memory_order_seq_cst);
   }
-  state.path = path;
-  state.capacity.store(capacity, std::memory_order_relaxed);
-  state.stored.store(0, std::memory_order_relaxed);
-  state.generation.store(fork_generation(), std::memory_order_relaxed);
-  state.pid = static_cast<std::int64_t>(getpid());
   g_recording.store(true, std::memory_order_seq_cst);
   g_enabled.store(true, std::memory_order_relaxed);
 }
 
-namespace {
-
-// The hooks stay on after a session while an NVTX tool listens.
-void session_over() noexcept {
-  g_recording.store(false, std::memory_order_seq_cst);
-  g_enabled.store(tools_attached(), std::memory_order_relaxed);
-}
-
-}  // namespace
-
 std::optional<std::filesystem::path> stop() {
-  Recorder& state = recorder();
-  // A forked child never touches the parent's session (nor its lock).
-  if (state.generation.load(std::memory_order_relaxed) != fork_generation()) {
-    session_over();
-    return std::nullopt;
-  }
+  Recorder& state = recorder();  // in a forked child, its own: the parent's session is never touched
+  const std::lock_guard session(state.session);
   Collected collected;
+  std::unique_ptr<AtomicFile> file;
   std::filesystem::path path;
   {
     const std::lock_guard lock(state.mutex);
     if (!state.path) return std::nullopt;
-    session_over();
+    state.open.store(false, std::memory_order_seq_cst);
+    // The hooks stay on after a session while an NVTX tool listens.
+    g_recording.store(false, std::memory_order_seq_cst);
+    g_enabled.store(tools_attached(), std::memory_order_relaxed);
     for (const auto& buffer : state.buffers) {
       // An append that saw the session still on finishes first.
       while (buffer->writing.load(std::memory_order_seq_cst)) std::this_thread::yield();
@@ -268,14 +285,15 @@ std::optional<std::filesystem::path> stop() {
     collected.track_names = state.track_names;
     collected.pid = state.pid;
     path = *std::exchange(state.path, std::nullopt);
+    file = std::move(state.file);
   }
-  write_trace(path, std::move(collected));
+  // Still under `session`: a trace started meanwhile waits for this file.
+  write_trace(*file, std::move(collected));
   return path;
 }
 
 std::optional<std::filesystem::path> active_path() {
   Recorder& state = recorder();
-  if (state.generation.load(std::memory_order_relaxed) != fork_generation()) return std::nullopt;
   const std::lock_guard lock(state.mutex);
   return state.path;
 }

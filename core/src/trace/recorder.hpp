@@ -3,6 +3,9 @@
 #pragma once
 
 #include "trace/trace.hpp"
+#include "util/atomic_file.hpp"
+
+#include <backplane/trace.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -27,9 +30,12 @@ struct Event {
   Args args;
 };
 
+struct Recorder;
+
 // One thread's events. Only its thread appends, with `writing` set; stop()
 // reads it with the recorder's lock held, once `writing` is clear.
 struct ThreadBuffer {
+  const Recorder* owner = nullptr;  // the recorder it is registered with
   std::atomic<bool> writing{false};
   std::deque<Event> events;
   std::uint64_t dropped = 0;
@@ -42,19 +48,27 @@ struct Lane {
   Clock::time_point free_since;  // when it was last released
 };
 
+// One per process: a forked child gets a fresh one (recorder.cpp), so it
+// starts with no buffers, tracks or session, and never takes a lock that a
+// parent thread held at fork time.
 struct Recorder {
+  // Serialises start() and stop(), the writing of the file included: a
+  // session starts only once the previous one's file is written.
+  std::mutex session;
   std::mutex mutex;  // guards everything below that is not atomic
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   std::vector<std::string> track_names;  // track id - 1 -> name
   std::map<std::string, std::uint32_t, std::less<>> named_tracks;
   std::map<std::string, std::vector<Lane>, std::less<>> lanes;  // by base name
   std::map<std::uint32_t, std::string> lane_owner;              // lane id -> base name
-  std::optional<std::filesystem::path> path;                    // set while recording
+  // While recording: the file (its temporary, in the directory resolved at
+  // start) and its absolute path.
+  std::unique_ptr<AtomicFile> file;
+  std::optional<std::filesystem::path> path;
   std::int64_t pid = 0;
-  bool exit_handler_installed = false;
-  std::atomic<std::size_t> capacity{kDefaultCapacity};
-  std::atomic<std::size_t> stored{0};        // events in all buffers
-  std::atomic<std::uint64_t> generation{0};  // fork_generation() of the session
+  std::atomic<bool> open{false};  // appends are taken (a session is on)
+  std::atomic<std::size_t> capacity{kDefaultTraceCapacity};
+  std::atomic<std::size_t> stored{0};  // events in all buffers
 
   // With `mutex` held: a new track id for `name`.
   std::uint32_t add_track_locked(std::string name);
@@ -69,10 +83,18 @@ struct Collected {
   std::int64_t pid = 0;
 };
 
+// `pattern` checked and expanded (expand_trace_path, for this process) and
+// made absolute against the current directory; throws as expand_trace_path,
+// and Error(kIo) when the current directory cannot be read.
+std::filesystem::path resolve_trace_path(const std::filesystem::path& pattern);
+// A path as a message shows it: NUL and control bytes as \xNN.
+std::string printable_path(const std::filesystem::path& path);
+
 // Appends `event` to the calling thread's buffer (see trace.hpp, Capacity).
 void record(Event event) noexcept;
-// Sorts the events, drops the oldest beyond the capacity and writes the file.
-// Throws Error(kIo) naming the path when it cannot be written.
-void write_trace(const std::filesystem::path& path, Collected collected);
+// Sorts the events, drops the oldest beyond the capacity, writes them into
+// `file` and renames it into place. Throws Error(kIo) naming the file when
+// it cannot be written.
+void write_trace(AtomicFile& file, Collected collected);
 
 }  // namespace backplane::detail::trace

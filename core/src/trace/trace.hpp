@@ -16,17 +16,22 @@
 // callers need not check enabled() first; they check it to skip building
 // names and arguments, and reading the clock.
 //
-// NVTX. Where the core is built with NVTX (BACKPLANE_NVTX, on when the
-// toolkit's nvtx3 headers are found) and a tool such as Nsight Systems is
-// attached, the spans are also NVTX ranges in the domain "backplane", whether
-// or not a trace is recorded. enabled() is then true with no trace recorded:
+// Spans. A span of work is one complete event on the timeline and, where
+// the core is built with NVTX (BACKPLANE_NVTX, on when the toolkit's nvtx3
+// headers are found) and a tool such as Nsight Systems is attached, one NVTX
+// range in the domain "backplane", whether or not a trace is recorded. Span
+// begins both at construction and ends both together, so no recording point
+// pairs them by hand:
+//   trace::Span copy(category::kStaging, event::kCopy, size);
+//   ...                                        // on any thread
+//   copy.end(lane, {{"bytes", size}});          // the event [begin, now]; the range ends
+// A span that nests on its thread (push/pop) is made by Span::nested:
+//   auto read = trace::Span::nested(category::kFileRead, event::kRead);
+//   read.arg({"bytes", n});                     // recorded when `read` goes out of scope
+// enabled() is true with no trace recorded while an NVTX tool listens: the
 // hooks run, recording() tells whether the Chrome trace wants the event. NVTX
-// cannot back-date a range, so a span starts its range where its work begins:
-//   - Scope pushes a range on its thread and pops it at destruction;
-//   - Range (start/end, any thread) is for spans recorded after the fact with
-//     complete(): it is made when the begin time is taken and ended (or
-//     destroyed) when the event is recorded. Transfers, staging copies, batch
-//     stream steps hold one.
+// cannot back-date a range, so a span's range starts where the span is made,
+// even when its event is given an earlier begin.
 // Whether a tool is attached is decided once, by attach_tools(), when a
 // runtime first discovers its plugins: NVTX's own initialisation (it loads
 // the library NVTX_INJECTION64_PATH names) tells. Before that, and with no
@@ -60,8 +65,11 @@
 // process-wide origin, so traces written by one process line up.
 //
 // fork(): a child inherits the parent's session but never writes it (the file
-// is the parent's) and records nothing.
+// is the parent's) and records nothing into it; a trace the child starts
+// begins empty (events recorded before the fork are the parent's).
 #pragma once
+
+#include "trace/events.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -113,35 +121,6 @@ std::uint64_t nvtx_start(const std::string& name, std::uint64_t bytes) noexcept;
 void nvtx_end(std::uint64_t id) noexcept;
 void nvtx_push(const std::string& name) noexcept;
 void nvtx_pop() noexcept;
-
-// An NVTX start/end range from construction to end() or destruction, on any
-// thread. Nothing at all when no tool is attached.
-class Range {
- public:
-  Range() = default;
-  explicit Range(std::string_view name, std::uint64_t bytes = 0) noexcept {
-    if (!enabled() || !tools_attached()) return;
-    try {
-      id_ = nvtx_start(std::string(name), bytes);
-    } catch (...) {  // no memory for the name: no range
-    }
-  }
-  ~Range() { end(); }
-  Range(Range&& other) noexcept : id_(std::exchange(other.id_, 0)) {}
-  Range& operator=(Range&& other) noexcept {
-    if (this != &other) {
-      end();
-      id_ = std::exchange(other.id_, 0);
-    }
-    return *this;
-  }
-  void end() noexcept {
-    if (id_ != 0) nvtx_end(std::exchange(id_, 0));
-  }
-
- private:
-  std::uint64_t id_ = 0;
-};
 
 // A row of the timeline; Track{} (id 0) is the calling thread's own track.
 struct Track {
@@ -217,41 +196,66 @@ class LaneHold {
   Track lane_;
 };
 
-// A complete event on the calling thread's track for the lifetime of the
-// object, and an NVTX push/pop range when a tool is attached: begins at
-// construction when the hooks are on (otherwise does nothing at all),
-// recorded at destruction with the args added meanwhile.
-class Scope {
+// One span of work: a complete event on the timeline and an NVTX range,
+// begun at construction and ended together (see Spans above). Does nothing
+// at all while the hooks are off. Movable, so a span begun on one call can
+// end on another, on any thread (transfers, staging copies, batch stream
+// steps); Span::nested ones are scopes, which end on the thread that made
+// them, innermost first, at the latest when destroyed.
+class Span {
  public:
-  Scope(std::string_view category, std::string name) noexcept {
-    if (!enabled()) return;
-    pushed_ = tools_attached();
-    if (pushed_) nvtx_push(name);
-    category_ = category;
-    name_ = std::move(name);
-    begin_ = Clock::now();
-    active_ = recording();
+  Span() = default;  // no span
+  // A span from `begin` (the epoch: now) with a start/end NVTX range whose
+  // payload is `bytes` (0: none).
+  // `category` must outlive the span (events.hpp's constants do).
+  Span(std::string_view category, std::string_view name, std::uint64_t bytes = 0, Clock::time_point begin = {}) noexcept
+      : Span(category, name, bytes, begin, false) {}
+  // A span from now with a push/pop NVTX range on the calling thread.
+  static Span nested(std::string_view category, std::string_view name) noexcept {
+    return Span(category, name, 0, {}, true);
   }
-  ~Scope() {
-    if (active_) complete(Track{}, category_, std::move(name_), begin_, Clock::now(), std::move(args_));
-    if (pushed_) nvtx_pop();
-  }
-  Scope(const Scope&) = delete;
-  Scope& operator=(const Scope&) = delete;
-
-  // True when the event is recorded: worth adding args to.
-  bool active() const { return active_; }
-  void arg(Arg value) noexcept {
-    if (!active_) return;
-    try {
-      args_.push_back(std::move(value));
-    } catch (...) {  // no memory: the event goes without this argument
+  // A nested span records its event here (it is a scope); one made by the
+  // constructor and never ended records nothing (the work was abandoned).
+  ~Span() { close(); }
+  Span(Span&& other) noexcept { take(other); }
+  // Closes this span as its destructor would, then takes `other`'s.
+  Span& operator=(Span&& other) noexcept {
+    if (this != &other) {
+      close();
+      take(other);
     }
+    return *this;
   }
+
+  // True while the event will be recorded: worth building args for.
+  bool active() const noexcept { return recorded_; }
+  // When the event begins (the epoch unless active()).
+  Clock::time_point begin() const noexcept { return begin_; }
+  // The category and name it was made with (empty while the hooks were off).
+  std::string_view category() const noexcept { return category_; }
+  const std::string& name() const noexcept { return name_; }
+  // Adds an argument to the event (not to the range).
+  void arg(Arg value) noexcept;
+  // The event's name from now on (the range keeps the name it began with).
+  void rename(std::string name) noexcept;
+  // Ends the range and records the event from begin() to `end` (the epoch:
+  // now; never before begin()) on `track`, with the args added before and
+  // `args`. Later calls do nothing.
+  void end(Track track = {}, Args args = {}, Clock::time_point end = {}) noexcept;
+  // Ends the range and records no event.
+  void discard() noexcept;
 
  private:
-  bool active_ = false;
-  bool pushed_ = false;
+  Span(std::string_view category, std::string_view name, std::uint64_t bytes, Clock::time_point begin,
+       bool nested) noexcept;
+  void take(Span& other) noexcept;
+  void end_range() noexcept;
+  void close() noexcept;  // end() for a nested span, else discard()
+
+  bool recorded_ = false;    // the Chrome event is pending
+  bool pushed_ = false;      // a push/pop range is open on the thread that made it
+  bool nested_ = false;      // made by nested()
+  std::uint64_t range_ = 0;  // a start/end range is open (its NVTX id)
   std::string_view category_;
   std::string name_;
   Clock::time_point begin_;
@@ -260,24 +264,39 @@ class Scope {
 
 // ---- sessions (the public trace_start/trace_stop and the runtime call these)
 
-inline constexpr std::size_t kDefaultCapacity = std::size_t{1} << 20;
-
-// Starts recording to `path`, which is created (truncated) at once so that a
-// path that cannot be written is an error now: Error(kIo) naming the path and
-// the reason. Error(kInvalidArgument) when a trace is already being recorded
-// (naming its file) or `capacity` is 0. Registers an atexit handler that
-// writes the file if the process exits while recording. Thread-safe.
-void start(const std::filesystem::path& path, std::size_t capacity = kDefaultCapacity);
+// Starts recording to the file `pattern` names (expanded by
+// expand_trace_path, resolved against the current directory now), written
+// at stop() as saves are (atomic_file.hpp: a new file renamed into place,
+// links followed under the protected_symlinks rule). A temporary file is
+// made now, so a path that cannot be written is an error now. `capacity` is
+// the most events kept, 0 meaning kDefaultTraceCapacity. Errors:
+// Error(kInvalidArgument) when a trace is already being recorded (naming its
+// file), the pattern is empty, holds a NUL byte or an unknown %-sequence, or
+// names what is not a regular file; Error(kIo) / Error(kNotFound) when the
+// file cannot be created there. Registers an atexit handler that writes the
+// file if the process exits while recording. Thread-safe; waits for a stop()
+// writing meanwhile.
+void start(const std::filesystem::path& pattern, std::size_t capacity = 0);
 // Stops recording and writes the file. Returns the path written, or nullopt
-// when no trace was being recorded (also in a forked child). Error(kIo) when
-// the file cannot be written (recording has stopped nonetheless).
+// when no trace was being recorded (also in a forked child, for the
+// parent's trace). Error(kIo) when the file cannot be written (recording has
+// stopped nonetheless). A start() meanwhile waits until the file is written.
 std::optional<std::filesystem::path> stop();
-// The file of the trace being recorded, if any.
+// The file of the trace being recorded (absolute, expanded), if any.
 std::optional<std::filesystem::path> active_path();
 
-// Writes `text` as the inside of a JSON string (without quotes) onto `out`:
-// escapes quotes, backslashes and control characters, and replaces bytes that
-// are not UTF-8 with U+FFFD.
-void append_json_string(std::string& out, std::string_view text);
+// The values of a trace path's %-sequences (docs/tracing.md, "File names").
+struct PathValues {
+  long pid = 0;
+  std::string rank;  // the launcher's local rank, "0" when none is set
+  std::string host;
+};
+// `pattern` with %p (pid), %r (local rank), %h (host name) and %% (a %)
+// replaced. Error(kInvalidArgument) naming the pattern for another
+// %-sequence, a % at its end, or a NUL byte in it.
+std::filesystem::path expand_trace_path(const std::filesystem::path& pattern, const PathValues& values);
+// The values for this process (the rank from util/local_rank.hpp; throws as
+// it does for a malformed one).
+PathValues this_process_path_values();
 
 }  // namespace backplane::detail::trace

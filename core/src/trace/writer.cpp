@@ -10,11 +10,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <set>
+#include <span>
 
 namespace backplane::detail::trace {
 namespace {
@@ -27,9 +26,43 @@ void append_microseconds(std::string& out, std::int64_t nanoseconds) {
   fmt::format_to(std::back_inserter(out), "{}{}.{:03}", sign, magnitude / 1000, magnitude % 1000);
 }
 
+// `text` as the inside of a JSON string (without quotes): quotes,
+// backslashes and control characters escaped, bytes that are not UTF-8
+// replaced by U+FFFD.
+void append_escaped_text(std::string& out, std::string_view text) {
+  for (std::size_t index = 0; index < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[index]);
+    if (byte < 0x80) {
+      switch (byte) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (byte < 0x20) {
+            fmt::format_to(std::back_inserter(out), "\\u{:04x}", byte);
+          } else {
+            out += static_cast<char>(byte);
+          }
+      }
+      ++index;
+      continue;
+    }
+    const auto sequence = decode_utf8(text, index);
+    if (!sequence) {
+      out += "\xEF\xBF\xBD";  // U+FFFD for a byte that is not UTF-8
+      ++index;
+    } else {
+      out.append(text.substr(index, sequence->length));
+      index += sequence->length;
+    }
+  }
+}
+
 void append_string(std::string& out, std::string_view text) {
   out += '"';
-  append_json_string(out, text);
+  append_escaped_text(out, text);
   out += '"';
 }
 
@@ -69,76 +102,35 @@ std::string process_name(std::int64_t pid) {
   return fmt::format("backplane: {} ({})", name, pid);
 }
 
+// The file's text, buffered and handed to the atomic file a megabyte at a
+// time.
 class Output {
  public:
-  explicit Output(const std::filesystem::path& path) : path_(path), file_(std::fopen(path.c_str(), "w")) {
-    if (file_ == nullptr) fail();
-  }
-  ~Output() {
-    if (file_ != nullptr) std::fclose(file_);
-  }
-  Output(const Output&) = delete;
-  Output& operator=(const Output&) = delete;
+  explicit Output(AtomicFile& file) : file_(file) {}
 
   std::string& buffer() { return buffer_; }
   void flush_if_large() {
     if (buffer_.size() >= (std::size_t{1} << 20)) flush();
   }
-  void close() {
+  // Writes the rest and renames the file into place.
+  void commit() {
     flush();
-    std::FILE* file = std::exchange(file_, nullptr);
-    if (std::fclose(file) != 0) fail();
+    file_.commit();
   }
 
  private:
   void flush() {
-    if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) fail();
+    file_.write(std::as_bytes(std::span(buffer_)));
     buffer_.clear();
   }
-  [[noreturn]] void fail() const {
-    const int error = errno;
-    throw Error(ErrorCode::kIo, fmt::format("cannot write the trace {}: {}", path_.string(), std::strerror(error)));
-  }
 
-  std::filesystem::path path_;
-  std::FILE* file_;
+  AtomicFile& file_;
   std::string buffer_;
 };
 
 }  // namespace
 
-void append_json_string(std::string& out, std::string_view text) {
-  for (std::size_t index = 0; index < text.size();) {
-    const auto byte = static_cast<unsigned char>(text[index]);
-    if (byte < 0x80) {
-      switch (byte) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (byte < 0x20) {
-            fmt::format_to(std::back_inserter(out), "\\u{:04x}", byte);
-          } else {
-            out += static_cast<char>(byte);
-          }
-      }
-      ++index;
-      continue;
-    }
-    const auto sequence = decode_utf8(text, index);
-    if (!sequence) {
-      out += "\xEF\xBF\xBD";  // U+FFFD for a byte that is not UTF-8
-      ++index;
-    } else {
-      out.append(text.substr(index, sequence->length));
-      index += sequence->length;
-    }
-  }
-}
-
-void write_trace(const std::filesystem::path& path, Collected collected) {
+void write_trace(AtomicFile& file, Collected collected) {
   std::vector<Event>& events = collected.events;
   std::stable_sort(events.begin(), events.end(),
                    [](const Event& left, const Event& right) { return left.begin_ns < right.begin_ns; });
@@ -150,32 +142,32 @@ void write_trace(const std::filesystem::path& path, Collected collected) {
   std::set<std::uint32_t> used;
   for (const Event& event : events) used.insert(event.track);
 
-  Output output(path);
+  Output output(file);
   std::string& out = output.buffer();
   const std::int64_t pid = collected.pid;
   out += "{\"traceEvents\":[\n";
   fmt::format_to(std::back_inserter(out),
-                 "{{\"name\":\"process_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":0,"
-                 "\"args\":{{\"name\":",
-                 pid);
+                 "{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":0,\"args\":{{\"name\":",
+                 event::kProcessName, category::kMetadata, pid);
   append_string(out, process_name(pid));
   out += "}}";
   for (std::uint32_t track : used) {
     if (track == 0 || track > collected.track_names.size()) continue;
     fmt::format_to(std::back_inserter(out),
-                   ",\n{{\"name\":\"thread_name\",\"cat\":\"__metadata\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":{},"
+                   ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"M\",\"ts\":0,\"pid\":{},\"tid\":{},"
                    "\"args\":{{\"name\":",
-                   pid, track);
+                   event::kThreadName, category::kMetadata, pid, track);
     append_string(out, collected.track_names[track - 1]);
     out += "}}";
   }
   if (collected.dropped != 0) {
     const std::int64_t at = events.empty() ? 0 : events.front().begin_ns;
-    out += ",\n{\"name\":\"dropped events\",\"cat\":\"trace\",\"ph\":\"i\",\"s\":\"g\",\"ts\":";
-    append_microseconds(out, at);
     fmt::format_to(std::back_inserter(out),
-                   ",\"pid\":{},\"tid\":0,\"args\":{{\"dropped_events\":{},\"capacity\":{}}}}}", pid, collected.dropped,
-                   collected.capacity);
+                   ",\n{{\"name\":\"{}\",\"cat\":\"{}\",\"ph\":\"i\",\"s\":\"g\",\"ts\":", event::kDroppedEvents,
+                   category::kTrace);
+    append_microseconds(out, at);
+    fmt::format_to(std::back_inserter(out), ",\"pid\":{},\"tid\":0,\"args\":{{\"{}\":{},\"{}\":{}}}}}", pid,
+                   arg::kDroppedEvents, collected.dropped, arg::kCapacity, collected.capacity);
   }
   for (const Event& event : events) {
     out += ",\n{\"name\":";
@@ -195,11 +187,11 @@ void write_trace(const std::filesystem::path& path, Collected collected) {
     out += "}";
     output.flush_if_large();
   }
-  fmt::format_to(std::back_inserter(out),
-                 "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{{\"producer\":\"backplane {}\",\"dropped_events\":"
-                 "{},\"capacity\":{}}}}}\n",
-                 BACKPLANE_VERSION, collected.dropped, collected.capacity);
-  output.close();
+  fmt::format_to(
+      std::back_inserter(out),
+      "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{{\"producer\":\"backplane {}\",\"{}\":{},\"{}\":{}}}}}\n",
+      BACKPLANE_VERSION, arg::kDroppedEvents, collected.dropped, arg::kCapacity, collected.capacity);
+  output.commit();
 }
 
 }  // namespace backplane::detail::trace

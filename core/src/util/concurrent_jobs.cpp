@@ -1,8 +1,7 @@
 #include "util/concurrent_jobs.hpp"
 
 #include "util/log.hpp"
-
-#include <pthread.h>
+#include "util/thread_name.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -35,7 +34,7 @@ void run_concurrently(std::size_t count, std::size_t max_threads, const char* th
   while (threads.size() + 1 < threads_wanted) {
     try {
       threads.emplace_back([&] {
-        ::pthread_setname_np(::pthread_self(), thread_name);
+        name_this_thread(thread_name);
         work();
       });
     } catch (const std::system_error& error) {

@@ -1,4 +1,4 @@
-#include "safetensors/regular_file.hpp"
+#include "util/regular_file.hpp"
 
 #include "util/file_type.hpp"
 
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-namespace backplane::safetensors::detail {
+namespace backplane::detail {
 
 int open_regular_file(const std::filesystem::path& path, struct stat& status) {
   const std::string name = path.string();
@@ -30,10 +30,9 @@ int open_regular_file(const std::filesystem::path& path, struct stat& status) {
   }
   if (!S_ISREG(status.st_mode)) {
     ::close(fd);
-    throw Error(ErrorCode::kInvalidArgument,
-                name + " is " + ::backplane::detail::file_type_name(status.st_mode) + ", not a regular file");
+    throw Error(ErrorCode::kInvalidArgument, name + " is " + file_type_name(status.st_mode) + ", not a regular file");
   }
   return fd;
 }
 
-}  // namespace backplane::safetensors::detail
+}  // namespace backplane::detail

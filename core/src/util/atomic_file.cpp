@@ -1,4 +1,6 @@
-#include "safetensors/atomic_file.hpp"
+#include "util/atomic_file.hpp"
+
+#include "util/file_type.hpp"
 
 #include <backplane/error.hpp>
 
@@ -19,7 +21,7 @@
 #include <string>
 #include <utility>
 
-namespace backplane::safetensors::detail {
+namespace backplane::detail {
 namespace {
 
 constexpr int kMaxLinks = 40;  // the kernel's own limit (ELOOP)
@@ -85,16 +87,17 @@ int open_directory(const std::filesystem::path& path, const std::filesystem::pat
 }
 
 // The kernel's protected_symlinks rule, for a link we follow ourselves.
-void check_link_may_be_followed(int directory, const struct stat& link, const std::filesystem::path& where) {
+void check_link_may_be_followed(int directory, const struct stat& link, const std::filesystem::path& where,
+                                std::string_view purpose) {
   struct stat info {};
   if (::fstat(directory, &info) != 0) return;
   const bool sticky_world_writable = (info.st_mode & S_ISVTX) != 0 && (info.st_mode & S_IWOTH) != 0;
   if (!sticky_world_writable || link.st_uid == ::geteuid() || link.st_uid == info.st_uid) return;
   throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("refusing to save through the symlink {}: it lies in a sticky world-writable directory "
+              fmt::format("refusing to {} through the symlink {}: it lies in a sticky world-writable directory "
                           "and belongs to uid {}, neither you nor the directory's owner (the kernel's "
-                          "protected_symlinks rule, which a save follows too)",
-                          where.string(), link.st_uid));
+                          "protected_symlinks rule, which backplane follows too)",
+                          purpose, where.string(), link.st_uid));
 }
 
 // Removes temporaries of ours whose writer is gone: on this boot, a pid that
@@ -139,7 +142,7 @@ std::string temporary_name() {
 
 }  // namespace
 
-AtomicFile::AtomicFile(const std::filesystem::path& target) {
+AtomicFile::AtomicFile(const std::filesystem::path& target, std::string_view purpose) {
   // Follow links one hop at a time, each name looked up in a directory we
   // hold open; a dangling link resolves to the file it would create.
   std::filesystem::path path = target;
@@ -154,9 +157,9 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
     }
     if (hop == kMaxLinks) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("cannot save to {}: more than {} symlinks to follow", target.string(), kMaxLinks));
+                  fmt::format("cannot {} to {}: more than {} symlinks to follow", purpose, target.string(), kMaxLinks));
     }
-    check_link_may_be_followed(directory.get(), info, path);
+    check_link_may_be_followed(directory.get(), info, path, purpose);
     std::string next(static_cast<std::size_t>(info.st_size) + 1, '\0');
     const ssize_t length = ::readlinkat(directory.get(), name.c_str(), next.data(), next.size());
     if (length < 0 || static_cast<std::size_t>(length) >= next.size()) {
@@ -185,7 +188,8 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
   }
   shown_ = path;
   if (name_.empty() || name_ == "." || name_ == "..") {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("cannot save to {}: it names a directory", target.string()));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("cannot {} to {}: it names a directory", purpose, target.string()));
   }
   // A real directory descriptor (O_PATH ones cannot be listed or synced).
   const int real = ::openat(directory.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -196,11 +200,15 @@ AtomicFile::AtomicFile(const std::filesystem::path& target) {
   directory_ = real;
   remove_stale_temporaries(directory_);
 
-  // A replaced file keeps its permissions (a save must not widen or narrow
+  // A replaced file keeps its permissions (replacing must not widen or narrow
   // who may read the data); a new one gets 0666 less the umask.
   struct stat existing {};
-  const bool replacing =
-      ::fstatat(directory_, name_.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(existing.st_mode);
+  const bool replacing = ::fstatat(directory_, name_.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0;
+  if (replacing && !S_ISREG(existing.st_mode)) {
+    ::close(std::exchange(directory_, -1));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("cannot {} to {}: it is {}, not a regular file", purpose,
+                                                         shown_.string(), file_type_name(existing.st_mode)));
+  }
   fd_ = ::openat(directory_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (fd_ < 0) {
     // No O_TMPFILE here: a named temporary, O_EXCL with a fresh name.
@@ -269,4 +277,4 @@ void AtomicFile::commit() {
   ::fsync(directory_);  // best effort: make the rename itself durable
 }
 
-}  // namespace backplane::safetensors::detail
+}  // namespace backplane::detail

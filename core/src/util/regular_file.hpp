@@ -1,11 +1,12 @@
-// Opening a safetensors file for reading without trusting what the path names.
+// Opening a file for reading without trusting what the path names: the
+// safetensors and token loaders, and `backplane trace summary`.
 #pragma once
 
 #include <sys/stat.h>
 
 #include <filesystem>
 
-namespace backplane::safetensors::detail {
+namespace backplane::detail {
 
 // Opens `path` read-only and returns the descriptor (the caller closes it),
 // with its fstat in `status`. Anything but a regular file is refused without
@@ -15,4 +16,4 @@ namespace backplane::safetensors::detail {
 // (named pipe), not a regular file" (or the type found) and for open errors.
 int open_regular_file(const std::filesystem::path& path, struct stat& status);
 
-}  // namespace backplane::safetensors::detail
+}  // namespace backplane::detail
