@@ -1,11 +1,12 @@
 // bp_tokens_*, bp_token_files_*: token files as zero-copy arrays.
 #include "c_api/c_api_support.hpp"
-#include "tokens/glob_paths.hpp"
 
 #include <backplane/tokens.hpp>
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,10 +31,17 @@ const NamedArrays::value_type& file_at(const bp_token_files& files, size_t index
   return entry_at(files.files, index, function, "files");
 }
 
+// The size of the struct as API 0.5 defined it, which callers built then
+// still pass; any other size must hold the whole struct of today.
+constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_tokens_options, allow_empty_match);
+
 TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, const char* function) {
   TokenFileOptions cxx;
   if (options == nullptr) return cxx;
-  require_struct_size(options->struct_size, sizeof(bp_tokens_options), function, "options");
+  if (options->struct_size != kOptionsSize_0_5) {
+    require_struct_size(options->struct_size, sizeof(bp_tokens_options), function, "options");
+    cxx.allow_empty_match = options->allow_empty_match != 0;
+  }
   if (options->dtype != 0) cxx.dtype = dtype_of(options->dtype, function);
   if (options->name != nullptr) cxx.name = options->name;
   // NULL is the runtime's cpu device, which load_tokens picks itself.
@@ -45,6 +53,7 @@ TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, 
 }  // namespace backplane::c_api
 
 using ::backplane::Array;
+using ::backplane::load_token_files;
 using ::backplane::load_tokens;
 using ::backplane::TokenFileOptions;
 using ::backplane::c_api::file_at;
@@ -75,11 +84,11 @@ bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const b
     require_non_null(pattern, "bp_tokens_load_files", "pattern");
     require_non_null(out, "bp_tokens_load_files", "out");
     const TokenFileOptions cxx_options = options_of(*runtime_lease, options, "bp_tokens_load_files");
-    // load_token_files without losing which path gave which array.
+    std::vector<std::string> paths;
+    std::vector<Array> arrays = load_token_files(*runtime_lease, pattern, cxx_options, &paths);
     auto files = std::make_shared<bp_token_files>();
-    for (std::string& path : backplane::detail::glob_paths(pattern)) {
-      Array array = load_tokens(*runtime_lease, path, cxx_options);
-      files->files.emplace_back(std::move(path), std::move(array));
+    for (std::size_t index = 0; index < arrays.size(); ++index) {
+      files->files.emplace_back(std::move(paths[index]), std::move(arrays[index]));
     }
     *out = live_token_files.add(std::move(files));
   });

@@ -55,9 +55,13 @@ Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const Tok
                           std::move(mapping));
 }
 
-std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern, const TokenFileOptions& options) {
+std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern, const TokenFileOptions& options,
+                                    std::vector<std::string>* paths) {
+  std::vector<std::string> matched = detail::glob_paths(pattern, options.allow_empty_match);
   std::vector<Array> arrays;
-  for (const std::string& path : detail::glob_paths(pattern)) arrays.push_back(load_tokens(runtime, path, options));
+  arrays.reserve(matched.size());
+  for (const std::string& path : matched) arrays.push_back(load_tokens(runtime, path, options));
+  if (paths != nullptr) *paths = std::move(matched);
   return arrays;
 }
 
