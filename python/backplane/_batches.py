@@ -95,8 +95,8 @@ def _integer(name: str, value: Any, minimum: int, maximum: int = _INT64_LIMIT, w
             number = None
     if number is None or number < minimum or number >= maximum:
         if wanted:
-            if number is not None and number >= maximum:
-                wanted += " below 2**63"
+            if number is not None and "[" not in wanted:  # an open range: say where the C field ends
+                wanted += " below 2**63" if number >= maximum else " of at least -2**63"
         elif maximum == _INT64_LIMIT:
             wanted = f"an int >= {minimum}"
         elif maximum == _UINT64_LIMIT:
