@@ -129,17 +129,6 @@ std::int64_t count_field(const Json& object, const char* name) {
   return number;
 }
 
-std::vector<double> weights_field(const Json& object, const char* name) {
-  std::vector<double> weights;
-  for (const Json& weight : field(object, name, Json::value_t::array, "an array")) {
-    if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
-      refuse(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
-    }
-    weights.push_back(weight.get<double>());
-  }
-  return weights;
-}
-
 BatchStreamState::Source source_of(const Json& entry) {
   if (!entry.is_object()) refuse(fmt::format("source {} is not an object", excerpt(entry)));
   BatchStreamState::Source source;
@@ -159,31 +148,104 @@ BatchStreamState::Source source_of(const Json& entry) {
   return source;
 }
 
-Json sources_json(const std::vector<BatchStreamState::Source>& sources) {
-  Json list = Json::array();
-  for (const BatchStreamState::Source& source : sources) {
+// One field of the state. `write` sets it in the JSON object, `read` takes it
+// from a parsed one (refusing a missing or bad value), and `resume_problem`
+// (absent for fields a stream does not check) says why a stream whose own
+// state is `stream` cannot continue from a saved one: empty when it can.
+// `described` names the field in a resume message.
+struct StateField {
+  const char* name;
+  const char* described;
+  void (*write)(const StateField& row, const BatchStreamState& state, Json& object);
+  void (*read)(const StateField& row, const Json& object, BatchStreamState& state);
+  std::string (*resume_problem)(const StateField& row, const BatchStreamState& saved, const BatchStreamState& stream);
+};
+
+using State = BatchStreamState;
+
+template <auto Member>
+void write_member(const StateField& row, const State& state, Json& object) {
+  object[row.name] = state.*Member;
+}
+
+template <auto Member>
+void read_unsigned(const StateField& row, const Json& object, State& state) {
+  state.*Member = unsigned_field(object, row.name);
+}
+
+template <auto Member>
+void read_count(const StateField& row, const Json& object, State& state) {
+  state.*Member = count_field(object, row.name);
+}
+
+// "cannot resume: the state was saved with seed 11, this stream has 12".
+template <auto Member>
+std::string must_match(const StateField& row, const State& saved, const State& stream) {
+  if (saved.*Member == stream.*Member) return {};
+  return fmt::format("cannot resume: the state was saved with {} {}, this stream has {}", row.described, saved.*Member,
+                     stream.*Member);
+}
+
+void write_format(const StateField& row, const State&, Json& object) { object[row.name] = kFormat; }
+
+void read_format(const StateField& row, const Json& object, State&) {
+  const Json& format = field(object, row.name, Json::value_t::string, "a string");
+  if (format != kFormat) refuse(fmt::format("format {}, not \"{}\"", excerpt(format), kFormat));
+}
+
+void write_version(const StateField& row, const State&, Json& object) { object[row.name] = State::kVersion; }
+
+void read_version(const StateField& row, const Json& object, State&) {
+  const std::int64_t version = count_field(object, row.name);
+  if (version != State::kVersion) {
+    refuse(fmt::format("format version {}; this backplane reads version {}", version, State::kVersion));
+  }
+}
+
+std::string step_in_range(const StateField&, const State& saved, const State&) {
+  // Steps are counted in int64 with prefetch steps of look-ahead on top.
+  if (saved.step >= 0 && saved.step <= kLastStep) return {};
+  return fmt::format("cannot resume at step {} (the last step is 2^63 - {})", saved.step, INT64_MAX - kLastStep + 1);
+}
+
+void read_weights(const StateField& row, const Json& object, State& state) {
+  for (const Json& weight : field(object, row.name, Json::value_t::array, "an array")) {
+    if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
+      refuse(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
+    }
+    state.weights.push_back(weight.get<double>());
+  }
+}
+
+std::string weights_match(const StateField& row, const State& saved, const State& stream) {
+  if (saved.weights == stream.weights) return {};
+  return fmt::format("cannot resume: the state was saved with {} {}, this stream has {}", row.described,
+                     listed(saved.weights), listed(stream.weights));
+}
+
+void write_sources(const StateField& row, const State& state, Json& object) {
+  Json& list = object[row.name] = Json::array();
+  for (const State::Source& source : state.sources) {
     list.push_back({{"tokens", source.tokens},
                     {"dtype", std::string(dtype_name(source.dtype))},
                     {"fingerprint", fmt::format("{:016x}", source.fingerprint)}});
   }
-  return list;
 }
 
-// "cannot resume: the state was saved with seed 11, this stream has 12", or
-// empty when the values are equal.
-template <class Value>
-std::string differs(const char* what, const Value& saved, const Value& stream) {
-  if (saved == stream) return {};
-  return fmt::format("cannot resume: the state was saved with {} {}, this stream has {}", what, saved, stream);
+void read_sources(const StateField& row, const Json& object, State& state) {
+  for (const Json& entry : field(object, row.name, Json::value_t::array, "an array")) {
+    state.sources.push_back(source_of(entry));
+  }
 }
 
-std::string sources_differ(const BatchStreamState& saved, const BatchStreamState& stream) {
+std::string sources_match(const StateField&, const State& saved, const State& stream) {
   if (saved.sources.size() != stream.sources.size()) {
-    return differs("a number of sources of", saved.sources.size(), stream.sources.size());
+    return fmt::format("cannot resume: the state was saved with a number of sources of {}, this stream has {}",
+                       saved.sources.size(), stream.sources.size());
   }
   for (std::size_t index = 0; index < saved.sources.size(); ++index) {
-    const BatchStreamState::Source& was = saved.sources[index];
-    const BatchStreamState::Source& now = stream.sources[index];
+    const State::Source& was = saved.sources[index];
+    const State::Source& now = stream.sources[index];
     if (was.tokens != now.tokens || was.dtype != now.dtype || was.fingerprint != now.fingerprint) {
       return fmt::format(
           "cannot resume: source {} differs from the one the state was saved with ({} {} tokens, fingerprint "
@@ -195,84 +257,31 @@ std::string sources_differ(const BatchStreamState& saved, const BatchStreamState
   return {};
 }
 
-// One field of the state. `write` sets it in the JSON object, `read` takes it
-// from a parsed one (refusing a missing or bad value), and `resume_problem`
-// (absent for fields a stream does not check) says why a stream whose own
-// state is `stream` cannot continue from a saved one: empty when it can.
-struct StateField {
-  const char* name;
-  void (*write)(const BatchStreamState& state, Json& object);
-  void (*read)(const Json& object, BatchStreamState& state);
-  std::string (*resume_problem)(const BatchStreamState& saved, const BatchStreamState& stream);
-};
-
-// In the order the fields are read and checked.
+// The fields, in the order they are read and checked.
 constexpr std::array<StateField, 8> kFields{{
-    {"format", [](const BatchStreamState&, Json& object) { object["format"] = kFormat; },
-     [](const Json& object, BatchStreamState&) {
-       const Json& format = field(object, "format", Json::value_t::string, "a string");
-       if (format != kFormat) refuse(fmt::format("format {}, not \"{}\"", excerpt(format), kFormat));
-     },
-     nullptr},
-    {"version", [](const BatchStreamState&, Json& object) { object["version"] = BatchStreamState::kVersion; },
-     [](const Json& object, BatchStreamState&) {
-       const std::int64_t version = count_field(object, "version");
-       if (version != BatchStreamState::kVersion) {
-         refuse(fmt::format("format version {}; this backplane reads version {}", version, BatchStreamState::kVersion));
-       }
-     },
-     nullptr},
-    {"seed", [](const BatchStreamState& state, Json& object) { object["seed"] = state.seed; },
-     [](const Json& object, BatchStreamState& state) { state.seed = unsigned_field(object, "seed"); },
-     [](const BatchStreamState& saved, const BatchStreamState& stream) {
-       return differs("seed", saved.seed, stream.seed);
-     }},
-    {"step", [](const BatchStreamState& state, Json& object) { object["step"] = state.step; },
-     [](const Json& object, BatchStreamState& state) { state.step = count_field(object, "step"); },
-     [](const BatchStreamState& saved, const BatchStreamState&) {
-       // Steps are counted in int64 with prefetch steps of look-ahead on top.
-       if (saved.step >= 0 && saved.step <= kLastStep) return std::string();
-       return fmt::format("cannot resume at step {} (the last step is 2^63 - {})", saved.step,
-                          INT64_MAX - kLastStep + 1);
-     }},
-    {"global_batch", [](const BatchStreamState& state, Json& object) { object["global_batch"] = state.global_batch; },
-     [](const Json& object, BatchStreamState& state) { state.global_batch = count_field(object, "global_batch"); },
-     [](const BatchStreamState& saved, const BatchStreamState& stream) {
-       return differs("global batch (batch_size x world_size)", saved.global_batch, stream.global_batch);
-     }},
-    {"context", [](const BatchStreamState& state, Json& object) { object["context"] = state.context; },
-     [](const Json& object, BatchStreamState& state) { state.context = count_field(object, "context"); },
-     [](const BatchStreamState& saved, const BatchStreamState& stream) {
-       return differs("context", saved.context, stream.context);
-     }},
-    {"weights", [](const BatchStreamState& state, Json& object) { object["weights"] = state.weights; },
-     [](const Json& object, BatchStreamState& state) { state.weights = weights_field(object, "weights"); },
-     [](const BatchStreamState& saved, const BatchStreamState& stream) {
-       if (saved.weights == stream.weights) return std::string();
-       return fmt::format("cannot resume: the state was saved with weights {}, this stream has {}",
-                          listed(saved.weights), listed(stream.weights));
-     }},
-    {"sources", [](const BatchStreamState& state, Json& object) { object["sources"] = sources_json(state.sources); },
-     [](const Json& object, BatchStreamState& state) {
-       for (const Json& entry : field(object, "sources", Json::value_t::array, "an array")) {
-         state.sources.push_back(source_of(entry));
-       }
-     },
-     sources_differ},
+    {"format", "format", write_format, read_format, nullptr},
+    {"version", "version", write_version, read_version, nullptr},
+    {"seed", "seed", write_member<&State::seed>, read_unsigned<&State::seed>, must_match<&State::seed>},
+    {"step", "step", write_member<&State::step>, read_count<&State::step>, step_in_range},
+    {"global_batch", "global batch (batch_size x world_size)", write_member<&State::global_batch>,
+     read_count<&State::global_batch>, must_match<&State::global_batch>},
+    {"context", "context", write_member<&State::context>, read_count<&State::context>, must_match<&State::context>},
+    {"weights", "weights", write_member<&State::weights>, read_weights, weights_match},
+    {"sources", "sources", write_sources, read_sources, sources_match},
 }};
 
 }  // namespace
 
 std::string BatchStreamState::to_json() const {
   Json object = Json::object();
-  for (const StateField& row : kFields) row.write(*this, object);
+  for (const StateField& row : kFields) row.write(row, *this, object);
   return object.dump();
 }
 
 BatchStreamState BatchStreamState::from_json(std::string_view json) {
   const Json parsed = parse(json);
   BatchStreamState state;
-  for (const StateField& row : kFields) row.read(parsed, state);
+  for (const StateField& row : kFields) row.read(row, parsed, state);
   return state;
 }
 
@@ -281,7 +290,7 @@ namespace detail {
 void check_resumable(const BatchStreamState& saved, const BatchStreamState& stream) {
   for (const StateField& row : kFields) {
     if (row.resume_problem == nullptr) continue;
-    const std::string problem = row.resume_problem(saved, stream);
+    const std::string problem = row.resume_problem(row, saved, stream);
     if (!problem.empty()) throw Error(ErrorCode::kInvalidArgument, fmt::format("BatchStream: {}", problem));
   }
 }

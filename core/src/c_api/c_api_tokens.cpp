@@ -53,7 +53,6 @@ TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, 
 }  // namespace backplane::c_api
 
 using ::backplane::Array;
-using ::backplane::load_token_files;
 using ::backplane::load_tokens;
 using ::backplane::TokenFileOptions;
 using ::backplane::c_api::file_at;
@@ -85,7 +84,7 @@ bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const b
     require_non_null(out, "bp_tokens_load_files", "out");
     const TokenFileOptions cxx_options = options_of(*runtime_lease, options, "bp_tokens_load_files");
     std::vector<std::string> paths;
-    std::vector<Array> arrays = load_token_files(*runtime_lease, pattern, cxx_options, &paths);
+    std::vector<Array> arrays = ::backplane::load_token_files(*runtime_lease, pattern, cxx_options, &paths);
     auto files = std::make_shared<bp_token_files>();
     for (std::size_t index = 0; index < arrays.size(); ++index) {
       files->files.emplace_back(std::move(paths[index]), std::move(arrays[index]));
