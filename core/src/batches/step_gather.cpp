@@ -1,6 +1,6 @@
-// One step of a batch stream, made ready: its windows (drawn `prefetch`
-// steps earlier, when their pages were advised), gathered on the pool's
-// threads, issued to each device.
+// One step of a batch stream, made ready: its windows (drawn, and their
+// pages advised, while the step `prefetch` before it was gathered), gathered
+// on the pool's threads, issued to each device.
 #include "batches/step_gather.hpp"
 
 #include "placement/array_state.hpp"

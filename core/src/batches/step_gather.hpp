@@ -1,8 +1,9 @@
 // The gather of a batch stream: makes one step ready on the producer's
-// thread. Each step's windows are drawn once, `prefetch` steps before they are
-// gathered: the draw advises the kernel of their pages, so cold pages arrive
-// while the steps before are gathered, and the gather copies those same
-// windows (on the pool's threads) and issues them to the devices.
+// thread. Each step's windows are drawn once, while the step `prefetch`
+// before it is gathered (the first steps' all by the first gather): the draw
+// advises the kernel of their pages, so cold pages arrive while the steps
+// before are gathered, and the gather copies those same windows (on the
+// pool's threads) and issues them to the devices.
 #pragma once
 
 #include "batches/gather_pool.hpp"
