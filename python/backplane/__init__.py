@@ -21,7 +21,7 @@ from typing import Any, List, Optional
 from . import _lib
 from . import _safetensors as safetensors
 from ._array import Array
-from ._batches import BatchStats, BatchStream, Window, batches
+from ._batches import BatchStats, BatchStream, BatchStreamStats, Window, batches
 from ._devices import Backend, DefaultDevice, Device, DeviceInfo, MemoryStats
 from ._dtypes import bits as _bits
 from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSystemError, InternalError,
@@ -33,7 +33,7 @@ from ._trace import Trace, trace  # tracing (docs/tracing.md)
 from ._tokens import load_tokens
 
 __all__ = [
-    "Array", "Backend", "BatchStats", "BatchStream", "CancelledError", "ConfigError", "DefaultDevice",
+    "Array", "Backend", "BatchStats", "BatchStream", "BatchStreamStats", "CancelledError", "ConfigError", "DefaultDevice",
     "DefaultDeviceScope", "Device", "DeviceError", "DeviceInfo", "Error", "FileSystemError", "InternalError",
     "InvalidArgumentError", "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError",
     "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",

@@ -35,7 +35,7 @@ from ._runtime import DeviceLike, Runtime, runtime_of
 Converter = Callable[[Array], Any]
 StateLike = Union[Mapping[str, Any], str, bytes]
 
-MAX_PREFETCH = 64  # BatchStreamOptions' kMaxPrefetch
+MAX_PREFETCH = _lib.BP_BATCH_STREAM_MAX_PREFETCH
 _UINT32_LIMIT = 1 << 32
 _INT64_LIMIT = 1 << 63
 _UINT64_LIMIT = 1 << 64
@@ -45,10 +45,11 @@ _stream_next = _lib.lib.bp_batch_stream_next
 
 
 @dataclass(frozen=True)
-class BatchStats:
-    """What a stream did so far (bp_batch_stream_stats): counters, cheap to
-    read every step. Seconds are wall time on a steady clock. The resident
-    size of the sources is BatchStream.resident_bytes(), a slower call."""
+class BatchStreamStats:
+    """What a stream did so far (C++ BatchStreamStats, C
+    bp_batch_stream_stats): counters, cheap to read every step. Seconds are
+    wall time on a steady clock. The resident size of the sources is
+    BatchStream.resident_bytes(), a slower call."""
 
     steps: int  # batches handed out
     windows: int  # windows handed out
@@ -59,6 +60,9 @@ class BatchStats:
     elapsed_seconds: float  # from the first next() to the last return
     windows_per_second: float
     data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
+
+
+BatchStats = BatchStreamStats  # the name this class had before it took the C++ one
 
 
 class Window(NamedTuple):
@@ -72,9 +76,17 @@ def _invalid(message: str) -> Error:
     return InvalidArgumentError(f"batches(): {message}")
 
 
-def _integer(name: str, value: Any, minimum: int, maximum: int = _INT64_LIMIT) -> int:
+def _core(message: str) -> Error:
+    """An error the library's BatchStream would raise, for the one value
+    whose C spelling means something else (0 is "the default" in the C
+    struct): the same words, so the faces read alike."""
+    return InvalidArgumentError(f"BatchStream: {message}")
+
+
+def _integer(name: str, value: Any, minimum: int, maximum: int = _INT64_LIMIT, wanted: str = "") -> int:
     """`value` as an int in [minimum, maximum) (by default what an int64_t
-    holds); bool and float are refused."""
+    holds); bool and float are refused. This checks what the C field can
+    hold; what the value means is the library's to check."""
     if isinstance(value, bool) or isinstance(value, float):
         number = None
     else:
@@ -83,16 +95,23 @@ def _integer(name: str, value: Any, minimum: int, maximum: int = _INT64_LIMIT) -
         except TypeError:
             number = None
     if number is None or number < minimum or number >= maximum:
-        if maximum == _INT64_LIMIT:
-            wanted = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-            if number is not None and number >= maximum:
-                wanted += " below 2**63"
+        if wanted:
+            if number is not None and "[" not in wanted:  # an open range: say where the C field ends
+                wanted += " below 2**63" if number >= maximum else " of at least -2**63"
+        elif maximum == _INT64_LIMIT:
+            wanted = f"an int >= {minimum}"
         elif maximum == _UINT64_LIMIT:
             wanted = f"an int in [{minimum}, 2**64)"
         else:
             wanted = f"an int in [{minimum}, {maximum - 1}]"
         raise _invalid(f"{name} must be {wanted}, got {value!r}")
     return number
+
+
+def _int64(name: str, value: Any, wanted: str) -> int:
+    """`value` as an int64_t; `wanted` says what the library accepts, for a
+    value that is no int or does not fit."""
+    return _integer(name, value, -_INT64_LIMIT, _INT64_LIMIT, wanted)
 
 
 def _converter(to: Union[None, str, Converter]) -> Converter:
@@ -122,11 +141,11 @@ def _from_environment(name: str) -> Optional[int]:
 def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
     """(rank, world_size): the arguments, else $RANK and $WORLD_SIZE, else 0 and 1."""
     world = _from_environment("WORLD_SIZE") if world_size is None else world_size
-    world = 1 if world is None else _integer("world_size", world, 1)
+    world = 1 if world is None else _int64("world_size", world, "a positive int")
+    if world == 0:
+        raise _core("world_size must be at least 1, got 0")
     mine = _from_environment("RANK") if rank is None else rank
-    mine = 0 if mine is None else _integer("rank", mine, -_INT64_LIMIT)
-    if not 0 <= mine < world:
-        raise _invalid(f"rank {mine} is not in [0, world_size={world})")
+    mine = 0 if mine is None else _int64("rank", mine, "an int")
     return mine, world
 
 
@@ -150,22 +169,25 @@ def _state_text(state: Optional[StateLike]) -> Optional[bytes]:
             return json.dumps(dict(state)).encode()
         except (TypeError, ValueError) as error:
             raise _invalid(f"state is not JSON-serialisable: {error}") from None
+        except RecursionError:
+            raise _invalid("state is not JSON-serialisable: it nests too deeply") from None
     raise _invalid(f"state must be a dict from state_dict() or its JSON text, got {type(state).__name__}")
 
 
-def _saved_seed(state: bytes) -> int:
-    """The seed a saved state names; 0 when it names none (the library then
-    refuses the state, naming the field)."""
+def _weight(index: int, value: Any) -> float:
+    """A weight as the double the library checks: an int too large for one
+    is infinite, which the library refuses as it refuses inf."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _invalid(f"weights[{index}] = {value!r} is not a number")
     try:
-        seed = json.loads(state).get("seed", 0)
-    except (ValueError, AttributeError):
-        return 0
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < _UINT64_LIMIT else 0
+        return float(value)
+    except OverflowError:
+        return math.inf if cast(int, value) > 0 else -math.inf  # an int or a Fraction beyond a double
 
 
 class BatchStream:
-    """An iterator of training batches over one or more token arrays: what
-    batches() returns (the arguments are batches()'s).
+    """An iterator of training batches over one or more token arrays; what
+    batches() returns (batches is this class).
 
     Each next() is one step: an (x, y) pair, or a list of pairs, one per
     device, when `device` is a list. state_dict() / load_state_dict() save
@@ -181,26 +203,61 @@ class BatchStream:
                  weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
                  state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
                  runtime: Optional[Runtime] = None) -> None:
+        """Training batches of `batch_size` windows of `context` + 1 tokens
+        from the 1-D token array `tokens` (or a list of them), as (x, y)
+        pairs with y shifted by one token. Every argument is checked here,
+        before the first step, by the library's own BatchStream (its messages
+        are the C++ and C faces', word for word); the stream starts preparing
+        batches at once.
+
+        device: the target (default: the default device now), or a list of
+            distinct devices: then each step yields a list with one (x, y)
+            per device, the batch split evenly across them.
+        dtype: the element type of x and y (default int64, what
+            torch.nn.functional.cross_entropy takes as targets; None: the
+            tokens' own, the C++ and C default).
+        seed: the sampling key (default: a saved state's seed, else 0); the
+            same seed gives the same batches.
+        prefetch: steps prepared ahead of the one handed out, in [1, 64].
+        steps: stop before global step `steps` (default: never); a stream
+            resumed at step k hands out steps - k more.
+        rank, world_size: this process's share of a data-parallel job
+            (default: $RANK and $WORLD_SIZE when set, else 0 and 1); the
+            ranks of a step hold distinct windows of one global batch.
+        weights: one per token array, the share of windows drawn from it
+            (default: in proportion to each array's length).
+        threads: gather threads (0: chosen from the machine).
+        release_pages: give back the pages of gathered windows, so that a
+            token file larger than RAM does not fill the process's resident
+            memory.
+        state: a state_dict() (or its JSON) to continue from, bit for bit.
+        to: what x and y are: "numpy" (default, host devices), "torch",
+            "jax", or a callable turning the [B, T+1] Array into a tensor
+            that supports [:, :-1] slicing (e.g. torch.from_dlpack for CUDA
+            devices).
+        """
         self._handle: Optional[ctypes.c_void_p] = None
         self._swap = threading.Lock()
         sources = _sources(tokens)
         self._runtime = runtime if runtime is not None else runtime_of(sources[0])
-        self._batch_size = _integer("batch_size", batch_size, 1)
-        self._context = _integer("context", context, 1)
-        self._seed = None if seed is None else _integer("seed", seed, 0, _UINT64_LIMIT)
+        # Here only what the C struct cannot say: Python types, values a C
+        # field cannot hold, and the zeros C reads as "the default".
+        self._batch_size = _int64("batch_size", batch_size, "a positive int")
+        self._context = _int64("context", context, "a positive int")
+        seed = None if seed is None else _integer("seed", seed, 0, _UINT64_LIMIT)
         self._limit = None if steps is None else _integer("steps", steps, 0)
-        prefetch = _integer("prefetch", prefetch, 1, MAX_PREFETCH + 1)
+        prefetch = _int64("prefetch", prefetch, f"an int in [1, {MAX_PREFETCH}]")
+        if prefetch == 0:
+            raise _core(f"prefetch must be in [1, {MAX_PREFETCH}], got 0")
         threads = _integer("threads", threads, 0, _UINT32_LIMIT)
         if not isinstance(release_pages, bool):
             raise _invalid(f"release_pages must be True or False, got {release_pages!r}")
         rank, world_size = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
         targets = self._targets(device)
-        if targets and self._batch_size % len(targets) != 0:
-            raise _invalid(f"batch_size {self._batch_size} does not split evenly over {len(targets)} devices")
         self._weights: Optional[ctypes.Array[ctypes.c_double]] = None
         if weights is not None:
-            self._weights = self._weight_array(weights, len(sources))
+            self._weights = self._weight_array(weights)
         self._convert = _converter(to)
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
@@ -211,11 +268,13 @@ class BatchStream:
             devices=ctypes.cast(self._devices, ctypes.POINTER(_lib.bp_device)),
             device_count=len(targets),
             dtype=0 if dtype is None else _dtypes.code(dtype),
+            seed=0 if seed is None else seed,
+            seed_from_state=int(seed is None),
             rank=rank,
             world_size=world_size,
             prefetch=prefetch,
             weights=None if self._weights is None else ctypes.cast(self._weights, ctypes.POINTER(ctypes.c_double)),
-            weight_count=len(sources) if self._weights is not None else 0,
+            weight_count=0 if self._weights is None else len(self._weights),
             threads=threads,
             release_pages=int(release_pages),
         )
@@ -233,42 +292,22 @@ class BatchStream:
         runtime = self._runtime
         if self._many:
             resolved = [runtime.device(item) for item in cast(Sequence[DeviceLike], device)]
-            if not resolved:
+            if not resolved:  # a list asks for a list of pairs: of none, here
                 raise _invalid("the device list is empty")
-            for index, target in enumerate(resolved):
-                if target in resolved[:index]:
-                    raise _invalid(f"device {target} is listed twice")
             return [target._to_c() for target in resolved]
         single = runtime._c_device(cast(Optional[DeviceLike], device))
         return [] if single is None else [single]
 
     @staticmethod
-    def _weight_array(weights: Sequence[float], sources: int) -> "ctypes.Array[ctypes.c_double]":
+    def _weight_array(weights: Sequence[float]) -> "ctypes.Array[ctypes.c_double]":
         if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, (Sequence, numpy.ndarray)):
             raise _invalid(f"weights must be a list of numbers, got {type(weights).__name__}")
-        values = list(weights)
-        if len(values) != sources:
-            raise _invalid(f"weights has {len(values)} entries for {sources} source(s)")
-        for index, value in enumerate(values):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise _invalid(f"weights[{index}] = {value!r} is not a finite number")
-            try:
-                finite = math.isfinite(value)
-            except OverflowError:  # past the largest double; its repr could be megabytes
-                bits = abs(int(value)).bit_length()
-                raise _invalid(f"weights[{index}] is not a finite number: it is about 2**{bits - 1}, and a double "
-                               "holds at most about 2**1024") from None
-            if not finite:
-                raise _invalid(f"weights[{index}] = {value!r} is not a finite number")
-        return (ctypes.c_double * sources)(*values)
+        values = [_weight(index, value) for index, value in enumerate(weights)]
+        return (ctypes.c_double * len(values))(*values)
 
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and
         replaces the current one only once that has worked."""
-        seed = self._seed
-        if seed is None:
-            seed = _saved_seed(state) if state is not None else 0
-        self._options.seed = seed
         self._options.state = state
         handle = ctypes.c_void_p()
         sources = (ctypes.c_void_p * len(self._sources))(*[source._live().value for source in self._sources])
@@ -281,7 +320,9 @@ class BatchStream:
             old, self._handle = self._handle, handle
         if old is not None:
             _lib.lib.bp_batch_stream_destroy(old)
-        self._step = int(self.state_dict()["step"]) if state is not None else 0
+        step = ctypes.c_int64()
+        _lib.check(_lib.lib.bp_batch_stream_step(handle, ctypes.byref(step)))
+        self._step = step.value
 
     # --- the iterator --------------------------------------------------------
     def __iter__(self) -> "BatchStream":
@@ -346,11 +387,12 @@ class BatchStream:
             raise _invalid("load_state_dict(None): pass a state from state_dict()")
         self._open(text)
 
-    def stats(self) -> BatchStats:
+    def stats(self) -> BatchStreamStats:
         """What the stream did so far."""
         stats = _lib.bp_batch_stream_stats(struct_size=ctypes.sizeof(_lib.bp_batch_stream_stats))
         _lib.check(_lib.lib.bp_batch_stream_stats_get(self._live(), ctypes.byref(stats)))
-        return BatchStats(**{field[0]: getattr(stats, field[0]) for field in _lib.bp_batch_stream_stats._fields_[1:]})
+        return BatchStreamStats(**{field[0]: getattr(stats, field[0])
+                                   for field in _lib.bp_batch_stream_stats._fields_[1:]})
 
     def resident_bytes(self) -> int:
         """Resident bytes, in this process, of the shared file mappings
@@ -396,40 +438,5 @@ class BatchStream:
         return f"<backplane.BatchStream B={self._batch_size} T={self._context} {state}>"
 
 
-def batches(tokens: Union[Array, Sequence[Array]], batch_size: int, context: int, *,
-            device: Union[None, DeviceLike, Sequence[DeviceLike]] = None, dtype: Any = "int64",
-            seed: Optional[int] = None, prefetch: int = 2, steps: Optional[int] = None, rank: Optional[int] = None,
-            world_size: Optional[int] = None, weights: Optional[Sequence[float]] = None, threads: int = 0,
-            release_pages: bool = False, state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
-            runtime: Optional[Runtime] = None) -> BatchStream:
-    """Training batches of `batch_size` windows of `context` + 1 tokens from
-    the 1-D token array `tokens` (or a list of them), as (x, y) pairs with y
-    shifted by one token. Every argument is checked here, before the first
-    step; the stream starts preparing batches at once.
-
-    device: the target (default: the default device now), or a list of
-        distinct devices: then each step yields a list with one (x, y) per
-        device, the batch split evenly across them.
-    dtype: the element type of x and y (default int64, for embeddings; None:
-        the tokens' own).
-    seed: the sampling key (default: a saved state's seed, else 0); the same
-        seed gives the same batches.
-    prefetch: steps prepared ahead of the one handed out, in [1, 64].
-    steps: stop before global step `steps` (default: never); a stream resumed
-        at step k hands out steps - k more.
-    rank, world_size: this process's share of a data-parallel job (default:
-        $RANK and $WORLD_SIZE when set, else 0 and 1); the ranks of a step
-        hold distinct windows of one global batch.
-    weights: one per token array, the share of windows drawn from it
-        (default: in proportion to each array's length).
-    threads: gather threads (0: chosen from the machine).
-    release_pages: give back the pages of gathered windows, so that a token
-        file larger than RAM does not fill the process's resident memory.
-    state: a state_dict() (or its JSON) to continue from, bit for bit.
-    to: what x and y are: "numpy" (default, host devices), "torch", "jax",
-        or a callable turning the [B, T+1] Array into a tensor that supports
-        [:, :-1] slicing (e.g. torch.from_dlpack for CUDA devices).
-    """
-    return BatchStream(tokens, batch_size, context, device=device, dtype=dtype, seed=seed, prefetch=prefetch,
-                       steps=steps, rank=rank, world_size=world_size, weights=weights, threads=threads,
-                       release_pages=release_pages, state=state, to=to, runtime=runtime)
+# One signature for both spellings: batches(...) is BatchStream(...).
+batches = BatchStream

@@ -31,6 +31,7 @@ from ._errors import InvalidArgumentError
 from ._errors import error_for as error_for  # re-exported: callers raise through _lib
 from ._lib_gen import BP_BACKEND_NAME_CAPACITY, PROTOTYPES, Library
 from ._lib_gen import BP_MEMORY_UNKNOWN as BP_MEMORY_UNKNOWN  # a memory figure the backend cannot tell
+from ._lib_gen import BP_BATCH_STREAM_MAX_PREFETCH as BP_BATCH_STREAM_MAX_PREFETCH
 from ._lib_gen import bp_backend_info as bp_backend_info
 from ._lib_gen import bp_batch_stream_options as bp_batch_stream_options
 from ._lib_gen import bp_batch_stream_stats as bp_batch_stream_stats

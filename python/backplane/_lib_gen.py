@@ -84,6 +84,8 @@ BP_DTYPE_F4 = 20
 BP_DTYPE_F6_E2M3 = 21
 BP_DTYPE_F6_E3M2 = 22
 BP_MEMORY_UNKNOWN = 18446744073709551615
+BP_BATCH_STREAM_MAX_PREFETCH = 64
+BP_BATCH_STREAM_LAST_STEP = 9223372036854775679
 BP_TRACE_DEFAULT_CAPACITY = 1048576
 
 # ---- callbacks ----
@@ -206,6 +208,7 @@ class bp_batch_stream_options(ctypes.Structure):
         ("threads", ctypes.c_uint32),
         ("release_pages", ctypes.c_int32),
         ("state", ctypes.c_char_p),
+        ("seed_from_state", ctypes.c_int32),
     ]
 
 
@@ -237,6 +240,7 @@ class bp_tokens_options(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("name", ctypes.c_char_p),
         ("device", ctypes.POINTER(bp_device)),
+        ("allow_empty_match", ctypes.c_int32),
     ]
 
 
@@ -458,6 +462,7 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
         ctypes.c_size_t,
         ctypes.POINTER(ctypes.c_size_t),
     ], ctypes.c_int32),
+    "bp_batch_stream_step": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int32),
     "bp_batch_stream_state": ([
         ctypes.c_void_p,
         ctypes.c_void_p,
@@ -783,6 +788,7 @@ class Library(Protocol):
         count: Pointer[ctypes.c_size_t],
         /,
     ) -> int: ...
+    def bp_batch_stream_step(self, stream: VoidPointer, out: Pointer[ctypes.c_int64], /) -> int: ...
     def bp_batch_stream_state(
         self,
         stream: VoidPointer,

@@ -46,19 +46,18 @@ def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
 
 def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
     files = ctypes.c_void_p()
-    try:
-        _lib.check(_lib.lib.bp_tokens_load_files(runtime._live_handle(),
-                                                 _lib.c_path("load_token_files", "pattern", pattern),
-                                                 ctypes.byref(options), ctypes.byref(files)))
-    except NotFoundError as error:
-        # An empty match, in the library's words; a tensor name a matching
-        # safetensors file lacks stays a NotFoundError.
-        if "no file matches" in error.message:
-            raise MissingFileError(error.message, filename=pattern) from None
-        raise
+    # An empty match comes back as an empty set, so it is told from a file's
+    # own NotFoundError (a tensor name a matching safetensors file lacks) by
+    # the count, never by the words of a message.
+    options.allow_empty_match = 1
+    _lib.check(_lib.lib.bp_tokens_load_files(runtime._live_handle(),
+                                             _lib.c_path("load_token_files", "pattern", pattern), ctypes.byref(options),
+                                             ctypes.byref(files)))
     try:
         count = ctypes.c_size_t()
         _lib.check(_lib.lib.bp_token_files_count(files, ctypes.byref(count)))
+        if count.value == 0:
+            raise MissingFileError(f"load_tokens: no file matches {pattern!r}", filename=pattern)
         arrays = []
         for index in range(count.value):
             handle = ctypes.c_void_p()

@@ -36,7 +36,9 @@
  * came from (bp_backend_info.origin_detail and .library, PJRT libraries as
  * pjrt_NAME backends), a device's memory kinds (bp_device_info_memory_kind*),
  * BP_TRACE_DEFAULT_CAPACITY; trace file names take %p, %r, %h, and the file
- * is written atomically.
+ * is written atomically; bp_batch_stream_step,
+ * BP_BATCH_STREAM_MAX_PREFETCH, BP_BATCH_STREAM_LAST_STEP,
+ * bp_batch_stream_options.seed_from_state, bp_tokens_options.allow_empty_match.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -708,6 +710,13 @@ BACKPLANE_API bp_status bp_safetensors_save_n(const char* path, const char* cons
  * is destroyed. */
 typedef struct bp_batch_stream bp_batch_stream;
 
+/* API 0.7. The most steps a stream prepares ahead (options.prefetch). */
+#define BP_BATCH_STREAM_MAX_PREFETCH 64
+/* API 0.7. The last global step a stream hands out (2^63 - 129), and the last
+ * a state may resume at: the next call after it fails with OUT_OF_RANGE, so
+ * that no step count overflows. */
+#define BP_BATCH_STREAM_LAST_STEP 9223372036854775679
+
 /* Set struct_size to sizeof, zero what you do not set, then fill at least
  * batch_size and context. */
 typedef struct bp_batch_stream_options {
@@ -722,7 +731,7 @@ typedef struct bp_batch_stream_options {
   /* The element type handed out; 0: the sources' (then the same for every
    * source). Only integers may be converted to another type. */
   bp_dtype dtype;
-  uint64_t seed;
+  uint64_t seed;      /* the sampling key */
   int64_t rank;       /* in [0, world_size) */
   int64_t world_size; /* ranks sharing each global step; 0 counts as 1 */
   int64_t prefetch;   /* steps prepared ahead of the one handed out, in [1, 64]; 0 counts as 2 */
@@ -737,6 +746,9 @@ typedef struct bp_batch_stream_options {
    * stream starts at that state's step. seed, context, batch_size *
    * world_size, the weights and the sources must match the state's. */
   const char* state;
+  /* API 0.7. Non-zero: the seed is `state`'s (0 without a state), and `seed`
+   * must be 0. */
+  int32_t seed_from_state;
 } bp_batch_stream_options;
 
 /* A new stream over `sources` (source_count 1-D arrays of integer tokens, all
@@ -752,9 +764,11 @@ typedef struct bp_batch_stream_options {
  * weights: than a source of positive weight has); UNSUPPORTED for a source
  * that is not 1-D integers in host memory or not of source 0's dtype, and a
  * dtype that is not an integer; INVALID_FILE for a `state` that is not one
- * (malformed JSON, a missing field, another format version) and
- * INVALID_ARGUMENT naming both values for a state of another stream; what
- * bp_device_resolve reports for the devices. */
+ * (malformed JSON or JSON nested deeper than 16 levels, a missing field,
+ * another format version) and INVALID_ARGUMENT naming both values for a state
+ * of another stream or one past BP_BATCH_STREAM_LAST_STEP; INVALID_ARGUMENT
+ * for a non-zero seed with seed_from_state; what bp_device_resolve reports for
+ * the devices. The messages are the C++ BatchStream's, word for word. */
 BACKPLANE_API bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
                                                const bp_batch_stream_options* options, bp_batch_stream** out);
 
@@ -770,8 +784,13 @@ BACKPLANE_API void bp_batch_stream_destroy(bp_batch_stream* stream);
  * and no step is consumed. A failure while preparing the step (a refused
  * copy, out of memory) is returned by the call that would hand it out, with
  * its code and message; the stream then stays failed, and its state still
- * names that step, so that a new stream can retry it. */
+ * names that step, so that a new stream can retry it. OUT_OF_RANGE after
+ * BP_BATCH_STREAM_LAST_STEP was handed out. */
 BACKPLANE_API bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t capacity, size_t* count);
+
+/* API 0.7. The global step bp_batch_stream_next hands out next (the state's
+ * "step"), in *out. */
+BACKPLANE_API bp_status bp_batch_stream_step(bp_batch_stream* stream, int64_t* out);
 
 /* Where the stream stands: a small JSON object (docs/batch-stream.md lists
  * its fields) naming the next global step to hand out, enough to resume it
@@ -871,6 +890,10 @@ typedef struct bp_tokens_options {
    * default device, which may be a GPU: token files stay in host memory and
    * batches move with bp_take_windows). */
   const bp_device* device;
+  /* API 0.7. Non-zero: bp_tokens_load_files hands out an empty set for a
+   * pattern nothing matches, instead of failing with NOT_FOUND; the caller
+   * tells "no file" from other errors by the count, not by a message. */
+  int32_t allow_empty_match;
 } bp_tokens_options;
 
 /* Loads the token file `path` as a new 1-D array (destroy it with
@@ -898,8 +921,8 @@ typedef struct bp_token_files bp_token_files;
 /* Loads every file matching the glob(3) `pattern` (*, ?, [...]; a path that
  * exists as written matches itself) as bp_tokens_load does, with the same
  * options, in bytewise order of their paths. Errors: NOT_FOUND naming the
- * pattern when nothing matches; the first failing file's error (nothing is
- * handed out then). */
+ * pattern when nothing matches (unless options->allow_empty_match); the first
+ * failing file's error (nothing is handed out then). */
 BACKPLANE_API bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const bp_tokens_options* options,
                                              bp_token_files** out);
 BACKPLANE_API void bp_token_files_destroy(bp_token_files* files);

@@ -19,6 +19,9 @@
 // the weights and the sources (sizes, dtypes, fingerprints of their bytes)
 // must match, or the constructor throws naming what differs.
 //
+// Steps: a stream hands out global steps up to kLastStep; the next() after
+// that one throws kOutOfRange, so that no step count ever overflows.
+//
 // Error model: every failure is a backplane::Error. The constructor throws
 // kInvalidArgument / kOutOfRange for bad options (naming the option) and
 // kInvalidFile for a state that is not one. A failure while preparing a step
@@ -55,7 +58,8 @@ struct BACKPLANE_API BatchStreamOptions {
   // The element type handed out; nullopt: the sources' dtype (which must then
   // be the same for every source). Integers only when it differs.
   std::optional<DType> dtype;
-  std::uint64_t seed = 0;
+  // The sampling key; nullopt: the resumed state's seed, else 0.
+  std::optional<std::uint64_t> seed;
   std::int64_t rank = 0;        // in [0, world_size)
   std::int64_t world_size = 1;  // ranks sharing each global step
   // Steps prepared ahead of the one handed out, in [1, kMaxPrefetch]. The
@@ -76,6 +80,9 @@ struct BACKPLANE_API BatchStreamOptions {
 };
 
 inline constexpr std::int64_t kMaxPrefetch = 64;
+// The last global step a stream hands out, and the last a state may resume
+// at: 2^63 - 129, which leaves room for the steps prepared ahead of it.
+inline constexpr std::int64_t kLastStep = INT64_MAX - 2 * kMaxPrefetch;
 
 // Where a stream stands, enough to continue it exactly. to_json() gives a
 // small JSON object (docs/batch-stream.md lists its fields); any rank's state
@@ -95,9 +102,12 @@ struct BACKPLANE_API BatchStreamState {
   std::vector<Source> sources;
 
   std::string to_json() const;
-  // Throws kInvalidFile naming the field for malformed JSON, a missing or
-  // mistyped field, or another format version.
+  // Throws kInvalidFile naming the field for malformed JSON, JSON nested
+  // deeper than kMaxJsonDepth, a missing or mistyped field, or another format
+  // version. Messages quote at most a short prefix of a bad value.
   static BatchStreamState from_json(std::string_view json);
+  // The deepest nesting from_json reads (the state itself nests 3 deep).
+  static constexpr int kMaxJsonDepth = 16;
 };
 
 // What the stream did so far. Seconds are wall time on a steady clock.
@@ -148,9 +158,10 @@ class BACKPLANE_API BatchStream {
   // it), in batch order.
   std::vector<Window> windows(std::int64_t step) const;
 
-  class Impl;
-
  private:
+  // Defined in core/src with hidden visibility: a nested class of an
+  // exported class would otherwise be exported with it.
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

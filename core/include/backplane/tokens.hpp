@@ -47,6 +47,10 @@ struct BACKPLANE_API TokenFileOptions {
   // Where the array lives: a host-addressable device (default: the runtime's
   // "cpu" device). The file is mapped, never read into memory.
   std::optional<Device> device;
+  // load_token_files: a pattern nothing matches gives no arrays instead of
+  // throwing kNotFound, so a caller tells "no file" from a file's own
+  // kNotFound (a tensor name) by the count. load_tokens ignores it.
+  bool allow_empty_match = false;
 };
 
 // One token file as a 1-D array over a read-only mapping of the whole file
@@ -60,8 +64,10 @@ BACKPLANE_API Array load_tokens(Runtime& runtime, const std::filesystem::path& p
 
 // Every file whose path matches the glob(3) `pattern` (*, ?, [...]; a path
 // that exists as written matches itself), sorted by path (bytewise), loaded
-// as load_tokens does with the same options. Throws kNotFound naming the
-// pattern when nothing matches, and the first file's error that fails.
+// as load_tokens does with the same options (load_token_file_entries keeps
+// each array's path). Throws kNotFound
+// naming the pattern when nothing matches (unless allow_empty_match), and the
+// first file's error that fails.
 BACKPLANE_API std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern,
                                                   const TokenFileOptions& options = {});
 

@@ -30,6 +30,9 @@ struct bp_batch_stream {
 namespace backplane::c_api {
 namespace {
 
+static_assert(BP_BATCH_STREAM_MAX_PREFETCH == kMaxPrefetch, "backplane.h and batch_stream.hpp name one limit");
+static_assert(BP_BATCH_STREAM_LAST_STEP == kLastStep, "backplane.h and batch_stream.hpp name one last step");
+
 LiveHandles<bp_batch_stream>& live_streams = make_live_handles<bp_batch_stream>();
 
 std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const char* function) {
@@ -41,6 +44,13 @@ std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const 
   return live;
 }
 
+// The size of the struct as API 0.5 defined it, which callers built then
+// still pass; any other size must hold the whole struct of today.
+constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_batch_stream_options, seed_from_state);
+
+// The C options as the C++ ones: the zeros that mean a default here
+// (world_size, prefetch) become it; every other check is BatchStream's own,
+// so that a bad option reads the same on every face.
 BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& options, const char* function) {
   BatchStreamOptions cxx;
   cxx.batch_size = options.batch_size;
@@ -50,7 +60,14 @@ BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& o
     cxx.devices.push_back(runtime.resolve(to_device(options.devices[i]).selector()));
   }
   if (options.dtype != 0) cxx.dtype = dtype_of(options.dtype, function);
-  cxx.seed = options.seed;
+  const bool seed_from_state = options.struct_size != kOptionsSize_0_5 && options.seed_from_state != 0;
+  if (!seed_from_state) {
+    cxx.seed = options.seed;
+  } else if (options.seed != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: options->seed is {} and options->seed_from_state asks for the state's seed", function,
+                            options.seed));
+  }
   cxx.rank = options.rank;
   cxx.world_size = options.world_size == 0 ? 1 : options.world_size;
   cxx.prefetch = options.prefetch == 0 ? 2 : options.prefetch;
@@ -85,6 +102,7 @@ using ::backplane::Runtime;
 using ::backplane::Window;
 using ::backplane::c_api::array_of;
 using ::backplane::c_api::guarded;
+using ::backplane::c_api::kOptionsSize_0_5;
 using ::backplane::c_api::live_streams;
 using ::backplane::c_api::new_array_handle;
 using ::backplane::c_api::options_of;
@@ -103,7 +121,9 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
     std::shared_ptr<Runtime> cxx = runtime_of(runtime, kFunction);
     require_non_null(options, kFunction, "options");
     require_non_null(out, kFunction, "out");
-    require_struct_size(options->struct_size, sizeof(bp_batch_stream_options), kFunction, "options");
+    if (options->struct_size != kOptionsSize_0_5) {
+      require_struct_size(options->struct_size, sizeof(bp_batch_stream_options), kFunction, "options");
+    }
     if (source_count > 0) require_non_null(sources, kFunction, "sources");
     std::vector<Array> arrays;
     arrays.reserve(source_count);
@@ -149,6 +169,15 @@ bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t c
       for (std::size_t i = 0; i < made; ++i) bp_array_destroy(out[i]);
       throw;
     }
+  });
+}
+
+bp_status bp_batch_stream_step(bp_batch_stream* stream, int64_t* out) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_step";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(out, kFunction, "out");
+    *out = live->stream->step();
   });
 }
 

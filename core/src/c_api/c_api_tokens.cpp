@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,10 +31,17 @@ const NamedArrays::value_type& file_at(const bp_token_files& files, size_t index
   return entry_at(files.files, index, function, "files");
 }
 
+// The size of the struct as API 0.5 defined it, which callers built then
+// still pass; any other size must hold the whole struct of today.
+constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_tokens_options, allow_empty_match);
+
 TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, const char* function) {
   TokenFileOptions cxx;
   if (options == nullptr) return cxx;
-  require_struct_size(options->struct_size, sizeof(bp_tokens_options), function, "options");
+  if (options->struct_size != kOptionsSize_0_5) {
+    require_struct_size(options->struct_size, sizeof(bp_tokens_options), function, "options");
+    cxx.allow_empty_match = options->allow_empty_match != 0;
+  }
   if (options->dtype != 0) cxx.dtype = dtype_of(options->dtype, function);
   if (options->name != nullptr) cxx.name = options->name;
   // NULL is the runtime's cpu device, which load_tokens picks itself.

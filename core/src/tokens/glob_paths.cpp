@@ -36,7 +36,7 @@ bool exists(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> glob_paths(std::string_view pattern) {
+std::vector<std::string> glob_paths(std::string_view pattern, bool allow_empty) {
   if (pattern.empty()) throw Error(ErrorCode::kInvalidArgument, "load_token_files: the pattern is empty");
   refuse_nul_bytes(pattern, "load_token_files", "pattern");
   const std::string text(pattern);
@@ -53,7 +53,7 @@ std::vector<std::string> glob_paths(std::string_view pattern) {
     throw Error(ErrorCode::kIo, fmt::format("matching {} failed (glob error {})", quote(text), status));
   }
   if (paths.empty() && exists(text)) paths.push_back(text);
-  if (paths.empty()) throw Error(ErrorCode::kNotFound, fmt::format("no file matches {}", quote(text)));
+  if (paths.empty() && !allow_empty) throw Error(ErrorCode::kNotFound, fmt::format("no file matches {}", quote(text)));
   std::sort(paths.begin(), paths.end());
   return paths;
 }

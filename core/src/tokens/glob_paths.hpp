@@ -11,9 +11,10 @@ namespace backplane::detail {
 // sorted bytewise. Directories that cannot be read are skipped, as a shell
 // skips them. A path that exists as written matches itself even when glob
 // would read its characters as a pattern ("shard[1].bin"). Throws
-// Error(kNotFound) naming the pattern when nothing matches,
-// Error(kInvalidArgument) for an empty pattern or one holding a NUL byte,
-// Error(kOutOfMemory), Error(kIo) for any other failure of glob.
-std::vector<std::string> glob_paths(std::string_view pattern);
+// Error(kNotFound) naming the pattern when nothing matches (an empty list
+// with `allow_empty`), Error(kInvalidArgument) for an empty pattern or one
+// holding a NUL byte, Error(kOutOfMemory), Error(kIo) for any other failure
+// of glob.
+std::vector<std::string> glob_paths(std::string_view pattern, bool allow_empty = false);
 
 }  // namespace backplane::detail

@@ -108,7 +108,7 @@ Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const Tok
 std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,
                                                     const TokenFileOptions& options) {
   std::vector<TokenFileEntry> entries;
-  for (std::string& path : detail::glob_paths(pattern)) {
+  for (std::string& path : detail::glob_paths(pattern, options.allow_empty_match)) {
     Array tokens = load_tokens(runtime, path, options);
     entries.push_back({std::move(path), std::move(tokens)});
   }

@@ -1,0 +1,118 @@
+// One step of a batch stream, made ready: its windows (drawn, and their
+// pages advised, while the step `prefetch` before it was gathered), gathered
+// on the pool's threads, issued to each device.
+#include "batches/step_gather.hpp"
+
+#include "placement/array_state.hpp"
+#include "placement/gather.hpp"
+#include "placement/transfer.hpp"
+#include "util/bytes.hpp"
+#include "util/page_advice.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace backplane::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+unsigned gather_threads(unsigned asked) {
+  return asked != 0 ? asked : std::clamp(std::thread::hardware_concurrency(), 4U, 8U);
+}
+
+}  // namespace
+
+StepGather::StepGather(const StreamPlan& plan, std::uint64_t trace_id)
+    : plan_(plan),
+      trace_id_(trace_id),
+      pool_(std::make_unique<GatherPool>(gather_threads(plan.options().threads))),
+      ahead_(static_cast<std::size_t>(plan.options().prefetch) + 1,
+             std::vector<Window>(static_cast<std::size_t>(plan.options().batch_size))),
+      drawn_until_(plan.first_step()) {}
+
+double StepGather::seconds() const noexcept {
+  return static_cast<double>(nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+std::span<const Window> StepGather::windows_of(std::int64_t step) {
+  const auto slot = [&](std::int64_t at) -> std::vector<Window>& {
+    return ahead_[static_cast<std::size_t>(at) % ahead_.size()];
+  };
+  // The pages of the step `prefetch` ahead start arriving while this one is
+  // gathered: cold windows are read concurrently, not one fault at a time.
+  // (The first call draws and advises every step up to there.)
+  const std::int64_t last = std::min(step + plan_.options().prefetch, kLastStep);
+  for (; drawn_until_ <= last; ++drawn_until_) {
+    std::vector<Window>& drawn = slot(drawn_until_);
+    plan_.draw(drawn_until_, drawn);
+    for (const Window& window : drawn) advise_will_need({plan_.first_token(window), plan_.window_bytes()});
+  }
+  return slot(step);
+}
+
+PreparedStep StepGather::gather(std::int64_t step) {
+  PreparedStep prepared;
+  prepared.step = step;
+  const Clock::time_point start = Clock::now();
+  trace::Span gathering(trace::category::kBatchStream, trace::event::kGather, 0, start);
+  const std::span<const Window> windows = windows_of(step);
+  const std::size_t share = windows.size() / plan_.targets().size();
+  for (std::size_t device = 0; device < plan_.targets().size(); ++device) {
+    prepared.arrays.push_back(gather_for(device, windows.subspan(device * share, share), step));
+  }
+  prepared.issued = Clock::now();
+  if (gathering.active()) {
+    // What the step hands out, as stats().bytes counts it.
+    std::uint64_t bytes = 0;
+    for (const Array& array : prepared.arrays) bytes += array.nbytes();
+    gathering.end({}, {{"stream", trace_id_}, {"step", step}, {"windows", windows.size()}, {"bytes", bytes}},
+                  prepared.issued);
+  } else {
+    gathering.discard();
+  }
+  prepared.transfer = trace::Span(trace::category::kBatchStream, trace::event::kTransfer, 0, prepared.issued);
+  for (const Array& array : prepared.arrays) {
+    const auto& arrival = ArrayAccess::state(array, "BatchStream").storage->arrival;
+    if (arrival) prepared.arrivals.push_back(arrival);
+  }
+  const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(prepared.issued - start);
+  nanoseconds_.fetch_add(static_cast<std::uint64_t>(elapsed.count()), std::memory_order_relaxed);
+  return prepared;
+}
+
+Array StepGather::gather_for(std::size_t device, std::span<const Window> windows, std::int64_t step) {
+  const std::shared_ptr<LiveDevice>& target = plan_.targets()[device];
+  const DType from = plan_.from();
+  const DType to = plan_.to();
+  const std::int64_t length = plan_.window_tokens();
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(windows.size()), length};
+  const Extent extent = extent_of(to, shape, "BatchStream");
+  std::vector<const std::byte*> rows(windows.size());
+  for (std::size_t index = 0; index < windows.size(); ++index) rows[index] = plan_.first_token(windows[index]);
+  const RowGather gather{from, rows.size(), length, [&](std::byte* destination, DType as) {
+                           const std::uint64_t row_out = static_cast<std::uint64_t>(length) * (dtype_bits(as) / 8);
+                           pool_->run(rows.size(), [&](std::size_t begin, std::size_t end) {
+                             const std::span<const std::byte* const> piece(rows.data() + begin, end - begin);
+                             gather_rows(piece, from, length, destination + begin * row_out, as);
+                           });
+                           if (!plan_.options().release_pages) return;
+                           // After the whole gather, so no thread re-faults what another dropped.
+                           for (std::size_t index = 0; index < rows.size(); ++index) {
+                             const StreamSource& source =
+                                 plan_.sources()[static_cast<std::size_t>(windows[index].source)];
+                             drop_pages({rows[index], plan_.window_bytes()}, {source.data, source.array.nbytes()});
+                           }
+                         }};
+  return send_rows(
+      plan_.placement(), gather, target, to, std::move(shape), extent,
+      [&] {
+        return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
+                           dtype_name(to), describe_bytes(extent.bytes), target->selector());
+      },
+      trace::event::kBatch);
+}
+
+}  // namespace backplane::detail

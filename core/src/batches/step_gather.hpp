@@ -1,0 +1,70 @@
+// The gather of a batch stream: makes one step ready on the producer's
+// thread. Each step's windows are drawn once, while the step `prefetch`
+// before it is gathered (the first steps' all by the first gather): the draw
+// advises the kernel of their pages, so cold pages arrive while the steps
+// before are gathered, and the gather copies those same windows (on the
+// pool's threads) and issues them to the devices.
+#pragma once
+
+#include "batches/gather_pool.hpp"
+#include "batches/stream_plan.hpp"
+#include "placement/completion.hpp"
+#include "trace/trace.hpp"
+
+#include <backplane/array.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace backplane::detail {
+
+// One step, gathered and issued to its devices.
+struct PreparedStep {
+  std::int64_t step = 0;
+  std::vector<Array> arrays;  // one per device, in the plan's order
+  // What the producer waits on to time the copies: holding these rather
+  // than the arrays lets a batch's memory go back to the cache as soon as
+  // the consumer drops it. Empty for host targets, where the gather was the
+  // transfer.
+  std::vector<std::shared_ptr<Completion>> arrivals;
+  std::chrono::steady_clock::time_point issued;
+  trace::Span transfer;  // from `issued` to the arrival
+};
+
+class StepGather {
+ public:
+  // Gathers the steps of `plan` from plan.first_step() on, on the threads
+  // its options ask for (0: chosen from the machine, 4 to 8).
+  // `trace_id` numbers the stream in the trace (the queue's transfer lanes
+  // carry the same number).
+  StepGather(const StreamPlan& plan, std::uint64_t trace_id);
+
+  // Draws and advises the windows of the steps up to `step` + prefetch not
+  // drawn yet, then gathers the windows of `step` and issues their copies.
+  // Steps come in increasing order from the plan's first step, none past
+  // kLastStep, one call at a time. Throws what the copies' issue throws.
+  PreparedStep gather(std::int64_t step);
+
+  // Time spent in gather() so far, summed over steps (not threads): the
+  // draw, the advice, the gather and the issue. Any thread.
+  double seconds() const noexcept;
+
+ private:
+  std::span<const Window> windows_of(std::int64_t step);
+  Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t step);
+
+  const StreamPlan& plan_;
+  const std::uint64_t trace_id_;
+  std::unique_ptr<GatherPool> pool_;
+  // The windows of step s, drawn ahead, at ahead_[s % ahead_.size()]: the
+  // step being gathered and the `prefetch` after it.
+  std::vector<std::vector<Window>> ahead_;
+  std::int64_t drawn_until_;  // the first step not drawn yet
+  std::atomic<std::uint64_t> nanoseconds_{0};
+};
+
+}  // namespace backplane::detail

@@ -1,0 +1,76 @@
+// What a batch stream is, settled once when it is made: the checked options,
+// the target devices, the sources and their identity (what a saved state must
+// match), the sampler, and the step it starts at. A plan starts no thread and
+// never changes, so the gather and the stream read it from any thread.
+#pragma once
+
+#include "batches/sampler.hpp"
+#include "placement/placement.hpp"
+#include "util/page_advice.hpp"
+
+#include <backplane/array.hpp>
+#include <backplane/batch_stream.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace backplane::detail {
+
+struct StreamSource {
+  Array array;  // keeps the memory alive
+  const std::byte* data = nullptr;
+  std::uint64_t tokens = 0;
+  std::uint64_t starts = 0;  // windows that fit
+  bool droppable = false;    // a file mapping whose pages may be given back
+};
+
+class StreamPlan {
+ public:
+  // Throws what BatchStream's constructor documents for bad options, sources
+  // that cannot be streamed, and a state this stream cannot resume.
+  StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options, const BatchStreamState* resume);
+
+  const BatchStreamOptions& options() const noexcept { return options_; }
+  Placement& placement() const noexcept { return *placement_; }
+  const std::vector<std::shared_ptr<LiveDevice>>& targets() const noexcept { return targets_; }
+  const std::vector<StreamSource>& sources() const noexcept { return sources_; }
+  DType from() const noexcept { return from_; }  // the sources' dtype
+  DType to() const noexcept { return to_; }      // what the batches hold
+  std::int64_t first_step() const noexcept { return first_step_; }
+  std::int64_t window_tokens() const noexcept { return options_.context + 1; }
+  // Bytes of one window in the sources.
+  std::uint64_t window_bytes() const noexcept;
+
+  // This rank's windows of global `step` (>= 0), batch_size of them, in
+  // batch order, into `out`.
+  void draw(std::int64_t step, std::span<Window> out) const;
+  // As draw(), refusing a negative step (kOutOfRange).
+  std::vector<Window> windows(std::int64_t step) const;
+  // Where a window's tokens are in host memory.
+  const std::byte* first_token(const Window& window) const noexcept;
+
+  BatchStreamState state_at(std::int64_t step) const;
+  // The sources that are file mappings, for their resident size.
+  std::vector<HostRange> file_mappings() const;
+
+ private:
+  void check_options(std::size_t source_count);
+  void choose_devices(Runtime& runtime);
+  void open_sources(std::vector<Array> sources);
+
+  BatchStreamOptions options_;
+  std::shared_ptr<Placement> placement_;
+  std::vector<std::shared_ptr<LiveDevice>> targets_;
+  std::vector<StreamSource> sources_;
+  DType from_ = DType::kU8;
+  DType to_ = DType::kU8;
+  std::int64_t global_batch_ = 0;
+  std::int64_t first_step_ = 0;
+  BatchStreamState identity_;  // the state of this stream but for its step
+  std::unique_ptr<WindowSampler> sampler_;
+};
+
+}  // namespace backplane::detail
