@@ -12,7 +12,6 @@
 namespace backplane::detail {
 namespace {
 
-
 double seconds(std::chrono::steady_clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
 
 }  // namespace
