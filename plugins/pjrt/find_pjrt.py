@@ -14,6 +14,7 @@ Only the distribution's metadata and its list of files are read (importlib.metad
 never the package's code. Prints the path and exits 0, or prints why not to
 stderr and exits 1.
 """
+import os
 import sys
 from importlib import metadata
 
@@ -44,6 +45,16 @@ def fail(message):
     return 1
 
 
+def emit(text):
+    """Prints `text`; a reader that stops after the first line is no error."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # what is left to flush at exit goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def main(arguments):
     if arguments == ["--header"]:
         found = distribution(HEADER_DISTRIBUTION)
@@ -53,8 +64,7 @@ def main(arguments):
         path = installed_file(found, lambda name: name == HEADER)
         if path is None:
             return fail(f"{HEADER_DISTRIBUTION} {found.version} lists no {HEADER}")
-        print(path)
-        return 0
+        return emit(f"{path}\n")
     if len(arguments) == 2 and arguments[0] == "--library":
         found = distribution(arguments[1])
         if found is None:
@@ -62,9 +72,7 @@ def main(arguments):
         path = installed_file(found, lambda name: name.startswith(PLUGIN_PACKAGES) and name.endswith(".so"))
         if path is None:
             return fail(f"{arguments[1]} {found.version} installs no .so under jax_plugins/ or xla_plugins/")
-        print(path)
-        print(found.version)
-        return 0
+        return emit(f"{path}\n{found.version}\n")
     print(__doc__, file=sys.stderr)
     return 2
 

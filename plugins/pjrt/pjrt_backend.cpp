@@ -2,12 +2,15 @@
 // handle, ordinal, range and pointer before a hook runs.
 #include "pjrt_backend.hpp"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 namespace backplane::pjrt {
 namespace {
@@ -25,6 +28,15 @@ DataPath parse_data_path(const std::string_view* value) {
 }
 
 const char* data_path_name(DataPath path) { return path == DataPath::kHost ? "host" : "copy"; }
+
+// True in a child of fork() once any backend made a client: every device
+// call asks refusal(), and getpid() is a system call the parent should not
+// pay for on each. The handler is safe to leave registered: the adapter is
+// never unloaded (-z nodelete, plugins/pjrt/meson.build).
+std::atomic<bool> in_forked_child{false};
+std::once_flag fork_handler;
+
+void note_forked_child() { in_forked_child.store(true, std::memory_order_relaxed); }
 
 std::string device_count_text(std::size_t count) {
   return std::to_string(count) + (count == 1 ? " device" : " devices");
@@ -65,6 +77,8 @@ std::unique_ptr<PjrtBackend> PjrtBackend::create(const sdk::Options& options) {
 }
 
 std::string_view PjrtBackend::refusal() {
+  if (!in_forked_child.load(std::memory_order_relaxed)) [[likely]]
+    return {};
   return fork_.forked() ? std::string_view(refusal_text_) : std::string_view();
 }
 
@@ -83,6 +97,8 @@ sdk::Probe PjrtBackend::probe_client() {
   const std::string identity =
       "PJRT " + library_->version() +
       (library_->identifying_attributes().empty() ? std::string() : ", " + library_->identifying_attributes());
+  // Before the client exists, so that no fork() can come between.
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, note_forked_child); });
   auto created = Client::create(*library_, create_options_);
   if (auto* failure = std::get_if<PjrtFailure>(&created)) {
     const std::string text = failure->message + " (" + code_name(failure->code) + ", " + identity + ")";
