@@ -250,7 +250,8 @@ concept NamesRelease = requires {
 template <class Impl>
 concept NamesCapabilities = requires {
   &Impl::capabilities;
-} || requires { &Impl::dlpack_device_type; };
+}
+|| requires { &Impl::dlpack_device_type; };
 template <class Impl>
 concept NamesMemories = requires {
   &Impl::memories;
@@ -332,13 +333,19 @@ consteval bool check_contract() {
                 "has convert_integers()");
   static_assert(declares<Impl>(BP_CAPABILITY_EVENT_TIMING) == NamesTiming<Impl>,
                 "backend hook timing: BP_CAPABILITY_EVENT_TIMING is declared exactly when the class has timing()");
-  return Backend<Impl> && (StatesCapabilities<Impl> || !NamesCapabilities<Impl>)&&(
-             DescribesMemories<Impl> || !NamesMemories<Impl>)&&(WrapsMemory<Impl> || !NamesWrap<Impl>)&&(ConvertsIntegers<Impl> || !NamesConvertIntegers<Impl>)&&(
-             TimesEvents<Impl> ||
-             !NamesTiming<Impl>)&&(Refuses<Impl> ||
-                                   !NamesRefusal<Impl>)&&(Releases<Impl> ||
-                                                          !NamesRelease<
-                                                              Impl>)&&declares<Impl>(BP_CAPABILITY_WRAP_MEMORY) ==
+  return Backend<Impl> &&
+         (StatesCapabilities<Impl> || !NamesCapabilities<Impl>)&&(DescribesMemories<Impl> || !NamesMemories<Impl>)&&(
+             WrapsMemory<Impl> ||
+             !NamesWrap<
+                 Impl>)&&(ConvertsIntegers<Impl> ||
+                          !NamesConvertIntegers<
+                              Impl>)&&(TimesEvents<Impl> ||
+                                       !NamesTiming<
+                                           Impl>)&&(Refuses<Impl> ||
+                                                    !NamesRefusal<
+                                                        Impl>)&&(Releases<Impl> ||
+                                                                 !NamesRelease<
+                                                                     Impl>)&&declares<Impl>(BP_CAPABILITY_WRAP_MEMORY) ==
              NamesWrap<Impl> &&
          declares<Impl>(BP_CAPABILITY_CONVERT_INTEGERS) == NamesConvertIntegers<Impl> &&
          declares<Impl>(BP_CAPABILITY_EVENT_TIMING) == NamesTiming<Impl>;
