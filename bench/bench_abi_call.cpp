@@ -1,6 +1,14 @@
 // Cost of one call from the core through the Backend ABI into a plugin
 // (table lookup, args struct, status check), against a direct call of a
 // function doing the same work, measured in the same run.
+//
+//   bench_abi_call PLUGIN_DIR [PJRT_ADAPTER PJRT_LIBRARY]
+//
+// With the pjrt adapter and a PJRT library (bench/meson.build passes the CPU
+// PJRT plugin when the xla-cpu-pjrt wheel is installed), the same for the
+// adapter, and a 64-byte copy_to_host through the cpu plugin and through the
+// adapter on both data paths: the adapter's cost per call next to the cpu
+// plugin's.
 #include "bench_util.hpp"
 #include "registry/runtime_impl.hpp"
 
@@ -28,10 +36,78 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
+// ns per call of `call` through the table against the direct call, as
+// paired short blocks (see main).
+template <class Call>
+void paired_row(const char* label, Call&& call) {
+  constexpr int kCalls = 20'000;
+  constexpr int kPairs = 501;
+  DirectBackend direct;
+  std::vector<double> direct_ns;
+  std::vector<double> abi_ns;
+  for (int pair = 0; pair < kPairs; ++pair) {
+    direct_ns.push_back(backplane::bench::median_seconds(1,
+                                                         [&] {
+                                                           for (int i = 0; i < kCalls; ++i)
+                                                             backplane::bench::keep(direct_device_count(&direct));
+                                                         }) /
+                        kCalls * 1e9);
+    abi_ns.push_back(backplane::bench::median_seconds(1,
+                                                      [&] {
+                                                        for (int i = 0; i < kCalls; ++i) call();
+                                                      }) /
+                     kCalls * 1e9);
+  }
+  fmt::print("{}: {:.2f} ns/call, overhead {:.2f} ns/call over the direct call\n", label, median(abi_ns),
+             median(abi_ns) - median(direct_ns));
+}
+
+// ns per 64-byte copy_to_host through `backend` (device 0).
+void copy_row(const char* label, backplane::detail::Backend& backend) {
+  constexpr int kCopies = 2'000;
+  auto allocation = backend.allocate(0, BP_MEMORY_DEVICE, 64);
+  std::vector<unsigned char> host(64, 1);
+  backend.copy_to_device(0, allocation.buffer, 0, host.data(), host.size());
+  const double seconds = backplane::bench::median_seconds(21, [&] {
+    for (int i = 0; i < kCopies; ++i) backend.copy_to_host(0, allocation.buffer, 0, host.data(), host.size());
+  });
+  backend.free(allocation.buffer);
+  fmt::print("{}: {:.0f} ns per 64-byte copy_to_host (median of 21 x {})\n", label, seconds / kCopies * 1e9, kCopies);
+}
+
+void pjrt_rows(const char* adapter, const char* library, backplane::detail::Backend& cpu) {
+  using namespace backplane;
+  copy_row("cpu plugin", cpu);
+  for (const char* data_path : {"host", "copy"}) {
+    Runtime::Options options;
+    options.plugin_paths = {adapter};
+    options.ignore_environment = true;
+    options.skip_default_paths = true;
+    options.backend_options["pjrt"] = {{"library", library}, {"data_path", data_path}};
+    Runtime runtime(options);
+    if (!runtime.is_available("pjrt")) {
+      fmt::print("pjrt ({}): unavailable: {}\n", data_path, runtime.find_backend("pjrt")->reason);
+      return;
+    }
+    detail::Backend& pjrt = detail::RuntimeAccess::registry(runtime).live_backend("pjrt");
+    if (std::string_view(data_path) == "host") {
+      paired_row("abi call into the pjrt adapter (device_count through the table)",
+                 [&] { bench::keep(pjrt.device_count()); });
+      paired_row("abi call into the cpu plugin, same blocks  (device_count through the table)",
+                 [&] { bench::keep(cpu.device_count()); });
+    }
+    // The cpu plugin's row beside it, in the same conditions: the PJRT CPU
+    // client's worker threads share the machine's cores with this loop.
+    if (std::string_view(data_path) == "host") copy_row("cpu plugin, with the PJRT client alive", cpu);
+    copy_row(std::string_view(data_path) == "host" ? "pjrt adapter, data path host" : "pjrt adapter, data path copy",
+             pjrt);
+  }
+}
+
 int main(int argc, char** argv) {
   using namespace backplane;
-  if (argc != 2) {
-    fmt::print(stderr, "usage: bench_abi_call PLUGIN_DIR\n");
+  if (argc != 2 && argc != 4) {
+    fmt::print(stderr, "usage: bench_abi_call PLUGIN_DIR [PJRT_ADAPTER PJRT_LIBRARY]\n");
     return 2;
   }
   Runtime::Options options;
@@ -74,5 +150,6 @@ int main(int argc, char** argv) {
   fmt::print(
       "ratio abi/direct: {:.1f}x (median of {} paired blocks; fastest/fastest {:.1f}x), overhead {:.2f} ns/call\n",
       median(ratios), kPairs, fastest_abi / fastest_direct, abi_median - direct_median);
+  if (argc == 4) pjrt_rows(argv[2], argv[3], cpu);
   return 0;
 }

@@ -92,7 +92,10 @@ class Context final : private detail::ErrorInspector {
   const BP_PluginApi& api;
   const Options& options;
   Report& report;
-  BP_Backend* backend = nullptr;     // set once backend_create succeeded
+  BP_Backend* backend = nullptr;  // set once backend_create succeeded
+  // What the probe stated for this backend (ABI 1.4: BP_ProbeArgs
+  // capabilities), once probed; has_capability reads the table's until then.
+  std::optional<BP_Capabilities> stated_capabilities;
   std::vector<DeviceFacts> devices;  // filled by the devices check; empty when it failed
   bool devices_failed = false;       // device_info failed: `devices` is not the real count
   // What device_count answered, when within bounds: the ordinals that exist
@@ -132,7 +135,12 @@ class Context final : private detail::ErrorInspector {
   std::vector<std::string> malformed_errors() const;
   std::size_t errors_seen() const;
 
-  bool has_capability(BP_Capabilities bit) const noexcept { return (api.capabilities & bit) != 0; }
+  // The backend's capability: as its probe stated it (ABI 1.4) once probed,
+  // else the table's; BP_CAPABILITY_PROBE_IN_CHILD is the table's alone.
+  bool has_capability(BP_Capabilities bit) const noexcept {
+    const BP_Capabilities table_only = api.capabilities & BP_CAPABILITY_PROBE_IN_CHILD;
+    return ((stated_capabilities ? *stated_capabilities | table_only : api.capabilities) & bit) != 0;
+  }
   int device_count() const noexcept { return static_cast<int>(devices.size()); }
   // Throws NotApplicable unless the backend is available with a device.
   void require_devices() const;

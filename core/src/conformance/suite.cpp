@@ -63,11 +63,13 @@ BP_Capabilities known_capabilities(std::uint32_t minor) {
   constexpr BP_Capabilities kKnown_1_1 = kKnown_1_0 | BP_CAPABILITY_WRAP_MEMORY;
   constexpr BP_Capabilities kKnown_1_2 = kKnown_1_1;
   constexpr BP_Capabilities kKnown_1_3 = kKnown_1_2 | BP_CAPABILITY_EVENT_TIMING;
+  constexpr BP_Capabilities kKnown_1_4 = kKnown_1_3 | BP_CAPABILITY_PROBE_IN_CHILD | BP_CAPABILITY_NO_DEVICE_TO_DEVICE;
   switch (minor) {
     case 0: return kKnown_1_0;
     case 1: return kKnown_1_1;
     case 2: return kKnown_1_2;
-    default: return kKnown_1_3;
+    case 3: return kKnown_1_3;
+    default: return kKnown_1_4;
   }
 }
 
@@ -203,8 +205,9 @@ void check_backend_lifecycle(Context& context) {
     return std::string();
   });
   context.check("backend: a second instance lives alongside the first", [&] {
-    auto created = detail::PluginClient::create(api, nullptr, 0, &context.inspector());
-    context.require_ok(created.status(), "a second backend_create (no options)");
+    // With the same options: a backend may need one (the pjrt adapter's library).
+    auto created = detail::PluginClient::create(api, context.options.plugin_options, &context.inspector());
+    context.require_ok(created.status(), "a second backend_create with the same options");
     if (*created == nullptr) throw CheckFailure("backend_create returned success but no backend");
     const detail::PluginClient second(api, *created, &context.inspector());
     if (second.backend() == context.backend) {
@@ -228,7 +231,11 @@ void check_probe(Context& context) {
   context.check("probe: answers available or unavailable, with a reason when unavailable", [&] {
     auto args = detail::probe_args(context.backend);
     args.available = -1;  // a plugin that never sets it is caught
+    // ABI 1.4, in/out: the table's, which a backend may restate for itself.
+    args.capabilities = api.capabilities;
+    args.dlpack_device_type = BP_STRUCT_HAS_FIELD(&api, BP_PluginApi, dlpack_device_type) ? api.dlpack_device_type : 0;
     context.require_ok(api.probe(&args), "probe");
+    if (api.abi_minor >= 4) context.stated_capabilities = args.capabilities & ~BP_CAPABILITY_PROBE_IN_CHILD;
     if (args.available != 0 && args.available != 1) {
       throw CheckFailure(fmt::format("available is {}; it must be 0 or 1", args.available));
     }

@@ -129,6 +129,11 @@ class Options {
     }
   }
 
+  // Every option as given, in order; the views are valid during
+  // backend_create. For a backend whose options include a family of keys
+  // (the pjrt adapter's create.<key>), which allow_only cannot list.
+  const std::vector<std::pair<std::string_view, std::string_view>>& entries() const { return entries_; }
+
   // The value of `key` (the last one given), or nullptr.
   const std::string_view* find(std::string_view key) const {
     const std::string_view* value = nullptr;

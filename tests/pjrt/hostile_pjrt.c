@@ -1,0 +1,122 @@
+/* Hostile PJRT plugin libraries, one per HOSTILE_* macro, each breaking one
+ * thing the pjrt adapter must survive and name:
+ *   HOSTILE_NO_SYMBOL     exports no GetPjrtApi (not a PJRT plugin)
+ *   HOSTILE_NULL_API      GetPjrtApi returns NULL
+ *   HOSTILE_SHORT_TABLE   a PJRT_Api of 64 bytes (ends inside the plugin calls)
+ *   HOSTILE_FUTURE_MAJOR  PJRT 1.0
+ *   HOSTILE_OLD_MINOR     PJRT 0.60, before CreateUninitializedBuffer
+ *   HOSTILE_NULL_CALL     a full table whose PJRT_Client_CreateUninitializedBuffer is NULL
+ *   HOSTILE_CRASH         PJRT_Client_Create dereferences NULL
+ *   HOSTILE_HANG          PJRT_Client_Create never returns
+ *   HOSTILE_ERROR         PJRT_Client_Create fails FAILED_PRECONDITION with a message
+ * Built against the pjrt_c_api.h the adapter uses. Every call the adapter
+ * does not expect to reach answers UNIMPLEMENTED. */
+#include <pjrt_c_api.h>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(HOSTILE_NO_SYMBOL)
+/* A library with a symbol, but not the one a PJRT plugin exports. */
+__attribute__((visibility("default"))) int not_a_pjrt_plugin(void) { return 1; }
+#elif defined(HOSTILE_NULL_API)
+__attribute__((visibility("default"))) const PJRT_Api* GetPjrtApi(void) { return NULL; }
+#else
+struct PJRT_Error {
+  PJRT_Error_Code code;
+  const char* message;
+};
+
+static PJRT_Error* make_error(PJRT_Error_Code code, const char* message) {
+  PJRT_Error* error = malloc(sizeof(PJRT_Error));
+  error->code = code;
+  error->message = message;
+  return error;
+}
+
+static void error_destroy(PJRT_Error_Destroy_Args* args) { free(args->error); }
+
+static void error_message(PJRT_Error_Message_Args* args) {
+  args->message = args->error->message;
+  args->message_size = strlen(args->error->message);
+}
+
+static PJRT_Error* error_get_code(PJRT_Error_GetCode_Args* args) {
+  args->code = args->error->code;
+  return NULL;
+}
+
+static PJRT_Error* plugin_initialize(PJRT_Plugin_Initialize_Args* args) {
+  (void)args;
+  return NULL;
+}
+
+static PJRT_NamedValue attributes[2];
+
+static PJRT_Error* plugin_attributes(PJRT_Plugin_Attributes_Args* args) {
+  attributes[0].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  attributes[0].name = "xla_version";
+  attributes[0].name_size = strlen("xla_version");
+  attributes[0].type = PJRT_NamedValue_kInt64;
+  attributes[0].int64_value = 2;
+  attributes[0].value_size = 1;
+  attributes[1].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+  attributes[1].name = "hostile_fixture";
+  attributes[1].name_size = strlen("hostile_fixture");
+  attributes[1].type = PJRT_NamedValue_kInt64;
+  attributes[1].int64_value = 42;
+  attributes[1].value_size = 1;
+  args->attributes = attributes;
+  args->num_attributes = 2;
+  return NULL;
+}
+
+static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
+  (void)args;
+#if defined(HOSTILE_CRASH)
+  raise(SIGSEGV);
+#elif defined(HOSTILE_HANG)
+  for (;;) pause();
+#endif
+  return make_error(PJRT_Error_Code_FAILED_PRECONDITION, "hostile fixture: no devices are visible to this plugin");
+}
+
+/* Anything else: not implemented (never reached by the adapter's probe). */
+static PJRT_Error* unimplemented(void* args) {
+  (void)args;
+  return make_error(PJRT_Error_Code_UNIMPLEMENTED, "hostile fixture: not implemented");
+}
+
+static PJRT_Api api;
+
+__attribute__((visibility("default"))) const PJRT_Api* GetPjrtApi(void) {
+  /* Every function pointer of the table, then the ones that mean something. */
+  typedef PJRT_Error* (*Stub)(void*);
+  Stub* slot = (Stub*)&api.PJRT_Error_Destroy;
+  Stub* end = (Stub*)((char*)&api + sizeof(api));
+  for (; slot < end; ++slot) *slot = unimplemented;
+  api.struct_size = PJRT_Api_STRUCT_SIZE;
+  api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
+  api.pjrt_api_version.major_version = PJRT_API_MAJOR;
+  api.pjrt_api_version.minor_version = PJRT_API_MINOR;
+  api.PJRT_Error_Destroy = error_destroy;
+  api.PJRT_Error_Message = error_message;
+  api.PJRT_Error_GetCode = error_get_code;
+  api.PJRT_Plugin_Initialize = plugin_initialize;
+  api.PJRT_Plugin_Attributes = plugin_attributes;
+  api.PJRT_Client_Create = client_create;
+#if defined(HOSTILE_SHORT_TABLE)
+  api.struct_size = 64;
+#elif defined(HOSTILE_FUTURE_MAJOR)
+  api.pjrt_api_version.major_version = 1;
+  api.pjrt_api_version.minor_version = 0;
+#elif defined(HOSTILE_OLD_MINOR)
+  api.pjrt_api_version.minor_version = 60;
+#elif defined(HOSTILE_NULL_CALL)
+  api.PJRT_Client_CreateUninitializedBuffer = NULL;
+#endif
+  return &api;
+}
+#endif

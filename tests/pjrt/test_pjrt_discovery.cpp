@@ -1,0 +1,252 @@
+// Discovery of PJRT backends: the CPU PJRT plugin available with its devices,
+// the CUDA PJRT plugin unavailable with its own reason, hostile libraries
+// listed as failed with what is wrong, and bad options named.
+#include "pjrt_support.hpp"
+#include "support/backend_named.hpp"
+#include "support/temp_dir.hpp"
+
+#include <backplane/array.hpp>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+using namespace backplane;
+using namespace backplane::testing;
+
+namespace {
+
+std::string fixture(const char* mode) { return std::string(BP_TEST_PJRT_FIXTURE_DIR) + "/hostile-" + mode + ".so"; }
+
+// The pjrt backend's discovery entry for `library` with `options`.
+BackendInfo discovered(const std::string& library, const PjrtOptions& options = {},
+                       ProbeIsolation isolation = ProbeIsolation::kNone,
+                       std::map<std::string, std::string> environment = {}) {
+  Runtime::Options made = pjrt_runtime_options(library, options, isolation);
+  made.environment = std::move(environment);
+  Runtime runtime(made);
+  return backend_named(runtime, kPjrtBackend);
+}
+
+std::uint64_t meminfo_total() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024;
+    meminfo.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+std::string attribute(const DeviceInfo& device, const std::string& key) {
+  for (const auto& [name, value] : device.attributes) {
+    if (name == key) return value;
+  }
+  return "(missing)";
+}
+
+bool gpu_present() {
+  struct stat status {};
+  return ::stat("/dev/nvidia0", &status) == 0 || ::stat("/dev/nvidiactl", &status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("[pjrt][discovery] the CPU PJRT plugin is available with the devices its create options ask for") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  Runtime runtime(pjrt_runtime_options(library, {{"create.cpu_device_count", "int64:2"}}));
+  const BackendInfo& info = backend_named(runtime, kPjrtBackend);
+  REQUIRE_MESSAGE(info.status == BackendStatus::kAvailable, info.reason);
+  CHECK(info.reason == "platform cpu (cpu) through PJRT 0.81: 2 devices, data path host, " + library);
+  CHECK(info.priority == 5);  // below the cpu plugin's 10: cpu:0 stays the default
+  CHECK(runtime.default_device().device == Device{"cpu", 0});
+  const std::vector<DeviceInfo> devices = runtime.devices(kPjrtBackend);
+  REQUIRE(devices.size() == 2);
+  for (const DeviceInfo& device : devices) {
+    CAPTURE(device.selector());
+    CHECK(device.kind == DeviceKind::kCpu);
+    CHECK(device.name == "CpuDevice(id=" + std::to_string(device.ordinal) + ")");
+    CHECK(device.memory_total == meminfo_total());
+    CHECK(device.memory_free.has_value());
+    CHECK(attribute(device, "platform") == "cpu");
+    CHECK(attribute(device, "pjrt_api_version") == "0.81");
+    CHECK(attribute(device, "local_hardware_id") == std::to_string(device.ordinal));
+    CHECK(attribute(device, "pjrt_device_kind") == "cpu");
+    CHECK(attribute(device, "pjrt_library") == library);
+    CHECK(attribute(device, "plugin.xla_version") == "2");
+    CHECK(attribute(device, "data_path") == "host");
+    CHECK(attribute(device, "memory_total_source") == "host memory (/proc/meminfo)");
+  }
+}
+
+TEST_CASE("[pjrt][discovery] data_path=copy keeps the cpu platform's memory behind PJRT calls") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  const BackendInfo info = discovered(library, {{"data_path", "copy"}});
+  REQUIRE_MESSAGE(info.status == BackendStatus::kAvailable, info.reason);
+  CHECK(info.reason.find("data path copy, " + library) != std::string::npos);
+}
+
+TEST_CASE("[pjrt][discovery] the CUDA PJRT plugin on a machine without a GPU is unavailable with its own reason") {
+  const InstalledLibrary& cuda = installed_pjrt_library("jax-cuda12-pjrt");
+  if (cuda.path.empty()) {
+    MESSAGE("skipped: " << cuda.missing);
+    return;
+  }
+  if (gpu_present()) {
+    MESSAGE("skipped: this machine has an NVIDIA device, so the CUDA PJRT plugin may well be available");
+    return;
+  }
+  const BackendInfo info = discovered(cuda.path);
+  CHECK(info.status == BackendStatus::kUnavailable);
+  CHECK(info.reason == "No visible GPU devices. (FAILED_PRECONDITION, PJRT 0.116, cuda_version 12090)");
+}
+
+TEST_CASE("[pjrt][discovery] a create option PJRT does not know is refused by PJRT itself, naming the key") {
+  const InstalledLibrary& cuda = installed_pjrt_library("jax-cuda12-pjrt");
+  if (cuda.path.empty()) {
+    MESSAGE("skipped: " << cuda.missing);
+    return;
+  }
+  // The GPU plugins check every option name before looking for a GPU.
+  const BackendInfo info = discovered(cuda.path, {{"create.no_such_option", "int64:1"}});
+  CHECK(info.status == BackendStatus::kFailed);
+  CHECK(info.reason.find("refused the create options: Unexpected option name passed to PJRT_Client_Create: "
+                         "no_such_option (INVALID_ARGUMENT, PJRT 0.116, cuda_version 12090)") != std::string::npos);
+}
+
+TEST_CASE("[pjrt][discovery] hostile PJRT libraries are failed, each with what is wrong") {
+  struct Case {
+    const char* mode;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"no-symbol", "exports no GetPjrtApi: it is not a PJRT plugin"},
+      {"null-api", "returned NULL"},
+      {"short-table", "(PJRT 0.81, 64 bytes) ends before PJRT_Plugin_Initialize, which the adapter calls"},
+      {"future-major",
+       "speaks PJRT 1.0, a major version this adapter does not know: it speaks PJRT 0.x (built "
+       "against 0.81)"},
+      {"old-minor", "speaks PJRT 0.60, older than PJRT 0.69, the first with PJRT_Client_CreateUninitializedBuffer"},
+      {"null-call", "(PJRT 0.81) has no PJRT_Client_CreateUninitializedBuffer (a NULL pointer)"},
+  };
+  for (const Case& hostile : cases) {
+    CAPTURE(hostile.mode);
+    const BackendInfo info = discovered(fixture(hostile.mode));
+    CHECK(info.status == BackendStatus::kFailed);
+    CHECK_MESSAGE(info.reason.find(hostile.reason) != std::string::npos, info.reason);
+    CHECK(info.reason.find(fixture(hostile.mode)) != std::string::npos);
+  }
+}
+
+TEST_CASE("[pjrt][discovery] Client_Create's error code and message become the reason, with the PJRT version") {
+  const BackendInfo info = discovered(fixture("error"));
+  CHECK(info.status == BackendStatus::kUnavailable);
+  CHECK(info.reason ==
+        "hostile fixture: no devices are visible to this plugin (FAILED_PRECONDITION, PJRT 0.81, "
+        "hostile_fixture 42)");
+}
+
+TEST_CASE("[pjrt][discovery] a library whose Client_Create crashes is failed by the probe process") {
+  const BackendInfo info = discovered(fixture("crash"), {}, ProbeIsolation::kProcess);
+  CHECK(info.status == BackendStatus::kFailed);
+  CHECK_MESSAGE(info.reason.find("SIGSEGV") != std::string::npos, info.reason);
+  CHECK(info.reason.find("during probe") != std::string::npos);
+}
+
+// The adapter cannot interrupt a PJRT call, so a Client_Create that never
+// returns is the probe deadline's to catch (here in this process; in a child
+// with BP_CAPABILITY_PROBE_IN_CHILD). What the adapter guarantees is that it
+// holds nothing another backend needs while it waits: another PJRT library
+// probes and works beside the hung one.
+TEST_CASE("[pjrt][discovery] a Client_Create that hangs is failed at the probe deadline and blocks no other library") {
+  const BackendInfo info =
+      discovered(fixture("hang"), {}, ProbeIsolation::kNone, {{"BACKPLANE_PROBE_TIMEOUT_MS", "300"}});
+  CHECK(info.status == BackendStatus::kFailed);
+  CHECK_MESSAGE(info.reason.find("did not answer within 300 ms") != std::string::npos, info.reason);
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  Runtime runtime(pjrt_runtime_options(library));
+  REQUIRE_MESSAGE(runtime.is_available(kPjrtBackend), backend_named(runtime, kPjrtBackend).reason);
+  const std::vector<std::uint8_t> bytes = {1, 2, 3, 4, 5};
+  const Array put =
+      device_put(runtime, Array::from_host(runtime, Device{"cpu", 0}, DType::kU8, {5}, bytes.data(), 5), pjrt_device());
+  CHECK(put.to_vector<std::uint8_t>() == bytes);
+}
+
+TEST_CASE("[pjrt][discovery] bad options and bad libraries are failed, naming the option or the file") {
+  TempDir directory;
+  const std::string text_file = (directory / "not-a-library.so").string();
+  std::ofstream(text_file) << "just text\n";
+  struct Case {
+    std::string library;
+    PjrtOptions options;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {"", {}, "pjrt: option library is required"},
+      {"/no/such/libpjrt.so", {}, "pjrt: option library = \"/no/such/libpjrt.so\": No such file or directory"},
+      {directory.path().string(), {}, "PJRT library " + directory.path().string() + " is not a regular file"},
+      {text_file, {}, "dlopen of PJRT library " + text_file + " failed: "},
+      {fixture("error"),
+       {{"bogus", "1"}},
+       "pjrt: unknown option \"bogus\" = \"1\" (known options: library, "
+       "data_path, create.<PJRT option>)"},
+      {fixture("error"),
+       {{"data_path", "sideways"}},
+       "option data_path = \"sideways\" is invalid: expected auto, "
+       "host or copy"},
+      {fixture("error"),
+       {{"create.cpu_device_count", "int64:two"}},
+       "option create.cpu_device_count = \"int64:two\" is invalid: \"two\" is not a 64-bit integer"},
+      {fixture("error"),
+       {{"create.cpu_device_count", "2"}},
+       "option create.cpu_device_count = \"2\" is invalid: expected <type>:<value>, with type int64, bool, float, "
+       "string or int64_list"},
+      {fixture("error"),
+       {{"create.flag", "bool:yes"}},
+       "option create.flag = \"bool:yes\" is invalid: \"yes\" is "
+       "not true or false"},
+      {fixture("error"),
+       {{"create.ids", "int64_list:1,,2"}},
+       "option create.ids = \"int64_list:1,,2\" is invalid: "
+       "\"\" is not a 64-bit integer"},
+      {fixture("error"),
+       {{"create.x", "complex:1"}},
+       "option create.x = \"complex:1\" is invalid: unknown type "
+       "\"complex\""},
+  };
+  for (const Case& bad : cases) {
+    CAPTURE(bad.reason);
+    Runtime::Options made = pjrt_runtime_options(bad.library, bad.options);
+    if (bad.library.empty()) made.backend_options.erase(std::string(kPjrtBackend));
+    Runtime runtime(made);
+    const BackendInfo& info = backend_named(runtime, kPjrtBackend);
+    CHECK(info.status == BackendStatus::kFailed);
+    CHECK_MESSAGE(info.reason.find(bad.reason) != std::string::npos, info.reason);
+  }
+}
+
+TEST_CASE("[pjrt][discovery] the devices of a failed PJRT backend are refused with its reason") {
+  Runtime runtime(pjrt_runtime_options(fixture("null-api")));
+  try {
+    (void)runtime.resolve("pjrt:0");
+    FAIL("pjrt:0 resolved");
+  } catch (const Error& error) {
+    CHECK(error.code() == ErrorCode::kUnavailable);
+    CHECK(std::string(error.what()).find("GetPjrtApi of " + fixture("null-api") + " returned NULL") !=
+          std::string::npos);
+  }
+  const std::vector<std::uint8_t> bytes(16, 3);
+  const Array host = Array::from_host(runtime, Device{"cpu", 0}, DType::kU8, {16}, bytes.data(), bytes.size());
+  try {
+    (void)device_put(runtime, host, pjrt_device());
+    FAIL("device_put onto a failed backend succeeded");
+  } catch (const Error& error) {
+    CHECK(std::string(error.what()).find("returned NULL") != std::string::npos);
+  }
+}

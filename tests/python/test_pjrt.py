@@ -1,0 +1,123 @@
+"""A PJRT device from Python: the pjrt adapter over the CPU PJRT plugin, on
+both data paths, puts, gathers, streams batches and loads safetensors onto
+it, each equal to the same work on cpu:0, and DLPack shares the host path's
+arrays. Skipped with the reason when the adapter was not built or the
+xla-cpu-pjrt wheel is not installed for the python3 on PATH."""
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import backplane
+from support import optional_module, plugin_runtime
+
+numpy = optional_module("numpy")
+HOST_ADDRESSABLE = 1  # BP_CAPABILITY_HOST_ADDRESSABLE
+
+
+def cpu_pjrt_library():
+    """The CPU PJRT plugin xla-cpu-pjrt installed for the python3 on PATH, or (None, why)."""
+    finder = os.path.join(os.environ.get("BACKPLANE_TEST_SOURCE_DIR", ""), "plugins", "pjrt", "find_pjrt.py")
+    python = shutil.which("python3")
+    if python is None:
+        return None, "no python3 on PATH"
+    found = subprocess.run([python, finder, "--library", "xla-cpu-pjrt"], capture_output=True, text=True)
+    if found.returncode != 0:
+        return None, found.stderr.strip()
+    return found.stdout.splitlines()[0], ""
+
+
+ADAPTER = os.environ.get("BACKPLANE_TEST_PJRT_PLUGIN", "")
+LIBRARY, MISSING = cpu_pjrt_library() if ADAPTER else (None, "the pjrt plugin was not built")
+
+
+def pjrt_runtime(directory, data_path):
+    """The Python form of tests/pjrt/pjrt_support.hpp's one place a PJRT
+    backend is made: the adapter file is the backend `pjrt`, configured by
+    [backend.pjrt], until the core makes each library its own backend."""
+    config = (f'[backend.pjrt]\nlibrary = "{LIBRARY}"\n"create.cpu_device_count" = "int64:2"\n'
+              f'data_path = "{data_path}"\n')
+    return plugin_runtime(directory, ADAPTER, os.environ["BACKPLANE_TEST_CPU_PLUGIN"], config=config)
+
+
+def tokens(count):
+    return struct.pack(f"<{count}H", *((1 + index * 7919) % 65535 for index in range(count)))
+
+
+@unittest.skipIf(LIBRARY is None, f"skipped: {MISSING}")
+class PjrtDeviceTest(unittest.TestCase):
+    def each_data_path(self):
+        for data_path in ("host", "copy"):
+            with self.subTest(data_path=data_path), tempfile.TemporaryDirectory() as directory:
+                runtime = pjrt_runtime(directory, data_path)
+                try:
+                    pjrt = [backend for backend in runtime.backends() if backend.name == "pjrt"][0]
+                    self.assertEqual(pjrt.status, "available", pjrt.reason)
+                    yield runtime, data_path
+                finally:
+                    runtime.close()
+
+    def test_device_put_round_trips(self):
+        for runtime, _ in self.each_data_path():
+            data = tokens(50000)
+            host = runtime.array(data, "U16", (50000,), device="cpu:0")
+            on_pjrt = runtime.device_put(host, "pjrt:1")
+            self.assertEqual(str(on_pjrt.device), "pjrt:1")
+            self.assertEqual(on_pjrt.device_put("pjrt:0").device_put("cpu:0").to_bytes(), data)
+
+    def test_take_windows_equals_cpu(self):
+        for runtime, _ in self.each_data_path():
+            host = runtime.array(tokens(10000), "U16", (10000,), device="cpu:0")
+            offsets = [0, 17, 9000, 4000]
+            on_pjrt = runtime.take_windows(host, offsets, 65, device="pjrt:0", dtype="int64")
+            on_cpu = runtime.take_windows(host, offsets, 65, device="cpu:0", dtype="int64")
+            self.assertEqual(on_pjrt.to_bytes(), on_cpu.to_bytes())
+
+    @unittest.skipIf(numpy is None, "skipped: numpy is not installed")
+    def test_batches_equal_cpu(self):
+        for runtime, _ in self.each_data_path():
+            host = runtime.array(tokens(100000), "U16", (100000,), device="cpu:0")
+            devices = []
+
+            # Each batch read back through the library (the copy path's cannot be shared through DLPack).
+            def read_back(array):
+                devices.append(str(array.device))
+                return numpy.frombuffer(array.to_bytes(), dtype=numpy.int64).reshape(array.shape)
+
+            onto_pjrt = backplane.batches(host, 4, 32, device="pjrt:1", seed=9, steps=8, to=read_back,
+                                          runtime=runtime)
+            onto_cpu = backplane.batches(host, 4, 32, device="cpu:0", seed=9, steps=8, to=read_back,
+                                         runtime=runtime)
+            for (x, y), (x_cpu, y_cpu) in zip(onto_pjrt, onto_cpu):
+                self.assertEqual(x.tobytes(), x_cpu.tobytes())
+                self.assertEqual(y.tobytes(), y_cpu.tobytes())
+            self.assertEqual(devices[::2], ["pjrt:1"] * 8)
+
+    def test_safetensors_load_equals_cpu(self):
+        for runtime, _ in self.each_data_path():
+            with tempfile.TemporaryDirectory() as directory:
+                path = os.path.join(directory, "model.safetensors")
+                host = runtime.array(tokens(9 << 19), "U16", (9 << 19,), device="cpu:0")  # 9 MiB: several chunks
+                backplane.safetensors.save(path, {"tokens": host}, runtime=runtime)
+                on_pjrt = backplane.safetensors.load(runtime, path, device="pjrt:0")
+                on_cpu = backplane.safetensors.load(runtime, path, device="cpu:0")
+                self.assertEqual(on_pjrt["tokens"].to_bytes(), on_cpu["tokens"].to_bytes())
+
+    @unittest.skipIf(numpy is None, "skipped: numpy is not installed")
+    def test_dlpack_shares_the_host_path(self):
+        for runtime, data_path in self.each_data_path():
+            data = tokens(4096)
+            on_pjrt = runtime.device_put(runtime.array(data, "U16", (4096,), device="cpu:0"), "pjrt:1")
+            pjrt = [backend for backend in runtime.backends() if backend.name == "pjrt"][0]
+            if data_path == "host" and pjrt.capabilities & HOST_ADDRESSABLE:
+                self.assertEqual(on_pjrt.__dlpack_device__(), (1, 1))  # kDLCPU, device 1
+                self.assertEqual(numpy.from_dlpack(on_pjrt).tobytes(), data)
+            else:  # a core that reads only the table treats the host path as the copy path
+                with self.assertRaisesRegex(backplane.UnsupportedError, "pjrt:1 cannot be exported"):
+                    numpy.from_dlpack(on_pjrt)
+
+
+if __name__ == "__main__":
+    unittest.main()
