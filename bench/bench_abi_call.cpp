@@ -83,13 +83,19 @@ void pjrt_rows(const char* adapter, const char* library, backplane::detail::Back
     options.plugin_paths = {adapter};
     options.ignore_environment = true;
     options.skip_default_paths = true;
-    options.backend_options["pjrt"] = {{"library", library}, {"data_path", data_path}};
+    PluginSource source;  // the backend pjrt_xla_cpu
+    source.name = "xla_cpu";
+    source.path = library;
+    options.sources = {source};
+    options.backend_options["pjrt_xla_cpu"] = {{"data_path", data_path}};
     Runtime runtime(options);
-    if (!runtime.is_available("pjrt")) {
-      fmt::print("pjrt ({}): unavailable: {}\n", data_path, runtime.find_backend("pjrt")->reason);
+    if (!runtime.is_available("pjrt_xla_cpu")) {
+      const BackendInfo* backend = runtime.find_backend("pjrt_xla_cpu");
+      fmt::print("pjrt_xla_cpu ({}): unavailable: {}\n", data_path,
+                 backend != nullptr ? backend->reason : std::string("not found"));
       return;
     }
-    detail::Backend& pjrt = detail::RuntimeAccess::registry(runtime).live_backend("pjrt");
+    detail::Backend& pjrt = detail::RuntimeAccess::registry(runtime).live_backend("pjrt_xla_cpu");
     if (std::string_view(data_path) == "host") {
       paired_row("abi call into the pjrt adapter (device_count through the table)",
                  [&] { bench::keep(pjrt.device_count()); });

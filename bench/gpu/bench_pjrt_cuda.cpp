@@ -1,7 +1,7 @@
 // The CUDA PJRT plugin's row for the GPU transfer table (bench/gpu/run),
 // next to the native cuda plugin's, measured in the same run: device_put of
-// a pageable host array onto cuda:0 and onto pjrt:0 (the pjrt adapter over
-// jax-cuda12-pjrt's xla_cuda_plugin.so), each staged through its backend's
+// a pageable host array onto cuda:0 and onto pjrt_xla_cuda:0 (the pjrt
+// adapter over jax-cuda12-pjrt's xla_cuda_plugin.so), each staged through its backend's
 // pinned memory, and back, in bench_transfer's format:
 //   <method>\t<H2D|D2H>\t<bytes>\t<GB/s>      (GB = 1e9 bytes, median of runs)
 // Usage: bench_pjrt_cuda [--sizes-mib 256]. The adapter is found next to the
@@ -92,11 +92,14 @@ int main(int argc, char** argv) {
                           build / "plugins" / "cpu" / "backplane-cpu.so"};
   options.skip_default_paths = true;
   options.ignore_environment = true;
-  options.backend_options["pjrt"] = {{"library", library}};
+  PluginSource source;  // the backend pjrt_xla_cuda
+  source.name = "xla_cuda";
+  source.path = library;
+  options.sources = {source};
   Runtime runtime(options);
   const Device cpu{"cpu", 0};
   std::vector<std::pair<Device, std::string>> targets;
-  for (const char* name : {"cuda", "pjrt"}) {
+  for (const char* name : {"cuda", "pjrt_xla_cuda"}) {
     const BackendInfo* backend = runtime.find_backend(name);
     if (backend == nullptr || backend->status != BackendStatus::kAvailable) {
       std::printf("# skipped: %s device_put rows: %s\n", name,

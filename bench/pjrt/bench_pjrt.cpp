@@ -126,13 +126,17 @@ Runtime::Options pjrt_options(const char* adapter, const char* cpu_plugin, const
   options.plugin_paths = {adapter, cpu_plugin};
   options.skip_default_paths = true;
   options.environment = std::map<std::string, std::string>{};
-  options.backend_options["pjrt"] = {
-      {"library", library}, {"data_path", data_path}, {"create.cpu_device_count", "int64:2"}};
+  PluginSource source;  // the backend pjrt_xla_cpu
+  source.name = "xla_cpu";
+  source.path = library;
+  source.create_options = {{"cpu_device_count", "int64:2"}};
+  options.sources = {source};
+  options.backend_options["pjrt_xla_cpu"] = {{"data_path", data_path}};
   options.backend_options["cpu"] = {{"devices", "2"}};
   return options;
 }
 
-// `target` is pjrt:0, or cpu:1 for the cpu plugin's figure beside it (what
+// `target` is pjrt_xla_cpu:0, or cpu:1 for the cpu plugin's figure beside it (what
 // the core itself costs on the way).
 void device_put_section(Runtime& runtime, const Device& pjrt, const std::string& label, std::uint64_t bytes,
                         int repeats) {
@@ -223,13 +227,14 @@ int main(int argc, char** argv) {
     const double compute_ms = static_cast<double>(flag(argc, argv, "compute-ms", 5));
     for (const std::string data_path : {"host", "copy"}) {
       Runtime runtime(pjrt_options(argv[1], argv[2], library, data_path));
-      if (!runtime.is_available("pjrt")) {
-        std::printf("pjrt is not available: %s\n", runtime.find_backend("pjrt")->reason.c_str());
+      if (!runtime.is_available("pjrt_xla_cpu")) {
+        const BackendInfo* backend = runtime.find_backend("pjrt_xla_cpu");
+        std::printf("pjrt_xla_cpu is not available: %s\n", backend != nullptr ? backend->reason.c_str() : "not found");
         return 1;
       }
-      device_put_section(runtime, Device{"pjrt", 0}, "data path " + data_path, bytes, repeats);
+      device_put_section(runtime, Device{"pjrt_xla_cpu", 0}, "data path " + data_path, bytes, repeats);
       if (data_path == "host") device_put_section(runtime, Device{"cpu", 1}, "the cpu plugin", bytes, repeats);
-      batches_section(runtime, Device{"pjrt", 0}, "pjrt:0 (data path " + data_path + ")", compute_ms);
+      batches_section(runtime, Device{"pjrt_xla_cpu", 0}, "pjrt_xla_cpu:0 (data path " + data_path + ")", compute_ms);
       if (data_path == "host") batches_section(runtime, Device{"cpu", 1}, "cpu:1 (the baseline)", compute_ms);
     }
   } catch (const Error& error) {

@@ -17,14 +17,14 @@ namespace {
 
 using sdk::Failure;
 
-constexpr std::string_view kKnownOptions = "library, data_path, create.<PJRT option>";
+constexpr std::string_view kKnownOptions = "library, data_path, create.<PJRT option>, backend";
 
-DataPath parse_data_path(const std::string_view* value) {
+DataPath parse_data_path(const std::string& backend, const std::string_view* value) {
   if (value == nullptr || *value == "auto") return DataPath::kAuto;
   if (*value == "host") return DataPath::kHost;
   if (*value == "copy") return DataPath::kCopy;
   throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                "pjrt: option data_path = " + sdk::quoted(*value) + " is invalid: expected auto, host or copy");
+                backend + ": option data_path = " + sdk::quoted(*value) + " is invalid: expected auto, host or copy");
 }
 
 const char* data_path_name(DataPath path) { return path == DataPath::kHost ? "host" : "copy"; }
@@ -47,33 +47,47 @@ std::string device_count_text(std::size_t count) {
 PjrtBackend::~PjrtBackend() = default;
 
 std::unique_ptr<PjrtBackend> PjrtBackend::create(const sdk::Options& options) {
+  // The core names each instance (pjrt_<name>) in this option, so that its
+  // messages and device labels read as the user selects them.
+  const std::string_view* named = options.find("backend");
+  const std::string backend = named != nullptr && !named->empty() ? std::string(*named) : std::string(kIdentity.name);
   std::map<std::string, CreateOption> create_options;  // by PJRT name: the last one given wins
   std::vector<std::string> order;
   for (const auto& [key, value] : options.entries()) {
     if (key.substr(0, kCreatePrefix.size()) == kCreatePrefix) {
-      CreateOption option = parse_create_option(key, value);
+      CreateOption option = [&] {
+        try {
+          return parse_create_option(key, value);
+        } catch (const Failure& failure) {
+          throw Failure(failure.code(), backend + ": " + failure.what());
+        }
+      }();
       if (create_options.count(option.name) == 0) order.push_back(option.name);
       create_options[option.name] = std::move(option);
-    } else if (key != "library" && key != "data_path") {
-      throw Failure(BP_ERROR_INVALID_ARGUMENT, "pjrt: unknown option " + sdk::quoted(key) + " = " + sdk::quoted(value) +
+    } else if (key != "library" && key != "data_path" && key != "backend") {
+      throw Failure(BP_ERROR_INVALID_ARGUMENT, backend + ": unknown option " + sdk::quoted(key) + " = " +
+                                                   sdk::quoted(value) +
                                                    " (known options: " + std::string(kKnownOptions) + ")");
     }
   }
   const std::string_view* library = options.find("library");
   if (library == nullptr || library->empty()) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                  "pjrt: option library is required: the path of a PJRT plugin library, a shared library exporting "
-                  "GetPjrtApi (the xla-cpu-pjrt wheel's xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so, say)");
+                  backend +
+                      ": option library is required: the path of a PJRT plugin library, a shared library "
+                      "exporting GetPjrtApi (the xla-cpu-pjrt wheel's xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so, "
+                      "say)");
   }
   const std::string path(*library);
   struct stat status {};
   if (::stat(path.c_str(), &status) != 0) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                  "pjrt: option library = " + sdk::quoted(path) + ": " + std::strerror(errno));
+                  backend + ": option library = " + sdk::quoted(path) + ": " + std::strerror(errno));
   }
   std::vector<CreateOption> ordered;
   for (const std::string& name : order) ordered.push_back(std::move(create_options[name]));
-  return std::make_unique<PjrtBackend>(path, std::move(ordered), parse_data_path(options.find("data_path")));
+  return std::make_unique<PjrtBackend>(backend, path, std::move(ordered),
+                                       parse_data_path(backend, options.find("data_path")));
 }
 
 std::string_view PjrtBackend::refusal() {
@@ -112,12 +126,12 @@ sdk::Probe PjrtBackend::probe_client() {
   const bool cpu = client->platform() == "cpu";
   if (data_path_ == DataPath::kAuto) data_path_ = cpu ? DataPath::kHost : DataPath::kCopy;
   if (data_path_ == DataPath::kHost && !cpu) {
-    throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                  "pjrt: option data_path = \"host\" needs the cpu platform, whose "
-                  "buffers are host memory; " +
-                      library_path_ + " is platform " + client->platform());
+    throw Failure(BP_ERROR_INVALID_ARGUMENT, backend_ +
+                                                 ": option data_path = \"host\" needs the cpu platform, whose "
+                                                 "buffers are host memory; " +
+                                                 library_path_ + " is platform " + client->platform());
   }
-  std::vector<std::unique_ptr<Device>> devices = client->devices(kIdentity.name);
+  std::vector<std::unique_ptr<Device>> devices = client->devices(backend_);
   if (devices.empty()) {
     return {.available = false,
             .reason = "PJRT_Client_AddressableDevices found no devices (platform " + client->platform() + ", " +

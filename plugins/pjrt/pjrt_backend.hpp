@@ -77,8 +77,11 @@ class PjrtBackend {
   using Buffer = pjrt::Buffer;
   using Event = pjrt::Event;
 
-  PjrtBackend(std::string library, std::vector<CreateOption> create_options, DataPath data_path)
-      : library_path_(std::move(library)), create_options_(std::move(create_options)), data_path_(data_path) {}
+  PjrtBackend(std::string backend, std::string library, std::vector<CreateOption> create_options, DataPath data_path)
+      : backend_(std::move(backend)),
+        library_path_(std::move(library)),
+        create_options_(std::move(create_options)),
+        data_path_(data_path) {}
   ~PjrtBackend();
   static std::unique_ptr<PjrtBackend> create(const sdk::Options& options);
 
@@ -105,6 +108,7 @@ class PjrtBackend {
   bool host_path() const { return data_path_ == DataPath::kHost; }
   sdk::Probe probe_client();
 
+  const std::string backend_;  // the instance's name (option backend), "pjrt" when not given
   const std::string library_path_;
   const std::vector<CreateOption> create_options_;
   DataPath data_path_;                         // resolved from kAuto by probe

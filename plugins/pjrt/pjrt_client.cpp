@@ -15,7 +15,7 @@ using sdk::Failure;
 
 [[noreturn]] void bad_option(std::string_view key, std::string_view value, const std::string& why) {
   throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                "pjrt: option " + std::string(key) + " = " + sdk::quoted(value) + " is invalid: " + why);
+                "option " + std::string(key) + " = " + sdk::quoted(value) + " is invalid: " + why);
 }
 
 std::int64_t parse_int64(std::string_view key, std::string_view value, std::string_view text) {

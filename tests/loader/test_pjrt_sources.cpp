@@ -59,18 +59,21 @@ TEST_CASE("[pjrt sources] create options are typed: int64, bool, float, string, 
   CHECK(create_option_problem("", "int64:1") == "a PJRT create option has an empty name");
 }
 
-TEST_CASE("[pjrt sources] the adapter's options: library (absolute) first, then create.KEY=TYPE:VALUE in order") {
+TEST_CASE(
+    "[pjrt sources] the adapter's options: the backend's name, library (absolute), then create.KEY=TYPE:VALUE in "
+    "order") {
   PjrtSource source;
-  source.name = "cpu";
+  source.name = "XLA-CPU";
   source.library = "relative/lib.so";
   source.create_options = {{"cpu_device_count", "int64:2"}, {"preallocate", "bool:false"}};
   const auto options = adapter_options(source);
-  REQUIRE(options.size() == 3);
-  CHECK(options[0].first == "library");
-  CHECK(std::filesystem::path(options[0].second).is_absolute());
-  CHECK(options[0].second.ends_with("relative/lib.so"));
-  CHECK(options[1] == std::pair<std::string, std::string>{"create.cpu_device_count", "int64:2"});
-  CHECK(options[2] == std::pair<std::string, std::string>{"create.preallocate", "bool:false"});
+  REQUIRE(options.size() == 4);
+  CHECK(options[0] == std::pair<std::string, std::string>{"backend", "pjrt_xla_cpu"});
+  CHECK(options[1].first == "library");
+  CHECK(std::filesystem::path(options[1].second).is_absolute());
+  CHECK(options[1].second.ends_with("relative/lib.so"));
+  CHECK(options[2] == std::pair<std::string, std::string>{"create.cpu_device_count", "int64:2"});
+  CHECK(options[3] == std::pair<std::string, std::string>{"create.preallocate", "bool:false"});
 }
 
 TEST_CASE("[pjrt sources] a source without a name or path, with a bad option or too long a name, has a problem") {

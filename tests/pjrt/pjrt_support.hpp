@@ -61,13 +61,13 @@ inline std::string cpu_pjrt_library() {
   return library.path;
 }
 
-// THE ONE PLACE a PJRT backend is made. Until the core makes each PJRT
-// library its own backend (`pjrt_<name>`), the adapter file is the backend
-// `pjrt`, given the library and any other option as its backend options;
-// switching to the core's instances changes only this function and
-// kPjrtBackend. The runtime also has the cpu plugin, to compare against, and
-// nothing from the environment or a config file.
-inline constexpr std::string_view kPjrtBackend = "pjrt";
+// THE ONE PLACE a PJRT backend is made: the core makes each PJRT library it
+// is given its own backend `pjrt_<name>`; here the library is the source
+// named "test" given in code (Runtime::Options::sources), and any other option
+// (create.<key>, data_path) is that backend's option, as [backend.pjrt_test]
+// would give it. The runtime also has the cpu plugin, to compare against,
+// and nothing from the environment, a config file or Python packages.
+inline constexpr std::string_view kPjrtBackend = "pjrt_test";
 
 inline Runtime::Options pjrt_runtime_options(const std::string& library, const PjrtOptions& options = {},
                                              ProbeIsolation isolation = ProbeIsolation::kNone) {
@@ -76,16 +76,19 @@ inline Runtime::Options pjrt_runtime_options(const std::string& library, const P
   made.skip_default_paths = true;
   made.environment = std::map<std::string, std::string>{};
   made.probe_isolation = isolation;
-  auto& backend = made.backend_options[std::string(kPjrtBackend)];
-  backend.emplace_back("library", library);
-  backend.insert(backend.end(), options.begin(), options.end());
+  PluginSource source;
+  source.kind = PluginSource::Kind::kPjrtLibrary;
+  source.name = "test";
+  source.path = library;
+  made.sources.push_back(std::move(source));
+  if (!options.empty()) made.backend_options[std::string(kPjrtBackend)] = options;
   return made;
 }
 
 inline Device pjrt_device(int ordinal = 0) { return Device{std::string(kPjrtBackend), ordinal}; }
 
-// The same backend for the C API, whose runtimes take backend options from a
-// config file: [backend.pjrt] with the library and the options, quoted keys
+// The same backend for the C API, from a config file: [pjrt.test] names the
+// library, [backend.pjrt_test] gives the options with quoted keys
 // (`"create.cpu_device_count" = "int64:2"`). The file is written to
 // `directory` and read during the call.
 inline bp_runtime* pjrt_c_runtime(const std::filesystem::path& directory, const std::string& library,
@@ -93,7 +96,8 @@ inline bp_runtime* pjrt_c_runtime(const std::filesystem::path& directory, const 
   const std::filesystem::path config = directory / "pjrt.toml";
   {
     std::ofstream file(config);
-    file << "[backend." << kPjrtBackend << "]\nlibrary = \"" << library << "\"\n";
+    file << "[pjrt.test]\nlibrary = \"" << library << "\"\n";
+    file << "[backend." << kPjrtBackend << "]\n";
     for (const auto& [key, value] : options) file << '"' << key << "\" = \"" << value << "\"\n";
   }
   const char* paths[] = {BP_TEST_PJRT_PLUGIN, BP_TEST_CPU_PLUGIN};
@@ -109,15 +113,6 @@ inline bp_runtime* pjrt_c_runtime(const std::filesystem::path& directory, const 
   std::size_t count = 0;
   REQUIRE(bp_backend_count(runtime, &count) == BP_OK);  // discovery reads the file now
   return runtime;
-}
-
-// Whether the core uses what a backend's probe states (ABI 1.4: the pjrt
-// adapter's host path is host-addressable with DLPack kDLCPU while its table
-// claims neither). A core that reads only the table treats the host path as
-// memory it copies to, and cannot export it through DLPack.
-inline bool core_reads_probe_capabilities(const Runtime& runtime) {
-  const BackendInfo* info = runtime.find_backend(kPjrtBackend);
-  return info != nullptr && (info->capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) != 0;
 }
 
 }  // namespace backplane::testing

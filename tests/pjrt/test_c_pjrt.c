@@ -37,25 +37,38 @@ static int find_library(void) {
 }
 
 /* The C form of tests/pjrt/pjrt_support.hpp's one place a PJRT backend is
- * made: the adapter file is the backend `pjrt`, configured by [backend.pjrt]
- * in a config file, until the core makes each library its own backend. */
+ * made: the library is the source "test" given in code, with its create
+ * option, so the backend is pjrt_test; its data path comes from
+ * [backend.pjrt_test] in a config file. */
 static bp_runtime* pjrt_runtime(void) {
   const char* paths[] = {BP_TEST_PJRT_PLUGIN, BP_TEST_CPU_PLUGIN};
+  const char* const create_keys[] = {"cpu_device_count"};
+  const char* const create_values[] = {"int64:2"};
   char config[512];
   FILE* file;
+  bp_plugin_source source;
   bp_runtime_options options;
   bp_runtime* made = NULL;
   size_t count = 0;
   snprintf(config, sizeof(config), "%s/test_c_pjrt-%s.toml", BP_TEST_OUTPUT_DIR, data_path);
   file = fopen(config, "w");
   if (file == NULL) exit(1);
-  fprintf(file, "[backend.pjrt]\nlibrary = \"%s\"\n\"create.cpu_device_count\" = \"int64:2\"\ndata_path = \"%s\"\n",
-          library, data_path);
+  fprintf(file, "[backend.pjrt_test]\ndata_path = \"%s\"\n", data_path);
   fclose(file);
+  memset(&source, 0, sizeof(source));
+  source.struct_size = sizeof(source);
+  source.kind = BP_PLUGIN_SOURCE_PJRT;
+  source.name = "test";
+  source.path = library;
+  source.create_option_keys = create_keys;
+  source.create_option_values = create_values;
+  source.create_option_count = 1;
   memset(&options, 0, sizeof(options));
   options.struct_size = sizeof(options);
   options.plugin_paths = paths;
   options.plugin_path_count = 2;
+  options.sources = &source;
+  options.source_count = 1;
   options.config_file = config;
   options.ignore_environment = 1;
   options.skip_default_paths = 1;
@@ -106,7 +119,7 @@ static int same_bytes(const bp_array* left, const bp_array* right) {
 }
 
 static void device_put_round_trips(void) {
-  const bp_device pjrt = device_of("pjrt:1");
+  const bp_device pjrt = device_of("pjrt_test:1");
   const bp_device cpu = device_of("cpu:0");
   bp_array* host = token_array();
   bp_array* put = NULL;
@@ -120,7 +133,7 @@ static void device_put_round_trips(void) {
 }
 
 static void take_windows_equals_cpu(void) {
-  const bp_device pjrt = device_of("pjrt:0");
+  const bp_device pjrt = device_of("pjrt_test:0");
   const bp_device cpu = device_of("cpu:0");
   const int64_t offsets[] = {0, 17, 19000, 4000};
   bp_array* host = token_array();
@@ -150,7 +163,7 @@ static bp_batch_stream* stream_onto(const bp_array* source, const bp_device* dev
 }
 
 static void batches_equal_cpu(void) {
-  const bp_device pjrt = device_of("pjrt:1");
+  const bp_device pjrt = device_of("pjrt_test:1");
   const bp_device cpu = device_of("cpu:0");
   bp_array* host = token_array();
   bp_batch_stream* onto_pjrt = stream_onto(host, &pjrt);
@@ -172,7 +185,7 @@ static void batches_equal_cpu(void) {
 }
 
 static void safetensors_load_equals_cpu(void) {
-  const bp_device pjrt = device_of("pjrt:0");
+  const bp_device pjrt = device_of("pjrt_test:0");
   const bp_device cpu = device_of("cpu:0");
   const char* names[] = {"tokens"};
   char path[512];
@@ -196,40 +209,25 @@ static void safetensors_load_equals_cpu(void) {
   remove(path);
 }
 
-/* Whether the core uses what the probe states (ABI 1.4): the host path is
- * then host-addressable memory that DLPack exports as kDLCPU. */
-static int shared_through_dlpack(void) {
-  size_t count = 0;
-  size_t index;
-  CHECK(bp_backend_count(runtime, &count) == BP_OK);
-  for (index = 0; index < count; ++index) {
-    bp_backend_info info;
-    memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    CHECK(bp_backend_get(runtime, index, &info) == BP_OK);
-    if (strcmp(info.name, "pjrt") == 0) return (info.capabilities & 1) != 0; /* BP_CAPABILITY_HOST_ADDRESSABLE */
-  }
-  return 0;
-}
-
 static void dlpack_exports_host_path(void) {
-  const bp_device pjrt = device_of("pjrt:1");
+  const bp_device pjrt = device_of("pjrt_test:1");
   bp_array* host = token_array();
   bp_array* put = NULL;
   DLManagedTensor* tensor = NULL;
   bp_status status;
   CHECK(bp_array_device_put(runtime, host, &pjrt, NULL, NULL, &put) == BP_OK);
   status = bp_array_to_dlpack(put, &tensor);
-  if (strcmp(data_path, "host") == 0 && shared_through_dlpack()) {
+  if (strcmp(data_path, "host") == 0) {
     CHECK(status == BP_OK);
     if (tensor != NULL) {
       CHECK(tensor->dl_tensor.device.device_type == kDLCPU);
+      CHECK(tensor->dl_tensor.device.device_id == 0);
       CHECK(memcmp(tensor->dl_tensor.data, tokens, sizeof(tokens)) == 0);
       tensor->deleter(tensor);
     }
   } else {
     CHECK(status == BP_STATUS_UNSUPPORTED);
-    CHECK_CONTAINS(bp_last_error(), "pjrt:1 cannot be exported");
+    CHECK_CONTAINS(bp_last_error(), "pjrt_test:1 cannot be exported");
   }
   bp_array_destroy(put);
   bp_array_destroy(host);

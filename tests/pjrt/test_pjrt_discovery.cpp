@@ -188,21 +188,24 @@ TEST_CASE("[pjrt][discovery] bad options and bad libraries are failed, naming th
     std::string reason;
   };
   const std::vector<Case> cases = {
-      {"", {}, "pjrt: option library is required"},
-      {"/no/such/libpjrt.so", {}, "pjrt: option library = \"/no/such/libpjrt.so\": No such file or directory"},
-      {directory.path().string(), {}, "PJRT library " + directory.path().string() + " is not a regular file"},
+      {"", {}, "the PJRT library 'test' has no path"},
+      {"/no/such/libpjrt.so", {}, "cannot use the PJRT library /no/such/libpjrt.so: No such file or directory"},
+      {directory.path().string(),
+       {},
+       "cannot use the PJRT library " + directory.path().string() +
+           ": it is a directory, not a regular file (a PJRT plugin is a shared library)"},
       {text_file, {}, "dlopen of PJRT library " + text_file + " failed: "},
       {fixture("error"),
        {{"bogus", "1"}},
-       "pjrt: unknown option \"bogus\" = \"1\" (known options: library, "
-       "data_path, create.<PJRT option>)"},
+       "pjrt_test: unknown option \"bogus\" = \"1\" (known options: library, "
+       "data_path, create.<PJRT option>, backend)"},
       {fixture("error"),
        {{"data_path", "sideways"}},
-       "option data_path = \"sideways\" is invalid: expected auto, "
+       "pjrt_test: option data_path = \"sideways\" is invalid: expected auto, "
        "host or copy"},
       {fixture("error"),
        {{"create.cpu_device_count", "int64:two"}},
-       "option create.cpu_device_count = \"int64:two\" is invalid: \"two\" is not a 64-bit integer"},
+       "pjrt_test: option create.cpu_device_count = \"int64:two\" is invalid: \"two\" is not a 64-bit integer"},
       {fixture("error"),
        {{"create.cpu_device_count", "2"}},
        "option create.cpu_device_count = \"2\" is invalid: expected <type>:<value>, with type int64, bool, float, "
@@ -222,9 +225,7 @@ TEST_CASE("[pjrt][discovery] bad options and bad libraries are failed, naming th
   };
   for (const Case& bad : cases) {
     CAPTURE(bad.reason);
-    Runtime::Options made = pjrt_runtime_options(bad.library, bad.options);
-    if (bad.library.empty()) made.backend_options.erase(std::string(kPjrtBackend));
-    Runtime runtime(made);
+    Runtime runtime(pjrt_runtime_options(bad.library, bad.options));
     const BackendInfo& info = backend_named(runtime, kPjrtBackend);
     CHECK(info.status == BackendStatus::kFailed);
     CHECK_MESSAGE(info.reason.find(bad.reason) != std::string::npos, info.reason);
@@ -234,8 +235,8 @@ TEST_CASE("[pjrt][discovery] bad options and bad libraries are failed, naming th
 TEST_CASE("[pjrt][discovery] the devices of a failed PJRT backend are refused with its reason") {
   Runtime runtime(pjrt_runtime_options(fixture("null-api")));
   try {
-    (void)runtime.resolve("pjrt:0");
-    FAIL("pjrt:0 resolved");
+    (void)runtime.resolve("pjrt_test:0");
+    FAIL("pjrt_test:0 resolved");
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::kUnavailable);
     CHECK(std::string(error.what()).find("GetPjrtApi of " + fixture("null-api") + " returned NULL") !=
@@ -249,4 +250,36 @@ TEST_CASE("[pjrt][discovery] the devices of a failed PJRT backend are refused wi
   } catch (const Error& error) {
     CHECK(std::string(error.what()).find("returned NULL") != std::string::npos);
   }
+}
+
+TEST_CASE(
+    "[pjrt][discovery] the adapter without a PJRT library is listed as pjrt, unavailable, naming where it looked") {
+  Runtime::Options made = pjrt_runtime_options("");
+  made.sources.clear();
+  Runtime runtime(made);
+  const BackendInfo& info = backend_named(runtime, "pjrt");
+  CHECK(info.status == BackendStatus::kUnavailable);
+  CHECK_MESSAGE(info.reason.find("no PJRT plugin found: looked in Runtime::Options::sources") != std::string::npos,
+                info.reason);
+  CHECK(runtime.find_backend(kPjrtBackend) == nullptr);
+}
+
+TEST_CASE("[pjrt][discovery] one PJRT library under two names is two backends that do not collide") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  Runtime::Options made = pjrt_runtime_options(library, {{"create.cpu_device_count", "int64:1"}});
+  PluginSource second = made.sources.front();
+  second.name = "Second-CPU";
+  made.sources.push_back(second);
+  made.backend_options["pjrt_second_cpu"] = {{"create.cpu_device_count", "int64:3"}};
+  Runtime runtime(made);
+  REQUIRE_MESSAGE(runtime.is_available(kPjrtBackend), backend_named(runtime, kPjrtBackend).reason);
+  REQUIRE_MESSAGE(runtime.is_available("pjrt_second_cpu"), backend_named(runtime, "pjrt_second_cpu").reason);
+  CHECK(runtime.devices(kPjrtBackend).size() == 1);
+  CHECK(runtime.devices("pjrt_second_cpu").size() == 3);
+  CHECK(runtime.find_backend("pjrt") == nullptr);  // listed only through its libraries
+  const std::vector<std::uint8_t> bytes = {9, 8, 7};
+  const Array host = Array::from_host(runtime, Device{"cpu", 0}, DType::kU8, {3}, bytes.data(), bytes.size());
+  const Array there = device_put(runtime, device_put(runtime, host, pjrt_device()), Device{"pjrt_second_cpu", 2});
+  CHECK(there.to_vector<std::uint8_t>() == bytes);
 }

@@ -68,8 +68,9 @@ TEST_CASE("[pjrt][placement] device_put round-trips cpu->pjrt->pjrt->cpu, bit fo
                                             bytes.data(), bytes.size());
       const Array on_pjrt = device_put(runtime, on_cpu, pjrt_device(0));
       CHECK(on_pjrt.device() == pjrt_device(0));
-      // Host memory the core may read itself only where it knows so.
-      if (size != 0) CHECK((on_pjrt.host_data() != nullptr) == (host_path && core_reads_probe_capabilities(runtime)));
+      // The host path's memory is host memory the probe says so of (ABI 1.4),
+      // and the core reads it itself; the copy path's has no address.
+      if (size != 0) CHECK((on_pjrt.host_data() != nullptr) == host_path);
       const Array on_other = device_put(runtime, on_pjrt, pjrt_device(1));
       const Array back = device_put(runtime, on_other, kHostCpu);
       CHECK(back.to_vector<std::uint8_t>() == bytes);
@@ -147,7 +148,7 @@ TEST_CASE("[pjrt][safetensors] a streamed load onto a PJRT device equals the loa
 }
 
 // DLPack shares host memory only: the host path's arrays export as kDLCPU
-// (once the core reads what the probe states), the copy path's are refused
+// (device 0, as DLPack spells all host memory), the copy path's are refused
 // because their memory has no address. Through the C API, as DLPack is.
 TEST_CASE("[pjrt][embedding] the C API puts and gathers onto PJRT devices; DLPack exports the host path") {
   const std::string library = cpu_pjrt_library();
@@ -156,13 +157,12 @@ TEST_CASE("[pjrt][embedding] the C API puts and gathers onto PJRT devices; DLPac
     CAPTURE(path);
     const PjrtOptions options = {{"create.cpu_device_count", "int64:2"}, {"data_path", path}};
     const bool host_path = path == "host";
-    const bool shares = host_path && core_reads_probe_capabilities(Runtime(pjrt_runtime_options(library, options)));
     TempDir directory;
     bp_runtime* runtime = pjrt_c_runtime(directory.path(), library, options);
     bp_device cpu{};
     bp_device device{};
     REQUIRE(bp_device_resolve(runtime, "cpu:0", &cpu) == BP_OK);
-    REQUIRE_MESSAGE(bp_device_resolve(runtime, "pjrt:1", &device) == BP_OK, bp_last_error());
+    REQUIRE_MESSAGE(bp_device_resolve(runtime, "pjrt_test:1", &device) == BP_OK, bp_last_error());
     const auto tokens = tokens_of(4096);
     const int64_t shape[] = {4096};
     bp_array* host = nullptr;
@@ -183,19 +183,17 @@ TEST_CASE("[pjrt][embedding] the C API puts and gathers onto PJRT devices; DLPac
 
     DLManagedTensor* tensor = nullptr;
     const bp_status status = bp_array_to_dlpack(put, &tensor);
-    if (shares) {
+    if (host_path) {
       REQUIRE_MESSAGE(status == BP_OK, bp_last_error());
       CHECK(tensor->dl_tensor.device.device_type == kDLCPU);
-      CHECK(tensor->dl_tensor.device.device_id == 1);
+      CHECK(tensor->dl_tensor.device.device_id == 0);
       const auto* data = static_cast<const std::uint16_t*>(tensor->dl_tensor.data);
       CHECK(std::vector<std::uint16_t>(data, data + 4096) == tokens);
       tensor->deleter(tensor);
     } else {
-      if (host_path)
-        MESSAGE("this core reads only the table's capabilities, so the host path exports as the copy path");
       CHECK(status == BP_STATUS_UNSUPPORTED);
       CHECK(tensor == nullptr);
-      CHECK(std::string(bp_last_error()).find("pjrt:1 cannot be exported") != std::string::npos);
+      CHECK(std::string(bp_last_error()).find("pjrt_test:1 cannot be exported") != std::string::npos);
     }
     bp_array_destroy(batch);
     bp_array_destroy(put);

@@ -35,11 +35,22 @@ LIBRARY, MISSING = cpu_pjrt_library() if ADAPTER else (None, "the pjrt plugin wa
 
 def pjrt_runtime(directory, data_path):
     """The Python form of tests/pjrt/pjrt_support.hpp's one place a PJRT
-    backend is made: the adapter file is the backend `pjrt`, configured by
-    [backend.pjrt], until the core makes each library its own backend."""
-    config = (f'[backend.pjrt]\nlibrary = "{LIBRARY}"\n"create.cpu_device_count" = "int64:2"\n'
-              f'data_path = "{data_path}"\n')
+    backend is made: [pjrt.test] names the library, so the backend is
+    pjrt_test, and [backend.pjrt_test] gives its options."""
+    config = (f'[pjrt.test]\nlibrary = "{LIBRARY}"\noptions = {{ cpu_device_count = 2 }}\n'
+              f'[backend.pjrt_test]\ndata_path = "{data_path}"\n')
     return plugin_runtime(directory, ADAPTER, os.environ["BACKPLANE_TEST_CPU_PLUGIN"], config=config)
+
+
+def site_directories_of_path_python():
+    """The site directories of the python3 on PATH, where pip-test-packages
+    installed the PJRT wheels (this interpreter may be another one)."""
+    python = shutil.which("python3")
+    if python is None:
+        return []
+    found = subprocess.run([python, "-c", "import site, sys; print('\\n'.join(site.getsitepackages()))"],
+                           capture_output=True, text=True, check=True)
+    return found.stdout.split()
 
 
 def tokens(count):
@@ -53,7 +64,7 @@ class PjrtDeviceTest(unittest.TestCase):
             with self.subTest(data_path=data_path), tempfile.TemporaryDirectory() as directory:
                 runtime = pjrt_runtime(directory, data_path)
                 try:
-                    pjrt = [backend for backend in runtime.backends() if backend.name == "pjrt"][0]
+                    pjrt = [backend for backend in runtime.backends() if backend.name == "pjrt_test"][0]
                     self.assertEqual(pjrt.status, "available", pjrt.reason)
                     yield runtime, data_path
                 finally:
@@ -63,15 +74,15 @@ class PjrtDeviceTest(unittest.TestCase):
         for runtime, _ in self.each_data_path():
             data = tokens(50000)
             host = runtime.array(data, "U16", (50000,), device="cpu:0")
-            on_pjrt = runtime.device_put(host, "pjrt:1")
-            self.assertEqual(str(on_pjrt.device), "pjrt:1")
-            self.assertEqual(on_pjrt.device_put("pjrt:0").device_put("cpu:0").to_bytes(), data)
+            on_pjrt = runtime.device_put(host, "pjrt_test:1")
+            self.assertEqual(str(on_pjrt.device), "pjrt_test:1")
+            self.assertEqual(on_pjrt.device_put("pjrt_test:0").device_put("cpu:0").to_bytes(), data)
 
     def test_take_windows_equals_cpu(self):
         for runtime, _ in self.each_data_path():
             host = runtime.array(tokens(10000), "U16", (10000,), device="cpu:0")
             offsets = [0, 17, 9000, 4000]
-            on_pjrt = runtime.take_windows(host, offsets, 65, device="pjrt:0", dtype="int64")
+            on_pjrt = runtime.take_windows(host, offsets, 65, device="pjrt_test:0", dtype="int64")
             on_cpu = runtime.take_windows(host, offsets, 65, device="cpu:0", dtype="int64")
             self.assertEqual(on_pjrt.to_bytes(), on_cpu.to_bytes())
 
@@ -86,14 +97,14 @@ class PjrtDeviceTest(unittest.TestCase):
                 devices.append(str(array.device))
                 return numpy.frombuffer(array.to_bytes(), dtype=numpy.int64).reshape(array.shape)
 
-            onto_pjrt = backplane.batches(host, 4, 32, device="pjrt:1", seed=9, steps=8, to=read_back,
+            onto_pjrt = backplane.batches(host, 4, 32, device="pjrt_test:1", seed=9, steps=8, to=read_back,
                                           runtime=runtime)
             onto_cpu = backplane.batches(host, 4, 32, device="cpu:0", seed=9, steps=8, to=read_back,
                                          runtime=runtime)
             for (x, y), (x_cpu, y_cpu) in zip(onto_pjrt, onto_cpu):
                 self.assertEqual(x.tobytes(), x_cpu.tobytes())
                 self.assertEqual(y.tobytes(), y_cpu.tobytes())
-            self.assertEqual(devices[::2], ["pjrt:1"] * 8)
+            self.assertEqual(devices[::2], ["pjrt_test:1"] * 8)
 
     def test_safetensors_load_equals_cpu(self):
         for runtime, _ in self.each_data_path():
@@ -101,22 +112,49 @@ class PjrtDeviceTest(unittest.TestCase):
                 path = os.path.join(directory, "model.safetensors")
                 host = runtime.array(tokens(9 << 19), "U16", (9 << 19,), device="cpu:0")  # 9 MiB: several chunks
                 backplane.safetensors.save(path, {"tokens": host}, runtime=runtime)
-                on_pjrt = backplane.safetensors.load(runtime, path, device="pjrt:0")
-                on_cpu = backplane.safetensors.load(runtime, path, device="cpu:0")
+                on_pjrt = backplane.safetensors.load(path, device="pjrt_test:0", runtime=runtime)
+                on_cpu = backplane.safetensors.load(path, device="cpu:0", runtime=runtime)
                 self.assertEqual(on_pjrt["tokens"].to_bytes(), on_cpu["tokens"].to_bytes())
 
     @unittest.skipIf(numpy is None, "skipped: numpy is not installed")
     def test_dlpack_shares_the_host_path(self):
         for runtime, data_path in self.each_data_path():
             data = tokens(4096)
-            on_pjrt = runtime.device_put(runtime.array(data, "U16", (4096,), device="cpu:0"), "pjrt:1")
-            pjrt = [backend for backend in runtime.backends() if backend.name == "pjrt"][0]
-            if data_path == "host" and pjrt.capabilities & HOST_ADDRESSABLE:
-                self.assertEqual(on_pjrt.__dlpack_device__(), (1, 1))  # kDLCPU, device 1
+            on_pjrt = runtime.device_put(runtime.array(data, "U16", (4096,), device="cpu:0"), "pjrt_test:1")
+            pjrt = [backend for backend in runtime.backends() if backend.name == "pjrt_test"][0]
+            self.assertEqual(bool(pjrt.capabilities & HOST_ADDRESSABLE), data_path == "host")
+            if data_path == "host":
+                self.assertEqual(on_pjrt.__dlpack_device__(), (1, 0))  # kDLCPU: host memory is device 0
                 self.assertEqual(numpy.from_dlpack(on_pjrt).tobytes(), data)
-            else:  # a core that reads only the table treats the host path as the copy path
-                with self.assertRaisesRegex(backplane.UnsupportedError, "pjrt:1 cannot be exported"):
+            else:
+                with self.assertRaisesRegex(backplane.UnsupportedError, "pjrt_test:1 cannot be exported"):
                     numpy.from_dlpack(on_pjrt)
+
+
+@unittest.skipIf(LIBRARY is None, f"skipped: {MISSING}")
+class PjrtWheelTest(unittest.TestCase):
+    """The question JAX answers only by initialising every backend: which
+    PJRT plugins are installed, and which work. Answered from the wheels'
+    entry points, without importing JAX or creating a client here."""
+
+    def test_installed_pjrt_wheels_are_backends_with_their_status(self):
+        runtime = backplane.Runtime(plugin_paths=[ADAPTER, os.environ["BACKPLANE_TEST_CPU_PLUGIN"]],
+                                    ignore_environment=True, skip_default_paths=True,
+                                    python_paths=site_directories_of_path_python())
+        try:
+            backends = {backend.name: backend for backend in runtime.backends()}
+            cpu = backends.get("pjrt_xla_cpu_pjrt")
+            self.assertIsNotNone(cpu, sorted(backends))
+            self.assertEqual(cpu.status, "available", cpu.reason)
+            self.assertEqual(cpu.origin_detail, "xla_cpu_pjrt 0.0.1 (entry point xla_plugins:xla_cpu_pjrt)")
+            self.assertEqual(cpu.library, LIBRARY)
+            self.assertNotIn("pjrt", backends)  # the adapter is listed through its libraries
+            cuda = backends.get("pjrt_xla_cuda12")
+            if cuda is not None and not os.path.exists("/dev/nvidiactl"):
+                self.assertEqual(cuda.status, "unavailable", cuda.reason)
+                self.assertIn("No visible GPU devices.", cuda.reason)
+        finally:
+            runtime.close()
 
 
 if __name__ == "__main__":

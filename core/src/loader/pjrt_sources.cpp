@@ -88,6 +88,7 @@ PluginOptions adapter_options(const PjrtSource& source) {
   PluginOptions options;
   std::error_code error;
   std::filesystem::path library = std::filesystem::absolute(source.library, error);
+  options.emplace_back("backend", pjrt_backend_name(source.name));
   options.emplace_back("library", (error ? source.library : library).lexically_normal().string());
   for (const auto& [key, value] : source.create_options) options.emplace_back("create." + key, value);
   return options;

@@ -9,7 +9,8 @@
 // The probe's reason ends with what the core gave it: " (library PATH;
 // create options: KEY=TYPE:VALUE, ...)", so a test reads its options back.
 //
-// Options: `library` (required), `create.<key>` (any value, recorded), and
+// Options: `library` and `backend` (the pjrt_<name> the core gives; both
+// required), `create.<key>` (any value, recorded), and
 // nothing else (an unknown key fails backend_create naming it). Devices have
 // no memory: memory calls are refused.
 #include <backplane/plugin.h>
@@ -92,6 +93,7 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
     require_args(args, "backend_create");
     auto created = std::make_unique<FakeBackend>();
     bool has_library = false;
+    bool has_backend = false;
     for (std::size_t i = 0; i < args->option_count; ++i) {
       const BP_KeyValue& option = args->options[i];
       std::string key = text_of(option.key, option.key_size);
@@ -99,6 +101,8 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
       if (key == "library") {
         created->library = std::move(value);
         has_library = true;
+      } else if (key == "backend") {
+        has_backend = value.starts_with("pjrt_");
       } else if (key.starts_with("create.")) {
         created->create_options.emplace_back(key.substr(7), std::move(value));
       } else {
@@ -106,6 +110,8 @@ BP_Error* backend_create(BP_BackendCreateArgs* args) noexcept {
       }
     }
     if (!has_library) throw Failure(BP_ERROR_INVALID_ARGUMENT, "fake pjrt: option 'library' is required");
+    // The core names each instance, as the real adapter's messages need.
+    if (!has_backend) throw Failure(BP_ERROR_INVALID_ARGUMENT, "fake pjrt: option 'backend' (pjrt_<name>) is required");
     args->backend = reinterpret_cast<BP_Backend*>(created.release());
     return nullptr;
   });
