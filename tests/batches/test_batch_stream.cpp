@@ -188,10 +188,12 @@ TEST_CASE("[batches] a steady loop allocates nothing per step and keeps prefetch
     BatchStream stream(runtime, {source}, options);
     // Warm up with a slow consumer that holds its batch, so the queue fills
     // behind it and every buffer of a full pipeline (prefetch + 1 batches)
-    // exists once.
+    // exists once. A step takes microseconds; the 25 ms hold leaves a
+    // producer room to fill the queue on a machine busy with other builds
+    // (5 ms did not, under two parallel sanitizer suites).
     for (int step = 0; step < 10; ++step) {
       const std::vector<Array> held = stream.next();
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     const MemoryStats warm = memory_stats(runtime, device);
     for (int step = 0; step < 50; ++step) (void)stream.next();
