@@ -4,6 +4,11 @@
 //               Plugin_Initialize, Client_Create, devices) of each installed
 //               PJRT wheel, alone in a fresh process: the first run and the
 //               median of the rest (the page cache warm);
+//   discovery   a runtime that finds every installed PJRT wheel by entry
+//               point (the site directories of python3 on PATH) and probes
+//               each in a child process: the time to list its backends,
+//               against the slowest single probe's whole process (goal
+//               <= 1.5x, and <= 3 s);
 //   device_put  256 MiB host -> a PJRT cpu device and back, on both data
 //               paths, against memcpy of the same bytes between warm buffers
 //               (goal >= 0.8x each way);
@@ -28,6 +33,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -83,7 +90,53 @@ int probe_once(const char* adapter, const char* library) {
   std::_Exit(0);  // no client teardown in the figure, nor an unload the plugin does not survive
 }
 
-void probe_section(const char* self, const char* adapter) {
+// The site directories of the python3 on PATH, as `backplane info` asks.
+std::vector<std::filesystem::path> site_directories() {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(
+      popen("python3 -c \"import site; print('\\n'.join(site.getsitepackages()))\" 2>/dev/null", "r"), pclose);
+  std::vector<std::filesystem::path> found;
+  char line[4096] = {};
+  while (pipe != nullptr && std::fgets(line, sizeof(line), pipe.get()) != nullptr) {
+    std::string path(line);
+    while (!path.empty() && path.back() == '\n') path.pop_back();
+    if (!path.empty()) found.emplace_back(path);
+  }
+  return found;
+}
+
+// Discovery of every installed PJRT wheel in one runtime, its probes in
+// child processes as PROBE_IN_CHILD asks, against `slowest_probe`: one
+// probe's whole process, alone.
+void discovery_section(const char* adapter, double slowest_probe) {
+  const std::vector<std::filesystem::path> sites = site_directories();
+  std::vector<double> runs;
+  std::string listed;
+  for (int run = 0; run < 5; ++run) {
+    Runtime::Options options;
+    options.plugin_paths = {adapter};
+    options.skip_default_paths = true;
+    options.environment = std::map<std::string, std::string>{};
+    options.python_paths = sites;
+    const Clock::time_point start = Clock::now();
+    Runtime runtime(options);
+    const std::vector<BackendInfo> backends = runtime.backends();
+    runs.push_back(since(start));
+    listed.clear();
+    for (const BackendInfo& backend : backends) {
+      listed += (listed.empty() ? "" : ", ") + backend.name + " " + std::string(to_string(backend.status));
+    }
+  }
+  std::sort(runs.begin(), runs.end());
+  const double median = runs[runs.size() / 2];
+  fmt::print(
+      "discovery of the installed PJRT wheels ({}): median {:.0f} ms of {} runs, slowest probe alone {:.0f} ms: "
+      "{:.2f}x (goal <= 1.5x, <= 3 s)\n",
+      listed, median * 1e3, runs.size(), slowest_probe * 1e3, median / slowest_probe);
+}
+
+// The slowest wheel's probe, whole process (warm median); 0 when none ran.
+double probe_section(const char* self, const char* adapter) {
+  double slowest = 0;
   for (const char* distribution : {"xla-cpu-pjrt", "jax-cuda12-pjrt"}) {
     const std::string library = installed_library(distribution);
     if (library.empty()) {
@@ -117,7 +170,9 @@ void probe_section(const char* self, const char* adapter) {
     fmt::print("probe {}: first {:.0f} ms, then median {:.0f} ms (whole process {:.0f} ms) of {} runs: {}\n",
                distribution, probes[0] * 1e3, warm[warm.size() / 2] * 1e3,
                warm_processes[warm_processes.size() / 2] * 1e3, warm.size(), verdict.substr(verdict.find(' ') + 1));
+    slowest = std::max(slowest, warm_processes[warm_processes.size() / 2]);
   }
+  return slowest;
 }
 
 Runtime::Options pjrt_options(const char* adapter, const char* cpu_plugin, const std::string& library,
@@ -221,7 +276,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   try {
-    probe_section(argv[0], argv[1]);
+    const double slowest_probe = probe_section(argv[0], argv[1]);
+    if (slowest_probe > 0) discovery_section(argv[1], slowest_probe);
     const std::uint64_t bytes = static_cast<std::uint64_t>(flag(argc, argv, "sizes-mib", 256)) << 20;
     const int repeats = static_cast<int>(flag(argc, argv, "repeats", 5));
     const double compute_ms = static_cast<double>(flag(argc, argv, "compute-ms", 5));
