@@ -342,7 +342,7 @@ void batch_stream_state(Bytes data) {
 
 void token_headers(Bytes data) {
   const std::span<const std::byte> file = std::as_bytes(data);
-  for (const std::string_view name : {"fuzz.bin", "fuzz.safetensors"}) {
+  for (const std::string_view name : {"fuzz.bin", "fuzz.safetensors", "fuzz.idx"}) {
     for (const std::optional<DType> dtype : {std::optional<DType>(), std::optional<DType>(DType::kU16)}) {
       check_token_layout(file, file.size(), name, TokenRequest{dtype, {}});
     }

@@ -1,6 +1,7 @@
 """backplane.load_tokens against NumPy: files written with numpy.save, raw
 tofile and an llm.c header built from numpy int32 load as the values NumPy
 reads back, on cpu whatever the default device, as views of the file."""
+import json
 import os
 import pathlib
 import tempfile
@@ -88,6 +89,20 @@ class TokenFilesTest(unittest.TestCase):
         self.assertIn("F32", caught.exception.message)
         with self.assertRaises(backplane.InvalidArgumentError):
             self.load(path)
+
+    def test_megatron_datasets_load_as_megatron_core_reads_them(self):
+        # Written and read back by megatron-core itself (tests/tokens/megatron/write_fixtures.py).
+        fixtures = pathlib.Path(os.environ["BACKPLANE_TEST_SOURCE_DIR"]) / "tests" / "tokens" / "megatron"
+        with open(fixtures / "expected.json", encoding="utf-8") as file:
+            expected = json.load(file)
+        for name, want in expected.items():
+            for given in (fixtures / name, fixtures / f"{name}.bin", str(fixtures / f"{name}.idx")):
+                with self.subTest(given=str(given)):
+                    self.check_same(self.load(given), numpy.array(want["tokens"], dtype=want["dtype"]))
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            self.load(fixtures / "gpt2_uint16.idx", dtype="uint32")
+        self.assertIn("dtype U32 was asked for, but the Megatron-Core indexed dataset header says U16",
+                      caught.exception.message)
 
     def test_tokens_stay_on_cpu_as_views_of_the_file(self):
         expected = numpy.arange(100, dtype=numpy.uint16)

@@ -3,6 +3,7 @@
 #include "tokens/token_formats.hpp"
 
 #include "tokens/llmc_header.hpp"
+#include "tokens/megatron_index.hpp"
 #include "tokens/npy_header.hpp"
 #include "tokens/safetensors_tokens.hpp"
 
@@ -41,6 +42,16 @@ constexpr std::array kFormats{
         .header_bytes = llmc_header_bytes,
         .read =
             [](const TokenHeader& header) { return read_llmc_header(header.prefix, header.file_size, header.file); },
+    },
+    TokenFormat{
+        .name = "Megatron-Core indexed dataset",
+        .with_article = "a Megatron-Core indexed dataset",
+        .recognised_by = "the magic `MMIDIDX\\0\\0`, or the name ends in `.idx`",
+        .recognises = recognises_megatron_index,
+        .header_bytes = megatron_index_bytes,
+        .read =
+            [](const TokenHeader& header) { return read_megatron_index(header.prefix, header.file_size, header.file); },
+        .index_file_for = megatron_index_file_for,
     },
     TokenFormat{
         .name = "safetensors",

@@ -1,0 +1,154 @@
+// Megatron-Core indexed datasets: the fixtures megatron-core's own
+// IndexedDatasetBuilder wrote (tests/tokens/megatron/write_fixtures.py)
+// load equal to what its own IndexedDataset read back, from the prefix, the
+// .bin or the .idx, zero-copy from the .bin; a broken index is refused
+// naming the file and the field.
+#include "support/errors.hpp"
+#include "support/load_fixture.hpp"
+
+#include "tokens/byte_fields.hpp"
+
+#include <backplane/tokens.hpp>
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace backplane;
+using namespace backplane::testing;
+
+namespace {
+
+const std::filesystem::path kFixtures = std::filesystem::path(BP_TEST_SOURCE_DIR) / "tests/tokens/megatron";
+
+nlohmann::json expected() {
+  std::ifstream file(kFixtures / "expected.json");
+  return nlohmann::json::parse(file);
+}
+
+std::vector<std::int64_t> tokens_of(const Array& array) {
+  std::vector<std::int64_t> values;
+  const auto count = static_cast<std::size_t>(array.shape()[0]);
+  const auto* bytes = static_cast<const std::byte*>(array.host_data());
+  for (std::size_t index = 0; index < count; ++index) {
+    switch (array.dtype()) {
+      case DType::kU8: values.push_back(std::to_integer<std::uint8_t>(bytes[index])); break;
+      case DType::kU16:
+        values.push_back(detail::read_little_endian<std::uint16_t>({bytes, count * 2}, index * 2));
+        break;
+      case DType::kI32:
+        values.push_back(
+            static_cast<std::int32_t>(detail::read_little_endian<std::uint32_t>({bytes, count * 4}, index * 4)));
+        break;
+      default: FAIL("unexpected dtype " << dtype_name(array.dtype()));
+    }
+  }
+  return values;
+}
+
+// A copy of the uint16 fixture in `directory` as PREFIX.idx / PREFIX.bin,
+// its index changed by `edit`.
+template <class Edit>
+std::filesystem::path broken_copy(const TempDir& directory, Edit edit) {
+  std::vector<std::byte> index = read_file(kFixtures / "gpt2_uint16.idx");
+  std::vector<std::byte> data = read_file(kFixtures / "gpt2_uint16.bin");
+  edit(index, data);
+  write_bytes(directory, "broken.idx", index);
+  write_bytes(directory, "broken.bin", data);
+  return directory / "broken";
+}
+
+void put_u64(std::vector<std::byte>& bytes, std::size_t offset, std::uint64_t value) {
+  for (int shift = 0; shift < 64; shift += 8)
+    bytes[offset + shift / 8] = static_cast<std::byte>((value >> shift) & 0xff);
+}
+
+std::string load_error(Runtime& runtime, const std::filesystem::path& path) {
+  return error_from([&] { (void)load_tokens(runtime, path); }).what();
+}
+
+}  // namespace
+
+TEST_CASE("[tokens][megatron] megatron-core's datasets load equal to its own reader, from any of their names") {
+  Runtime runtime(placement_options());
+  const nlohmann::json all = expected();
+  for (const auto& [name, want] : all.items()) {
+    CAPTURE(name);
+    for (const std::string& given : {name, name + ".bin", name + ".idx"}) {
+      CAPTURE(given);
+      const Array tokens = load_tokens(runtime, kFixtures / given);
+      CHECK(dtype_name(tokens.dtype()) == (want["dtype"] == "uint16"  ? "U16"
+                                           : want["dtype"] == "int32" ? "I32"
+                                                                      : "U8"));
+      CHECK(tokens_of(tokens) == want["tokens"].get<std::vector<std::int64_t>>());
+      const std::optional<MappedFrom> from = mapped_from(tokens.host_data());
+      REQUIRE(from.has_value());
+      CHECK(from->path == kFixtures / (name + ".bin"));  // zero-copy: a view of the .bin
+    }
+  }
+}
+
+TEST_CASE("[tokens][megatron] a .bin without its .idx is a raw file") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  write_bytes(directory, "alone.bin", read_file(kFixtures / "gpt2_uint16.bin"));
+  CHECK(contains(load_error(runtime, directory / "alone.bin"), "a raw token file"));
+  TokenFileOptions u16;
+  u16.dtype = DType::kU16;
+  CHECK(load_tokens(runtime, directory / "alone.bin", u16).shape()[0] == 415);
+}
+
+TEST_CASE("[tokens][megatron] a broken index is refused, naming the file and the field") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  const std::string index = (directory / "broken.idx").string();
+  struct Case {
+    const char* what;
+    void (*edit)(std::vector<std::byte>& index, std::vector<std::byte>& data);
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"bad magic", [](auto& idx, auto&) { idx[0] = std::byte{'X'}; },
+       index + ": Megatron index magic (bytes 0-8) is not MMIDIDX\\0\\0"},
+      {"another version", [](auto& idx, auto&) { put_u64(idx, 9, 2); },
+       index + ": Megatron index version (bytes 9-16) is 2; this reader knows version 1"},
+      {"an unknown dtype code", [](auto& idx, auto&) { idx[17] = std::byte{9}; },
+       index + ": Megatron index dtype code (byte 17) is 9, not one of 1 (uint8), 2 (int8), 3 (int16), 4 (int32), 5 "
+               "(int64), 8 (uint16)"},
+      {"a float dtype code", [](auto& idx, auto&) { idx[17] = std::byte{7}; },
+       index + ": Megatron index dtype code (byte 17) is 7 (float32): token files hold integers"},
+      {"counts that overrun the file", [](auto& idx, auto&) { put_u64(idx, 18, std::uint64_t{1} << 62); },
+       index + ": Megatron index says 4611686018427387904 sequences and 13 document indices, more than 2^64 bytes"},
+      {"a truncated index", [](auto& idx, auto&) { idx.resize(idx.size() - 8); },
+       index + ": Megatron index says 20 sequences and 13 document indices, 378 bytes with the header (398 with the "
+               "modes of a multimodal index), but the file is 370 bytes"},
+      {"a pointer that does not follow the lengths", [](auto& idx, auto&) { put_u64(idx, 34 + 20 * 4 + 8, 7); },
+       index + ": Megatron index pointer of sequence 1 is byte 7, but the sequences before it end at byte "},
+      {"a negative length", [](auto& idx, auto&) { put_u64(idx, 34, 0xffffffff); },
+       index + ": Megatron index length of sequence 0 is -1"},
+      {"document indices out of order", [](auto& idx, auto&) { put_u64(idx, 34 + 20 * 12 + 8, 99); },
+       index + ": Megatron index document index 1 is 99: the indices run from 0 to the 20 sequences, in order"},
+      {"a .bin shorter than the index says", [](auto&, auto& data) { data.resize(data.size() - 2); },
+       (directory / "broken.bin").string() + ": the Megatron-Core indexed dataset header " + index +
+           " says 415 U16 tokens from byte 0 (830 bytes), but the file is 828 bytes"},
+  };
+  for (const Case& broken : cases) {
+    CAPTURE(broken.what);
+    const std::filesystem::path prefix = broken_copy(directory, broken.edit);
+    const std::string message = load_error(runtime, prefix);
+    CHECK_MESSAGE(message.starts_with(broken.message), message);
+  }
+  // The .bin missing altogether: named, with the system's words.
+  broken_copy(directory, [](auto&, auto&) {});
+  std::filesystem::remove(directory / "broken.bin");
+  const std::string missing = load_error(runtime, directory / "broken.idx");
+  CHECK_MESSAGE(contains(missing, (directory / "broken.bin").string()), missing);
+}
