@@ -45,6 +45,20 @@ TEST_CASE("[batches] a state survives JSON exactly, 64-bit seeds and counts incl
   CHECK(contains(state.to_json(), "\"fingerprint\":\"0123456789abcdef\""));
 }
 
+// The growth rule: a field this reader does not know is refused, naming it
+// (a newer writer that adds a field also raises the version, which is
+// refused first); a field a later version added is not required of an older
+// state (no row is newer than version 1 yet, so the table's own test is the
+// version-1 fixture, tests/batches/state_v1).
+TEST_CASE("[batches] a state field this backplane does not know is refused, naming it") {
+  std::string json = sample_state().to_json();
+  json.insert(json.size() - 1, R"(,"documents":{"bos":50256})");
+  const std::string message = error_for(json);
+  CHECK(message ==
+        "batch stream state: unknown field \"documents\" (a version 1 state has format, version, seed, step, "
+        "global_batch, context, weights, sources)");
+}
+
 TEST_CASE("[batches] malformed states are refused, naming what is wrong") {
   CHECK(contains(error_for("{not json"), "not valid JSON"));
   CHECK(contains(error_for("[1, 2]"), "not an object"));
@@ -55,7 +69,9 @@ TEST_CASE("[batches] malformed states are refused, naming what is wrong") {
     copy.replace(copy.find(from), from.size(), to);
     return copy;
   };
-  CHECK(contains(error_for(replace("\"version\":1", "\"version\":2")), "format version 2"));
+  CHECK(contains(error_for(replace("\"version\":1", "\"version\":2")),
+                 "format version 2 is newer than this backplane reads (versions 1 to 1)"));
+  CHECK(contains(error_for(replace("\"version\":1", "\"version\":0")), "format version 0; versions start at 1"));
   CHECK(contains(error_for(replace("\"step\":1000000", "\"step\":-3")), "\"step\" is -3, below 0"));
   CHECK(contains(error_for(replace("\"step\":1000000", "\"step\":\"7\"")), "\"step\" is string"));
   CHECK(contains(error_for(replace("\"step\":1000000,", "")), "no field \"step\""));

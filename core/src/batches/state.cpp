@@ -1,10 +1,11 @@
 // BatchStreamState as JSON: the format docs/batch-stream.md ("The state")
 // describes, as one table of fields that writes the state, reads it and
-// checks it on resume. Reading is strict: every field present with its type,
-// nothing guessed, so a state from another format version is refused, not
-// misread. Nesting is bounded before a document is built, and messages quote
-// at most a short prefix of a bad value, so a hostile state costs a short
-// error, never a deep recursion or a huge message.
+// checks it on resume. Reading is strict and follows the growth rule: every
+// field of the state's version present with its type, a field added by a
+// later version given its default (which means "as before"), a field this
+// reader does not know or a version newer than it refused, naming it. Nesting is bounded before a document is built,
+// and messages quote at most a short prefix of a bad value, so a hostile state costs a short error, never a deep
+// recursion or a huge message.
 #include "batches/state_fields.hpp"
 
 #include <backplane/batch_stream.hpp>
@@ -156,6 +157,10 @@ BatchStreamState::Source source_of(const Json& entry) {
 struct StateField {
   const char* name;
   const char* described;
+  // The format version that added the field: a state of an older version
+  // lacks it, and its reader leaves the member's default, which must mean
+  // what the older version did.
+  std::int64_t since;
   void (*write)(const StateField& row, const BatchStreamState& state, Json& object);
   void (*read)(const StateField& row, const Json& object, BatchStreamState& state);
   std::string (*resume_problem)(const StateField& row, const BatchStreamState& saved, const BatchStreamState& stream);
@@ -195,12 +200,20 @@ void read_format(const StateField& row, const Json& object, State&) {
 
 void write_version(const StateField& row, const State&, Json& object) { object[row.name] = State::kVersion; }
 
-void read_version(const StateField& row, const Json& object, State&) {
+// The version the rest of the state is read as.
+std::int64_t read_version_number(const StateField& row, const Json& object) {
   const std::int64_t version = count_field(object, row.name);
-  if (version != State::kVersion) {
-    refuse(fmt::format("format version {}; this backplane reads version {}", version, State::kVersion));
+  if (version > State::kVersion) {
+    refuse(
+        fmt::format("format version {} is newer than this backplane reads (versions 1 to {}): resume it with the "
+                    "backplane that saved it, or a later one",
+                    version, State::kVersion));
   }
+  if (version < 1) refuse(fmt::format("format version {}; versions start at 1", version));
+  return version;
 }
+
+void read_version(const StateField& row, const Json& object, State&) { (void)read_version_number(row, object); }
 
 std::string step_in_range(const StateField&, const State& saved, const State&) {
   // Steps are counted in int64 with prefetch steps of look-ahead on top.
@@ -258,17 +271,36 @@ std::string sources_match(const StateField&, const State& saved, const State& st
 }
 
 // The fields, in the order they are read and checked.
+// The fields, in the order they are read and checked; `format` and
+// `version` come first, since the version says which rows a state has.
 constexpr std::array<StateField, 8> kFields{{
-    {"format", "format", write_format, read_format, nullptr},
-    {"version", "version", write_version, read_version, nullptr},
-    {"seed", "seed", write_member<&State::seed>, read_unsigned<&State::seed>, must_match<&State::seed>},
-    {"step", "step", write_member<&State::step>, read_count<&State::step>, step_in_range},
-    {"global_batch", "global batch (batch_size x world_size)", write_member<&State::global_batch>,
+    {"format", "format", 1, write_format, read_format, nullptr},
+    {"version", "version", 1, write_version, read_version, nullptr},
+    {"seed", "seed", 1, write_member<&State::seed>, read_unsigned<&State::seed>, must_match<&State::seed>},
+    {"step", "step", 1, write_member<&State::step>, read_count<&State::step>, step_in_range},
+    {"global_batch", "global batch (batch_size x world_size)", 1, write_member<&State::global_batch>,
      read_count<&State::global_batch>, must_match<&State::global_batch>},
-    {"context", "context", write_member<&State::context>, read_count<&State::context>, must_match<&State::context>},
-    {"weights", "weights", write_member<&State::weights>, read_weights, weights_match},
-    {"sources", "sources", write_sources, read_sources, sources_match},
+    {"context", "context", 1, write_member<&State::context>, read_count<&State::context>, must_match<&State::context>},
+    {"weights", "weights", 1, write_member<&State::weights>, read_weights, weights_match},
+    {"sources", "sources", 1, write_sources, read_sources, sources_match},
 }};
+
+// A key no row of the state's version names: refused, naming it and the
+// fields that version has.
+void refuse_unknown_fields(const Json& object, std::int64_t version) {
+  for (const auto& [key, value] : object.items()) {
+    const bool known = std::any_of(kFields.begin(), kFields.end(), [&, &name = key](const StateField& row) {
+      return row.since <= version && name == row.name;
+    });
+    if (known) continue;
+    std::vector<std::string_view> names;
+    for (const StateField& row : kFields) {
+      if (row.since <= version) names.emplace_back(row.name);
+    }
+    refuse(fmt::format("unknown field {} (a version {} state has {})", excerpt(Json(key)), version,
+                       fmt::join(names, ", ")));
+  }
+}
 
 }  // namespace
 
@@ -281,7 +313,13 @@ std::string BatchStreamState::to_json() const {
 BatchStreamState BatchStreamState::from_json(std::string_view json) {
   const Json parsed = parse(json);
   BatchStreamState state;
-  for (const StateField& row : kFields) row.read(row, parsed, state);
+  // The format and the version first: the version says which rows follow.
+  kFields[0].read(kFields[0], parsed, state);
+  const std::int64_t version = read_version_number(kFields[1], parsed);
+  for (const StateField& row : kFields) {
+    if (row.since <= version) row.read(row, parsed, state);
+  }
+  refuse_unknown_fields(parsed, version);
   return state;
 }
 

@@ -1,0 +1,80 @@
+// The growth rule's fixture: a version-1 state saved by the backplane of
+// the day version 1 was the newest (tests/batches/state_v1, and the script
+// that wrote it), which every later backplane must resume to the windows
+// that stream drew. A failure here is a broken checkpoint in a user's run.
+#include "support/placement_fixture.hpp"
+
+#include <backplane/array.hpp>
+#include <backplane/batch_stream.hpp>
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace backplane;
+using namespace backplane::testing;
+
+namespace {
+
+const std::filesystem::path kFixture = std::filesystem::path(BP_TEST_SOURCE_DIR) / "tests/batches/state_v1";
+
+std::string text_of(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// write_fixture.py's tokens_0 and tokens_1.
+std::vector<std::uint16_t> fixture_tokens(int source) {
+  std::vector<std::uint16_t> tokens(source == 0 ? 20000 : 7000);
+  for (std::size_t index = 0; index < tokens.size(); ++index) {
+    tokens[index] = static_cast<std::uint16_t>(source == 0 ? index % 65521 : (index * 40503) % 65536);
+  }
+  return tokens;
+}
+
+}  // namespace
+
+TEST_CASE("[batches] a version-1 state saved by an earlier backplane resumes to the windows it drew") {
+  Runtime runtime(placement_options());
+  const std::vector<std::uint16_t> first = fixture_tokens(0);
+  const std::vector<std::uint16_t> second = fixture_tokens(1);
+  const Device cpu{"cpu", 0};
+  std::vector<Array> sources = {Array::from_host(runtime, cpu, DType::kU16, {20000}, first.data(), first.size() * 2),
+                                Array::from_host(runtime, cpu, DType::kU16, {7000}, second.data(), second.size() * 2)};
+  const nlohmann::json expected = nlohmann::json::parse(text_of(kFixture / "windows.json"));
+  BatchStreamOptions options;
+  options.batch_size = expected["options"]["batch_size"];
+  options.context = expected["options"]["context"];
+  options.seed = expected["options"]["seed"];
+  options.weights = expected["options"]["weights"].get<std::vector<double>>();
+  options.devices = {cpu};
+  const BatchStreamState saved = BatchStreamState::from_json(text_of(kFixture / "state.json"));
+  BatchStream stream(runtime, sources, options, &saved);
+  for (const auto& [step, windows] : expected["windows"].items()) {
+    CAPTURE(step);
+    std::vector<std::pair<std::int32_t, std::int64_t>> drawn;
+    for (const Window& window : stream.windows(std::stoll(step))) drawn.emplace_back(window.source, window.start);
+    CHECK(drawn == windows.get<std::vector<std::pair<std::int32_t, std::int64_t>>>());
+  }
+  // And the batch it hands out first is step 5's windows, token for token.
+  const std::vector<Array> batch = stream.next();
+  REQUIRE(batch.size() == 1);
+  const std::vector<std::uint16_t> values = batch[0].to_vector<std::uint16_t>();  // the sources' dtype
+  const auto& step5 = expected["windows"]["5"];
+  for (std::size_t row = 0; row < step5.size(); ++row) {
+    const std::vector<std::uint16_t>& tokens = step5[row][0] == 0 ? first : second;
+    const auto start = step5[row][1].get<std::size_t>();
+    for (std::size_t column = 0; column < 32; ++column) {
+      REQUIRE(values[row * 32 + column] == tokens[start + column]);
+    }
+  }
+  CHECK(stream.state().step == 6);
+}
