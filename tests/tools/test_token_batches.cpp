@@ -37,6 +37,11 @@ TEST_CASE("[safetensors] token_batches keeps tokens on the cpu and sends batches
   CHECK(has(result.output, "GB/s"));
   CHECK(has(result.output, "stream: 10 steps, "));
   CHECK(has(result.output, "windows/s, data stall "));
+  CHECK(has(result.output, "each followed by a 2 ms stand-in training step (--step-ms)"));
+  CHECK(has(result.output, "gathering alone ran at "));
+  const auto without_step = run_command(example("", std::string(kTiny) + " --step-ms 0"));
+  CHECK(has(without_step.output, "with no training step it waits by construction"));
+  CHECK(run_command(example("", std::string(kTiny) + " --step-ms -1")).exit_status != 0);
 }
 
 TEST_CASE("[safetensors] token_batches follows BACKPLANE_DEFAULT_DEVICE, cleans up, and names a missing file") {
