@@ -1,11 +1,14 @@
 // `backplane inspect FILE [--json]`: a safetensors file's tensors, dtypes,
 // shapes, offsets and metadata, and whether it is valid. Reads only the
-// header. Exit status: 0 valid, 1 invalid or unreadable, 2 usage error.
+// header. A token file of another format (an llm.c shard, a NumPy or
+// Megatron file) is named as such, with the call that reads it. Exit status:
+// 0 valid, 1 invalid or unreadable, 2 usage error.
 // The JSON shape is documented in docs/safetensors.md and only grows.
 #include "arguments.hpp"
 #include "commands.hpp"
 
 #include <backplane/safetensors.hpp>
+#include <backplane/tokens.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -187,6 +190,25 @@ void print_text(const std::string& file, const st::Header& header) {
   fmt::print("verdict    valid\n");
 }
 
+// The file as a token file of another format than safetensors, when it is
+// one: what a user who ran inspect on a training shard needs to hear.
+std::optional<TokenFileInfo> other_token_format(const std::string& file) {
+  try {
+    TokenFileInfo info = describe_tokens(file);
+    if (info.format == "safetensors") return std::nullopt;
+    return info;
+  } catch (const Error&) {
+    return std::nullopt;  // not a token file either (a raw one needs a dtype): the safetensors error stands
+  }
+}
+
+std::string token_file_text(const std::string& file, const TokenFileInfo& info) {
+  return fmt::format(
+      "{} is a token file, not a safetensors file: {} of {} {} tokens; read it with load_tokens "
+      "(Python: backplane.load_tokens), see docs/tokens.md",
+      printable(file), info.format, info.count, dtype_name(info.dtype));
+}
+
 }  // namespace
 
 int run_inspect(const Arguments& args) {
@@ -216,13 +238,27 @@ int run_inspect(const Arguments& args) {
     return 0;
   } catch (const Error& error) {
     const auto* format_error = dynamic_cast<const st::FormatError*>(&error);
+    const std::optional<TokenFileInfo> tokens = other_token_format(file);
     if (as_json) {
       json details = {
           {"code", to_string(error.code())},
           {"rule", format_error ? json(st::rule_name(format_error->rule())) : json(nullptr)},
           {"tensor", format_error && format_error->tensor() ? json(*format_error->tensor()) : json(nullptr)},
           {"message", error.what()}};
-      fmt::print("{}\n", dump({{"file", file}, {"valid", false}, {"error", details}}));
+      json report = {{"file", file}, {"valid", false}, {"error", details}};
+      if (tokens) {
+        report["token_file"] = {{"format", tokens->format},
+                                {"dtype", std::string(dtype_name(tokens->dtype))},
+                                {"count", tokens->count},
+                                {"data_file", tokens->data_file}};
+      }
+      fmt::print("{}\n", dump(report));
+    } else if (tokens) {
+      fmt::print("file       {}\n", printable(file));
+      fmt::print("verdict    not safetensors: {} of {} {} tokens\n", tokens->format, tokens->count,
+                 dtype_name(tokens->dtype));
+      fmt::print(stderr, "backplane inspect: {}\n", token_file_text(file, *tokens));
+      return 1;
     } else if (format_error) {
       fmt::print("file       {}\n", printable(file));
       fmt::print("verdict    invalid: {}{}\n", st::rule_name(format_error->rule()),

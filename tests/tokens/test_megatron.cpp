@@ -152,3 +152,16 @@ TEST_CASE("[tokens][megatron] a broken index is refused, naming the file and the
   const std::string missing = load_error(runtime, directory / "broken.idx");
   CHECK_MESSAGE(contains(missing, (directory / "broken.bin").string()), missing);
 }
+
+TEST_CASE("[tokens][megatron] describe_tokens reads the index alone: format, dtype, count and the data file") {
+  const TokenFileInfo info = describe_tokens(kFixtures / "llama_int32");
+  CHECK(info.format == "Megatron-Core indexed dataset");
+  CHECK(info.dtype == DType::kI32);
+  CHECK(info.count == expected()["llama_int32"]["tokens"].size());
+  CHECK(info.data_file == (kFixtures / "llama_int32.bin").string());
+  TempDir directory;
+  CHECK(contains(error_from([&] {
+                   (void)describe_tokens(broken_copy(directory, [](auto& idx, auto&) { idx[17] = std::byte{6}; }));
+                 }).what(),
+                 "dtype code (byte 17) is 6 (float64): token files hold integers"));
+}

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 using namespace backplane::testing;
@@ -104,4 +106,32 @@ TEST_CASE("[safetensors] inspect usage errors exit 2") {
   CHECK(run_command(inspect("a b 2>&1")).output.find("backplane inspect: one file at a time") != std::string::npos);
   // A flag takes no value.
   CHECK(run_command(inspect("--json=yes f 2>&1")).output.find("unknown option '--json=yes'") != std::string::npos);
+}
+
+TEST_CASE("[safetensors] inspect of a token file of another format names it and the call that reads it") {
+  TempDir dir;
+  // An llm.c shard of 3 U16 tokens: the magic, version 1, the count, then
+  // 253 more int32 of header.
+  std::string shard(1024, '\0');
+  const std::uint32_t header[] = {20240520, 1, 3};
+  std::memcpy(shard.data(), header, sizeof(header));
+  shard += std::string("\x01\x00\x02\x00\x03\x00", 6);
+  const std::string path = dir.write("train_000.bin", shard).string();
+  const auto text = run_command(inspect(path) + " 2>&1");
+  CHECK(text.exit_status == 1);
+  CHECK(text.output.find("verdict    not safetensors: llm.c shard of 3 U16 tokens") != std::string::npos);
+  CHECK(text.output.find(path + " is a token file, not a safetensors file: llm.c shard of 3 U16 tokens; read it "
+                                "with load_tokens (Python: backplane.load_tokens)") != std::string::npos);
+  const auto result = run_command(inspect("--json " + path));
+  CHECK(result.exit_status == 1);
+  const auto json = nlohmann::json::parse(result.output);
+  CHECK(json["valid"] == false);
+  CHECK(json["token_file"]["format"] == "llm.c shard");
+  CHECK(json["token_file"]["count"] == 3);
+  CHECK(json["token_file"]["data_file"] == path);
+  // A Megatron-Core dataset by its prefix: the data file is the .bin.
+  const std::string megatron = std::string(BP_TEST_SOURCE_DIR) + "/tests/tokens/megatron/gpt2_uint16";
+  const auto dataset = nlohmann::json::parse(run_command(inspect("--json " + megatron)).output);
+  CHECK(dataset["token_file"]["format"] == "Megatron-Core indexed dataset");
+  CHECK(dataset["token_file"]["data_file"] == megatron + ".bin");
 }

@@ -82,6 +82,18 @@ struct BACKPLANE_API TokenFileEntry {
 BACKPLANE_API std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,
                                                                   const TokenFileOptions& options = {});
 
+// What load_tokens would find in a token file, read from its header alone
+// (nothing is mapped, no runtime is needed): the format, as docs/tokens.md's
+// table names it, the dtype and count of its tokens, and the file that
+// holds them. Throws what load_tokens throws for the file and the options.
+struct BACKPLANE_API TokenFileInfo {
+  std::string format;  // "llm.c shard", "Megatron-Core indexed dataset", ...
+  DType dtype = DType::kU8;
+  std::uint64_t count = 0;
+  std::string data_file;  // the file the tokens are in (for a format of two files, not `path`)
+};
+BACKPLANE_API TokenFileInfo describe_tokens(const std::filesystem::path& path, const TokenFileOptions& options = {});
+
 }  // namespace backplane
 
 #endif  // BACKPLANE_TOKENS_HPP

@@ -72,6 +72,22 @@ std::shared_ptr<const detail::TokenFileMapping> map_data_file(const detail::Toke
   return data.map();
 }
 
+// The header's layout: the first read, then what the format's header asks.
+detail::TokenLayout read_layout(detail::TokenFile& file, const TokenFileOptions& options,
+                                std::span<const detail::TokenFormat> formats) {
+  const detail::TokenRequest request{options.dtype, options.name};
+  std::span<const std::byte> prefix = file.prefix(kFirstRead);
+  const detail::TokenFormat& format = detail::detect_token_format(prefix, file.name(), formats);
+  const std::uint64_t header_bytes = format.header_bytes(prefix, file.size());
+  if (header_bytes > prefix.size()) prefix = file.prefix(header_bytes);
+  return detail::describe_token_file(prefix, file.size(), file.name(), request, formats);
+}
+
+void refuse_nul_arguments(const std::filesystem::path& path, const TokenFileOptions& options, const char* call) {
+  detail::refuse_nul_bytes(path.native(), call, "path");
+  detail::refuse_nul_bytes(options.name, call, "name");
+}
+
 }  // namespace
 
 namespace detail {
@@ -79,16 +95,10 @@ namespace detail {
 Array load_tokens_with(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options,
                        std::span<const TokenFormat> formats) {
   // The arguments, then the device: nothing bad is reported by touching the file.
-  refuse_nul_bytes(path.native(), "load_tokens", "path");
-  refuse_nul_bytes(options.name, "load_tokens", "name");
+  refuse_nul_arguments(path, options, "load_tokens");
   const Device device = host_device(runtime, options, path);
   TokenFile file(header_file_for(path, formats));
-  const TokenRequest request{options.dtype, options.name};
-  std::span<const std::byte> prefix = file.prefix(kFirstRead);
-  const TokenFormat& format = detect_token_format(prefix, file.name(), formats);
-  const std::uint64_t header_bytes = format.header_bytes(prefix, file.size());
-  if (header_bytes > prefix.size()) prefix = file.prefix(header_bytes);
-  const TokenLayout layout = describe_token_file(prefix, file.size(), file.name(), request, formats);
+  const TokenLayout layout = read_layout(file, options, formats);
 
   // describe_token_file has refused an empty raw file, and every header is
   // at least 8 bytes: the file is not empty, so it can be mapped.
@@ -103,6 +113,14 @@ Array load_tokens_with(Runtime& runtime, const std::filesystem::path& path, cons
 
 Array load_tokens(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options) {
   return detail::load_tokens_with(runtime, path, options, detail::token_formats());
+}
+
+TokenFileInfo describe_tokens(const std::filesystem::path& path, const TokenFileOptions& options) {
+  refuse_nul_arguments(path, options, "describe_tokens");
+  detail::TokenFile file(header_file_for(path, detail::token_formats()));
+  const detail::TokenLayout layout = read_layout(file, options, detail::token_formats());
+  return {std::string(layout.format->name), layout.dtype, layout.count,
+          layout.data_file.empty() ? file.name() : layout.data_file};
 }
 
 std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,
