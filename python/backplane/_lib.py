@@ -38,6 +38,7 @@ from ._lib_gen import bp_batch_stream_stats as bp_batch_stream_stats
 from ._lib_gen import bp_device as bp_device
 from ._lib_gen import bp_memory_stats as bp_memory_stats
 from ._lib_gen import bp_runtime_options as bp_runtime_options
+from ._lib_gen import bp_save_options as bp_save_options
 from ._lib_gen import bp_safetensors_load_options as bp_safetensors_load_options
 from ._lib_gen import bp_safetensors_tensor_info as bp_safetensors_tensor_info
 from ._lib_gen import bp_tokens_options as bp_tokens_options

@@ -191,6 +191,13 @@ class bp_safetensors_load_options(ctypes.Structure):
     ]
 
 
+class bp_save_options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("durable", ctypes.c_int32),
+    ]
+
+
 class bp_batch_stream_options(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -447,6 +454,19 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
         ctypes.c_void_p,
         ctypes.c_void_p,
         ctypes.c_int64,
+    ], ctypes.c_int32),
+    "bp_safetensors_save_with": ([
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.POINTER(bp_save_options),
     ], ctypes.c_int32),
     "bp_batch_stream_create": ([
         ctypes.c_void_p,
@@ -768,6 +788,21 @@ class Library(Protocol):
         metadata_values: VoidPointer,
         metadata_value_sizes: VoidPointer,
         metadata_count: int,
+        /,
+    ) -> int: ...
+    def bp_safetensors_save_with(
+        self,
+        path: Optional[bytes],
+        names: VoidPointer,
+        name_sizes: VoidPointer,
+        arrays: VoidPointer,
+        count: int,
+        metadata_keys: VoidPointer,
+        metadata_key_sizes: VoidPointer,
+        metadata_values: VoidPointer,
+        metadata_value_sizes: VoidPointer,
+        metadata_count: int,
+        options: Pointer[bp_save_options],
         /,
     ) -> int: ...
     def bp_batch_stream_create(

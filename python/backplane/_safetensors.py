@@ -11,7 +11,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 
 from . import _lib
 from ._array import Array
-from ._errors import CancelledError, MissingFileError, NotFoundError
+from ._errors import CancelledError, MissingFileError, NotFoundError, UnsupportedError
 from ._runtime import DeviceLike, Runtime
 
 if TYPE_CHECKING:
@@ -291,6 +291,15 @@ def load(path: Union[PathLike, Runtime, None], *legacy: Any, names: Names = None
 def _as_array(runtime: Runtime, name: str, value: Any) -> Array:
     if isinstance(value, Array):
         return value
+    if _is_numpy(value) and value.flags.c_contiguous and value.dtype.isnative and value.size:
+        # Saved in place, without the copy runtime.array makes: a copy costs
+        # as much as the write on a fast disk. NumPy refuses some arrays
+        # through DLPack (read-only ones before 2.1, some dtypes): those are
+        # copied below.
+        try:
+            return runtime.from_dlpack(value)
+        except (BufferError, TypeError, UnsupportedError):
+            pass
     if hasattr(value, "__dlpack__") and not _is_numpy(value):
         try:
             return runtime.from_dlpack(value)
@@ -309,10 +318,16 @@ def _is_numpy(value: Any) -> bool:
 
 
 def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[str, Any]] = None,
-         runtime: Optional[Runtime] = None) -> None:
+         runtime: Optional[Runtime] = None, durable: bool = True) -> None:
     """Writes {name: array} to `path` atomically, in the reference layout.
     Values are backplane Arrays (any device), NumPy arrays, or anything with
-    __dlpack__ (torch, JAX); metadata values are written as strings."""
+    __dlpack__ (torch, JAX); metadata values are written as strings.
+
+    durable: flush the file to disk before it replaces `path` (fsync), so
+    that a machine that loses power keeps the old file or the whole new one.
+    False, for scratch files: no flush, several times faster on a slow disk;
+    still atomic for every process, but a crash of the machine may leave a
+    partial file."""
     runtime = runtime or Runtime.default()
     items = [(name, _as_array(runtime, name, value)) for name, value in arrays.items()]
     for name, _ in items:
@@ -325,9 +340,10 @@ def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[s
     values, value_sizes = _texts([_lib.utf8("safetensors.save", f"metadata[{str(key)!r}]", str(value))
                                   for key, value in pairs])
     try:
-        _lib.check(_lib.lib.bp_safetensors_save_n(_path_bytes(path), names, name_sizes, handles, len(items), keys,
-                                                  key_sizes, values, value_sizes,
-                                                  -1 if metadata is None else len(pairs)))
+        options = _lib.bp_save_options(struct_size=ctypes.sizeof(_lib.bp_save_options), durable=1 if durable else 0)
+        _lib.check(_lib.lib.bp_safetensors_save_with(_path_bytes(path), names, name_sizes, handles, len(items), keys,
+                                                     key_sizes, values, value_sizes,
+                                                     -1 if metadata is None else len(pairs), ctypes.byref(options)))
     except NotFoundError as error:
         _reraise_missing(error, os.path.dirname(os.path.abspath(os.fspath(path))))
         raise

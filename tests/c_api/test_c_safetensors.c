@@ -392,6 +392,42 @@ static void names_with_nul_bytes_are_kept_whole(void) {
   bp_runtime_destroy(runtime);
 }
 
+/* API 0.7: bp_safetensors_save_with writes the same file with or without
+ * the flushes to disk, and refuses an options struct too small to read. */
+static void a_save_that_is_not_durable_writes_the_same_file(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  const uint16_t tokens[4] = {4, 3, 2, 1};
+  int64_t shape[1] = {4};
+  bp_device cpu = c_test_device(runtime, "cpu");
+  bp_array* array = NULL;
+  const char* names[1] = {"tokens"};
+  bp_save_options options;
+  bp_tensor_map* loaded = NULL;
+  bp_array* got = NULL;
+  uint16_t back[4] = {0, 0, 0, 0};
+  CHECK(bp_array_create(runtime, &cpu, BP_DTYPE_U16, shape, 1, tokens, sizeof(tokens), &array) == BP_OK);
+  memset(&options, 0, sizeof(options));
+  options.struct_size = sizeof(options);
+  options.durable = 0;
+  tensor_path("scratch");
+  CHECK(bp_safetensors_save_with(path, names, NULL, (const bp_array* const*)&array, 1, NULL, NULL, NULL, NULL, -1,
+                                 &options) == BP_OK);
+  CHECK(bp_safetensors_load(runtime, path, &cpu, NULL, &loaded) == BP_OK);
+  CHECK(bp_tensor_map_get(loaded, "tokens", &got) == BP_OK);
+  CHECK(bp_array_copy_to_host(got, back, sizeof(back)) == BP_OK);
+  CHECK(memcmp(back, tokens, sizeof(tokens)) == 0);
+  bp_array_destroy(got);
+  bp_tensor_map_destroy(loaded);
+  CHECK(bp_safetensors_save_with(path, names, NULL, (const bp_array* const*)&array, 1, NULL, NULL, NULL, NULL, -1,
+                                 NULL) == BP_OK); /* NULL options: durable */
+  options.struct_size = 4;
+  CHECK(bp_safetensors_save_with(path, names, NULL, (const bp_array* const*)&array, 1, NULL, NULL, NULL, NULL, -1,
+                                 &options) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_safetensors_save_with: options->struct_size 4 is too small");
+  bp_array_destroy(array);
+  bp_runtime_destroy(runtime);
+}
+
 int main(void) {
   c_test_program = "test_c_safetensors";
   RUN(save_then_inspect);
@@ -399,5 +435,6 @@ int main(void) {
   RUN(a_progress_callback_cancels_a_load);
   RUN(broken_files_and_bad_saves_are_errors);
   RUN(names_with_nul_bytes_are_kept_whole);
+  RUN(a_save_that_is_not_durable_writes_the_same_file);
   return c_test_summary();
 }

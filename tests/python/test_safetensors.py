@@ -82,6 +82,24 @@ class SafetensorsTest(unittest.TestCase):
         backplane.safetensors.save(self.path, {"tokens": self.tokens}, metadata={})
         self.assertEqual(backplane.safetensors.inspect(self.path).metadata, {})
 
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_numpy_arrays_of_every_layout_save_as_numpy_reads_them(self):
+        # Contiguous arrays are saved in place; read-only, strided and
+        # big-endian ones through a copy: the file is the same either way.
+        base = numpy.arange(24, dtype=numpy.uint16).reshape(4, 6)
+        readonly = base.copy()
+        readonly.flags.writeable = False
+        cases = {"contiguous": base, "readonly": readonly, "strided": base[:, ::2],
+                 "big_endian": base.astype(">u2"), "empty": numpy.zeros((0, 3), dtype=numpy.int32)}
+        for durable in (True, False):
+            with self.subTest(durable=durable):
+                backplane.safetensors.save(self.path, cases, durable=durable, runtime=self.runtime)
+                loaded = backplane.safetensors.load(self.path, device="cpu", runtime=self.runtime)
+                for name, value in cases.items():
+                    got = numpy.from_dlpack(loaded[name])
+                    self.assertEqual(got.shape, value.shape, name)
+                    numpy.testing.assert_array_equal(got, value, name)
+
     def test_errors_carry_codes_and_messages(self):
         with self.assertRaises(backplane.NotFoundError) as caught:
             backplane.safetensors.inspect(self.path.with_name("missing.safetensors"))

@@ -692,6 +692,24 @@ BACKPLANE_API bp_status bp_safetensors_save_n(const char* path, const char* cons
                                               const char* const* metadata_values, const size_t* metadata_value_sizes,
                                               int64_t metadata_count);
 
+/* API 0.7: how bp_safetensors_save_with writes. NULL options: the defaults. */
+typedef struct bp_save_options {
+  size_t struct_size;
+  /* Nonzero (the default): flush the file to disk before it replaces `path`,
+   * and the rename after, so that a machine that loses power keeps the old
+   * file or the whole new one. 0: for scratch files, skip both flushes; the
+   * save is still atomic for every process, but a crash of the machine may
+   * leave a partial file. */
+  int32_t durable;
+} bp_save_options;
+
+/* API 0.7: bp_safetensors_save_n with options. */
+BACKPLANE_API bp_status bp_safetensors_save_with(const char* path, const char* const* names, const size_t* name_sizes,
+                                                 const bp_array* const* arrays, size_t count,
+                                                 const char* const* metadata_keys, const size_t* metadata_key_sizes,
+                                                 const char* const* metadata_values, const size_t* metadata_value_sizes,
+                                                 int64_t metadata_count, const bp_save_options* options);
+
 /* ----------------------------------------------------- batch stream -- */
 
 /* The training loop's data path (the C++ backplane::BatchStream; the guide,

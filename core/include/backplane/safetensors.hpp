@@ -182,6 +182,15 @@ BACKPLANE_API std::vector<std::byte> serialize(std::span<const HostTensor> tenso
 BACKPLANE_API void save(const std::filesystem::path& path, std::span<const HostTensor> tensors,
                         const std::optional<Metadata>& metadata = std::nullopt);
 
+struct BACKPLANE_API SaveOptions {
+  // Flush the file to disk (fsync) before it replaces `path`, and the
+  // rename after: a machine that loses power keeps the old file or the whole
+  // new one. false: for scratch files, skip both flushes (several times
+  // faster on a slow disk); the save is still atomic for every process on
+  // the machine, but a crash of the machine may leave a partial file.
+  bool durable = true;
+};
+
 // --- Loading and saving Arrays -------------------------------------------
 
 struct BACKPLANE_API LoadOptions {
@@ -233,6 +242,9 @@ BACKPLANE_API Loaded load(Runtime& runtime, const std::filesystem::path& path,
 // (Error(kInvalidArgument) naming the tensor), plus an empty Array.
 BACKPLANE_API void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
                         const std::optional<Metadata>& metadata = std::nullopt);
+// The same with options (SaveOptions::durable).
+BACKPLANE_API void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
+                        const std::optional<Metadata>& metadata, const SaveOptions& options);
 
 }  // namespace backplane::safetensors
 

@@ -130,7 +130,16 @@ std::string text_at(const char* const* texts, const size_t* sizes, size_t i, con
 void save(const char* path, const char* const* names, const size_t* name_sizes, const bp_array* const* arrays,
           size_t count, const char* const* metadata_keys, const size_t* metadata_key_sizes,
           const char* const* metadata_values, const size_t* metadata_value_sizes, int64_t metadata_count,
-          const char* function) {
+          const char* function, const bp_save_options* options = nullptr) {
+  safetensors::SaveOptions chosen;
+  if (options != nullptr) {
+    if (options->struct_size < offsetof(bp_save_options, durable) + sizeof(options->durable)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: options->struct_size {} is too small (sizeof(bp_save_options) is {})", function,
+                              options->struct_size, sizeof(bp_save_options)));
+    }
+    chosen.durable = options->durable != 0;
+  }
   require_non_null(path, function, "path");
   if (count > 0) {
     require_non_null(names, function, "names");
@@ -168,7 +177,7 @@ void save(const char* path, const char* const* names, const size_t* name_sizes, 
       }
     }
   }
-  safetensors::save(path, tensors, metadata);
+  safetensors::save(path, tensors, metadata, chosen);
 }
 
 }  // namespace
@@ -427,6 +436,17 @@ bp_status bp_safetensors_save_n(const char* path, const char* const* names, cons
   return guarded([&] {
     save(path, names, name_sizes, arrays, count, metadata_keys, metadata_key_sizes, metadata_values,
          metadata_value_sizes, metadata_count, "bp_safetensors_save_n");
+  });
+}
+
+bp_status bp_safetensors_save_with(const char* path, const char* const* names, const size_t* name_sizes,
+                                   const bp_array* const* arrays, size_t count, const char* const* metadata_keys,
+                                   const size_t* metadata_key_sizes, const char* const* metadata_values,
+                                   const size_t* metadata_value_sizes, int64_t metadata_count,
+                                   const bp_save_options* options) {
+  return guarded([&] {
+    save(path, names, name_sizes, arrays, count, metadata_keys, metadata_key_sizes, metadata_values,
+         metadata_value_sizes, metadata_count, "bp_safetensors_save_with", options);
   });
 }
 

@@ -12,6 +12,11 @@ namespace backplane::safetensors {
 
 void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
           const std::optional<Metadata>& metadata) {
+  save(path, arrays, metadata, SaveOptions{});
+}
+
+void save(const std::filesystem::path& path, const std::map<std::string, Array>& arrays,
+          const std::optional<Metadata>& metadata, const SaveOptions& options) {
   std::vector<TensorSpec> specs;
   std::vector<const Array*> sources;
   specs.reserve(arrays.size());
@@ -47,7 +52,7 @@ void save(const std::filesystem::path& path, const std::map<std::string, Array>&
     array.copy_to_host(staging.data(), size);
     file.write(staging);
   }
-  file.commit();
+  file.commit(options.durable);
 }
 
 }  // namespace backplane::safetensors

@@ -253,8 +253,8 @@ void AtomicFile::write(std::span<const std::byte> bytes) {
   }
 }
 
-void AtomicFile::commit() {
-  if (::fsync(fd_) != 0) throw_io("flushing the new", shown_);
+void AtomicFile::commit(bool durable) {
+  if (durable && ::fsync(fd_) != 0) throw_io("flushing the new", shown_);
   if (temporary_.empty()) {
     // Give the unnamed file a name only now that it is whole. linkat through
     // /proc needs no privilege (AT_EMPTY_PATH would).
@@ -274,7 +274,7 @@ void AtomicFile::commit() {
     throw_io("renaming the temporary file to", shown_);
   }
   committed_ = true;
-  ::fsync(directory_);  // best effort: make the rename itself durable
+  if (durable) ::fsync(directory_);  // best effort: make the rename itself durable
 }
 
 }  // namespace backplane::detail

@@ -47,8 +47,12 @@ class AtomicFile {
 
   // Throws Error(kIo) when the file system refuses (full disk, I/O error).
   void write(std::span<const std::byte> bytes);
-  // Flushes to disk and renames over the target; throws as write() does.
-  void commit();
+  // Renames over the target; throws as write() does. `durable`: flushes the
+  // data to disk first (fsync) and the rename after, so that a machine that
+  // loses power keeps the old file or the whole new one; without it a crash
+  // of the machine (not of the process) may leave a partial file under the
+  // target's name, for a save several times faster on a slow disk.
+  void commit(bool durable = true);
 
  private:
   // The final target, for messages, and the directory holding it, which a
