@@ -230,8 +230,11 @@ def run(root, build_root, fixtures, block, scratch):
     return None
 
 
-def main():
-    root, build_root = pathlib.Path(sys.argv[1]).resolve(), pathlib.Path(sys.argv[2]).resolve()
+def check(root, build_root):
+    """The failures of every document under `root` (README.md, docs/*.md),
+    each naming its file and line; prints what ran, what was skipped and each
+    mark's reason."""
+    root, build_root = pathlib.Path(root).resolve(), pathlib.Path(build_root).resolve()
     documents = ["README.md"] + sorted(str(path.relative_to(root)) for path in (root / "docs").glob("*.md"))
     blocks, errors, skipped = [], [], []
     for document in documents:
@@ -262,6 +265,11 @@ def main():
     print(f"{len(blocks)} Python and shell blocks in {len(documents)} documents: {ran} run, "
           f"{len(skipped)} skipped (a module missing), {len(not_run)} not run (build, install, fuzz or benchmark), "
           f"{len(fragments)} fragments")
+    return errors
+
+
+def main():
+    errors = check(sys.argv[1], sys.argv[2])
     for error in errors:
         print(f"FAILED {error}", file=sys.stderr)
     return 1 if errors else 0
