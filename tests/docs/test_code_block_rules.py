@@ -8,6 +8,7 @@ import pathlib
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -83,6 +84,18 @@ class CodeBlockRules(unittest.TestCase):
         finally:
             test_code_blocks.TIMEOUT_S = saved
         self.assertEqual(errors, ["README.md:1: python block did not finish in 2 s (a stream that never ends?)"])
+
+    def test_a_block_that_times_out_leaves_no_process_behind(self):
+        saved, test_code_blocks.TIMEOUT_S = test_code_blocks.TIMEOUT_S, 2
+        with tempfile.TemporaryDirectory() as directory:
+            witness = pathlib.Path(directory) / "late"
+            try:
+                errors = check(f"```sh\n(sleep 4; touch {witness}) &\nsleep 60\n```\n")
+            finally:
+                test_code_blocks.TIMEOUT_S = saved
+            time.sleep(3)
+            self.assertFalse(witness.exists())
+        self.assertEqual(errors, ["README.md:1: sh block did not finish in 2 s (a stream that never ends?)"])
 
     def test_an_unmarked_build_is_refused_unrun(self):
         with tempfile.TemporaryDirectory() as directory:

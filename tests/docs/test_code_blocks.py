@@ -35,6 +35,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -215,17 +216,22 @@ def run(root, build_root, fixtures, block, scratch):
         script = directory / f"{directory.name}.sh"
         command = ["bash", "-e", "-o", "pipefail", str(script)]
     script.write_text(block.text, encoding="utf-8")
+    # A session of its own, so that a block that times out goes with every
+    # process it started.
+    process = subprocess.Popen(command, cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        result = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=TIMEOUT_S,
-                                stdin=subprocess.DEVNULL)
+        output, _ = process.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
         return f"{block.where}: {block.language} block did not finish in {TIMEOUT_S} s (a stream that never ends?)"
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr).strip()
+    if process.returncode != 0:
+        output = output.strip()
         line = python_traceback_line(block, output, script) if block.language in PYTHON else None
         at = f" (error at {block.path}:{line})" if line else ""
         tail = "\n    ".join(output.splitlines()[-12:])
-        return f"{block.where}: {block.language} block exited with {result.returncode}{at} ({command[0]}):\n    {tail}"
+        return f"{block.where}: {block.language} block exited with {process.returncode}{at} ({command[0]}):\n    {tail}"
     print(f"ran {block.where} ({block.language}, {command[0]})")
     return None
 
