@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -220,6 +221,7 @@ def run(root, build_root, fixtures, block, scratch):
     # process it started.
     process = subprocess.Popen(command, cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                stdin=subprocess.DEVNULL, start_new_session=True)
+    start = time.monotonic()
     try:
         output, _ = process.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -232,7 +234,7 @@ def run(root, build_root, fixtures, block, scratch):
         at = f" (error at {block.path}:{line})" if line else ""
         tail = "\n    ".join(output.splitlines()[-12:])
         return f"{block.where}: {block.language} block exited with {process.returncode}{at} ({command[0]}):\n    {tail}"
-    print(f"ran {block.where} ({block.language}, {command[0]})")
+    print(f"ran {block.where} ({block.language}, {command[0]}, {time.monotonic() - start:.1f} s)")
     return None
 
 
