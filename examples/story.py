@@ -48,7 +48,7 @@ def train_torch(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     loss = torch.tensor(0.0)
     for step, (x, y) in zip(range(steps), batches):
-        logits = model(x)  # x, y: int64 [B, T] tensors sharing backplane's batch buffer
+        logits = model(x)  # x, y: int64 [B, T] tensors of their own (batches(xy="copies"))
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCABULARY), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

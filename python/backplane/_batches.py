@@ -2,8 +2,10 @@
 batch stream (bp_batch_stream_*; docs/batch-stream.md is the guide).
 
 Each step hands out B windows of T+1 tokens as x = windows[:, :-1] and
-y = windows[:, 1:] (the next-token targets), two views of one [B, T+1]
-buffer. The library gathers the windows on its own threads and moves them to
+y = windows[:, 1:] (the next-token targets): by default two contiguous
+copies that share nothing (xy="copies"), or, with xy="views", two views of
+the one [B, T+1] buffer, which save the copies but alias each other. The
+library gathers the windows on its own threads and moves them to
 the device `prefetch` steps ahead, so a step here is one C call
 (bp_batch_stream_next) and a DLPack conversion. Buffers come back to the
 device's caching allocator when the caller drops them, so a steady loop makes
@@ -114,6 +116,31 @@ def _int64(name: str, value: Any, wanted: str) -> int:
     return _integer(name, value, -_INT64_LIMIT, _INT64_LIMIT, wanted)
 
 
+XY_MODES = ("copies", "views")
+
+
+def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
+    """x and y as contiguous copies that share no memory with each other or
+    with the batch buffer, made by the framework the tensor belongs to."""
+    if isinstance(tensor, numpy.ndarray):
+        return numpy.array(tensor[:, :-1], order="C"), numpy.array(tensor[:, 1:], order="C")
+    module = type(tensor).__module__
+    if module.startswith("torch"):
+        import torch
+        return (tensor[:, :-1].clone(memory_format=torch.contiguous_format),
+                tensor[:, 1:].clone(memory_format=torch.contiguous_format))
+    if module.startswith(("jax", "jaxlib")):
+        return tensor[:, :-1], tensor[:, 1:]  # a JAX slice is a new, immutable array already
+    if callable(getattr(tensor, "copy", None)):  # CuPy and other NumPy-like arrays
+        return tensor[:, :-1].copy(), tensor[:, 1:].copy()
+    raise _invalid(f"xy='copies' cannot copy the {type(tensor).__name__} that to= returned: return a NumPy "
+                   "array, a torch tensor, a JAX array or an array with copy(), or pass xy='views'")
+
+
+def _view_pair(tensor: Any) -> Tuple[Any, Any]:
+    return tensor[:, :-1], tensor[:, 1:]
+
+
 def _converter(to: Union[None, str, Converter]) -> Converter:
     if callable(to):
         return to
@@ -202,7 +229,7 @@ class BatchStream:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
                  state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
-                 runtime: Optional[Runtime] = None) -> None:
+                 xy: str = "copies", runtime: Optional[Runtime] = None) -> None:
         """Training batches of `batch_size` windows of `context` + 1 tokens
         from the 1-D token array `tokens` (or a list of them), as (x, y)
         pairs with y shifted by one token. Every argument is checked here,
@@ -235,6 +262,14 @@ class BatchStream:
             "jax", or a callable turning the [B, T+1] Array into a tensor
             that supports [:, :-1] slicing (e.g. torch.from_dlpack for CUDA
             devices).
+        xy: how x and y relate to the [B, T+1] batch. "copies" (default):
+            two contiguous arrays of their own, so that masking y in place
+            (y[y == pad] = -100) leaves x alone and y.view(-1) works; they
+            cost two copies of B * T elements per step, made by the
+            framework on the batch's device. "views": x = batch[:, :-1] and
+            y = batch[:, 1:], no copy, but they overlap (writing one changes
+            the other) and are not contiguous. JAX slices are new immutable
+            arrays either way.
         """
         self._handle: Optional[ctypes.c_void_p] = None
         self._swap = threading.Lock()
@@ -258,7 +293,11 @@ class BatchStream:
         self._weights: Optional[ctypes.Array[ctypes.c_double]] = None
         if weights is not None:
             self._weights = self._weight_array(weights)
+        if xy not in XY_MODES:
+            raise _invalid(f"xy={xy!r}: expected 'copies' (x and y independent and contiguous) or 'views' "
+                           "(two overlapping views of one buffer, no copy)")
         self._convert = _converter(to)
+        self._split = _view_pair if xy == "views" else _copied_pair
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
         self._options = _lib.bp_batch_stream_options(
@@ -339,11 +378,10 @@ class BatchStream:
         if status != 0:
             _lib.raise_status(status)
         self._step += 1
-        runtime, convert, out = self._runtime, self._convert, self._out
+        runtime, convert, split, out = self._runtime, self._convert, self._split, self._out
         pairs = []
         for index in range(self._count.value):
-            tensor = convert(Array(runtime, ctypes.c_void_p(out[index])))
-            pairs.append((tensor[:, :-1], tensor[:, 1:]))
+            pairs.append(split(convert(Array(runtime, ctypes.c_void_p(out[index])))))
         return pairs if self._many else pairs[0]
 
     @property
