@@ -38,7 +38,8 @@ __all__ = [
     "InvalidArgumentError", "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError",
     "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
     "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",
-    "devices", "dtype_bits", "from_dlpack", "library_path", "load_tokens", "safetensors", "take_windows", "version",
+    "devices", "dtype_bits", "from_dlpack", "jax_device", "library_path", "load_tokens", "safetensors", "take_windows",
+    "torch_device", "version",
 ]
 __all__ += ["Trace", "trace"]  # tracing (docs/tracing.md)
 
@@ -83,6 +84,24 @@ def device(selector: DeviceLike) -> Device:
 
 def default_device() -> DefaultDevice:
     return Runtime.default().default_device()
+
+
+def torch_device(device: Optional[DeviceLike] = None) -> Any:
+    """The torch.device where batches on `device` (default: the default
+    device) land: model.to(backplane.torch_device()) puts the model where
+    batches(..., to="torch") puts x and y. See Device.torch()."""
+    return _framework_device(device).torch()
+
+
+def jax_device(device: Optional[DeviceLike] = None) -> Any:
+    """The jax.Device where batches on `device` (default: the default
+    device) land. See Device.jax()."""
+    return _framework_device(device).jax()
+
+
+def _framework_device(device: Optional[DeviceLike]) -> Device:
+    runtime = Runtime.default()
+    return runtime.default_device().device if device is None else runtime.device(device)
 
 
 def default_device_scope(selector: DeviceLike) -> DefaultDeviceScope:
