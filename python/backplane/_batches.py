@@ -429,6 +429,17 @@ class BatchStream:
             self._step += 1
         return pairs if self._many else pairs[0]
 
+    def __len__(self) -> int:
+        """The steps left to hand out when `steps` was given (steps - step:
+        what a for loop over the stream runs, a resumed stream's included,
+        and what tqdm shows as the total); TypeError for an endless stream."""
+        if self._limit is None:
+            raise TypeError("len() of a BatchStream without steps=: it never ends")
+        return max(self._limit - self._step, 0)
+
+    def __bool__(self) -> bool:
+        return True  # a stream is a stream, with steps left or not (and len() may raise)
+
     @property
     def step(self) -> int:
         """The global step next() hands out next."""
