@@ -35,6 +35,8 @@ class TorchDeviceTest(unittest.TestCase):
     def test_torch_device_of_a_selector_works(self):
         self.assertEqual(torch.device(str(backplane.Device("cuda", 1))), torch.device("cuda", 1))
         self.assertEqual(torch.device(str(backplane.Device("cpu", 0))), torch.device("cpu", 0))
+        with backplane.default_device_scope("cpu"):
+            self.assertEqual(torch.device(str(backplane.default_device())), torch.device("cpu", 0))
 
     def test_torch_devices(self):
         self.assertEqual(backplane.Device("cuda", 1).torch(), torch.device("cuda", 1))
