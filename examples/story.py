@@ -42,13 +42,15 @@ def write_tokens(path: pathlib.Path, count: int) -> None:
     backplane.safetensors.save(path, {"tokens": tokens}, metadata={"vocabulary": str(VOCABULARY)})
 
 
-def train_torch(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable[[int, float], None]) -> float:
+def train_torch(batches: Iterator[Tuple[Any, Any]], device: backplane.Device, steps: int,
+                report: Callable[[int, float], None]) -> float:
     import torch
-    model = torch.nn.Embedding(VOCABULARY, VOCABULARY)
+    # The model where the batches land: device.torch() is cuda:N for cuda:N, cpu for cpu.
+    model = torch.nn.Embedding(VOCABULARY, VOCABULARY).to(device.torch())
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
     loss = torch.tensor(0.0)
     for step, (x, y) in zip(range(steps), batches):
-        logits = model(x)  # x, y: int64 [B, T] tensors sharing backplane's batch buffer
+        logits = model(x)  # x, y: int64 [B, T] tensors of their own (batches(xy="copies"))
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCABULARY), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -57,7 +59,8 @@ def train_torch(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable
     return float(loss)
 
 
-def train_jax(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable[[int, float], None]) -> float:
+def train_jax(batches: Iterator[Tuple[Any, Any]], device: backplane.Device, steps: int,
+              report: Callable[[int, float], None]) -> float:
     import jax
     import jax.numpy as jnp
 
@@ -71,7 +74,7 @@ def train_jax(batches: Iterator[Tuple[Any, Any]], steps: int, report: Callable[[
         loss, gradient = jax.value_and_grad(loss_of)(table, x, y)
         return table - 1.0 * gradient * VOCABULARY, loss
 
-    table = jnp.zeros((VOCABULARY, VOCABULARY))
+    table = jax.device_put(jnp.zeros((VOCABULARY, VOCABULARY)), device.jax())  # where the batches land
     loss = jnp.array(0.0)
     for step, (x, y) in zip(range(steps), batches):
         table, loss = step_of(table, x, y)
@@ -119,7 +122,7 @@ def main() -> int:
                 print(f"step {step:4d}  loss {loss:.3f}")
 
         trainer = train_torch if args.framework == "torch" else train_jax
-        last = trainer(batches, args.steps, report)
+        last = trainer(batches, chosen.device, args.steps, report)
         elapsed = time.perf_counter() - start
         print(f"{args.framework}: {args.steps} steps of {args.batch} x {args.context} tokens in {elapsed:.2f} s; "
               f"loss {first[0]:.3f} -> {last:.3f}")

@@ -195,7 +195,7 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
         numpy_time = per_call(lambda ix: memmap[ix[:, None] + np.arange(window)].astype(np.int64), offsets)
         # The caller's own time: inside next() only, in a loop whose step
         # (a short busy wait) gives the producer the time a model would.
-        with backplane.batches(tokens, batch, args.context, device="cpu", runtime=runtime) as stream:
+        with backplane.batches(tokens, batch, args.context, device="cpu", runtime=runtime, xy="views") as stream:
             iterator = iter(stream)
             next(iterator)
             inside = []
@@ -216,11 +216,11 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
             keep = None if target == "cpu" else _Held
             # First use of a device builds its kernels (PoCL compiles the
             # widening kernel): not part of a steady loop's stall.
-            with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime, steps=3,
+            with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime, steps=3, xy="views",
                                    to=keep) as warm_up:
                 for _ in warm_up:
                     pass
-            with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime,
+            with backplane.batches(tokens, batch, args.context, device=target, runtime=runtime, xy="views",
                                    steps=args.loop_steps, to=keep) as stream:
                 for x, y in stream:
                     busy_wait(args.compute_ms / 1e3)
@@ -270,7 +270,7 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
 
         drop_pages(path)
         cold_tokens = backplane.load_tokens(path, runtime=runtime)
-        with backplane.batches(cold_tokens, batch, args.context, device="cpu", runtime=runtime, seed=batch,
+        with backplane.batches(cold_tokens, batch, args.context, device="cpu", runtime=runtime, xy="views", seed=batch,
                                steps=steps) as stream:
             start = time.perf_counter()
             for _ in stream:

@@ -14,9 +14,9 @@ Runtime() makes an independent one. Errors raise subclasses of
 backplane.Error carrying `status` (the C API's BP_STATUS_* code) and
 `message`. docs/embedding.md is the guide.
 """
-from __future__ import annotations
-
-from typing import Any, List, Optional
+# No `from __future__ import annotations` and no names taken from typing:
+# dir(backplane) lists the package's own names only.
+import typing as _typing
 
 from . import _lib
 from . import _safetensors as safetensors
@@ -38,7 +38,8 @@ __all__ = [
     "InvalidArgumentError", "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError",
     "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
     "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",
-    "devices", "dtype_bits", "from_dlpack", "library_path", "load_tokens", "safetensors", "take_windows", "version",
+    "devices", "dtype_bits", "from_dlpack", "is_available", "jax_device", "library_path", "load_tokens", "safetensors",
+    "set_default_device", "take_windows", "torch_device", "version",
 ]
 __all__ += ["Trace", "trace"]  # tracing (docs/tracing.md)
 
@@ -63,18 +64,32 @@ def default_runtime() -> Runtime:
     return Runtime.default()
 
 
-def dtype_bits(dtype: Any) -> int:
+def dtype_bits(dtype: _typing.Any) -> int:
     """Bits per element of a dtype in any accepted spelling."""
     return _bits(dtype)
 
 
-def backends() -> List[Backend]:
+def backends() -> list[Backend]:
     """Every plugin the process-wide runtime found, each with its status."""
     return Runtime.default().backends()
 
 
-def devices(backend: Optional[str] = None) -> List[Device]:
+def devices(backend: _typing.Optional[str] = None) -> list[Device]:
+    """The devices of `backend` ([] when it is unavailable, NotFoundError
+    for an unknown name), or of every available backend."""
     return Runtime.default().devices(backend)
+
+
+def is_available(backend: str) -> bool:
+    """Whether the process-wide runtime can use `backend` ("cuda"): False
+    for one that is unavailable, failed, disabled or not found."""
+    return Runtime.default().is_available(backend)
+
+
+def set_default_device(selector: _typing.Optional[DeviceLike]) -> None:
+    """Sets the process-wide default device ("set in code"); None clears it.
+    A default_device_scope still wins inside its block."""
+    Runtime.default().set_default_device(selector)
 
 
 def device(selector: DeviceLike) -> Device:
@@ -85,20 +100,39 @@ def default_device() -> DefaultDevice:
     return Runtime.default().default_device()
 
 
+def torch_device(device: _typing.Optional[DeviceLike] = None) -> _typing.Any:
+    """The torch.device where batches on `device` (default: the default
+    device) land: model.to(backplane.torch_device()) puts the model where
+    batches(..., to="torch") puts x and y. See Device.torch()."""
+    return _framework_device(device).torch()
+
+
+def jax_device(device: _typing.Optional[DeviceLike] = None) -> _typing.Any:
+    """The jax.Device where batches on `device` (default: the default
+    device) land. See Device.jax()."""
+    return _framework_device(device).jax()
+
+
+def _framework_device(device: _typing.Optional[DeviceLike]) -> Device:
+    runtime = Runtime.default()
+    return runtime.default_device().device if device is None else runtime.device(device)
+
+
 def default_device_scope(selector: DeviceLike) -> DefaultDeviceScope:
     return Runtime.default().default_device_scope(selector)
 
 
-def array(data: Any, dtype: Any = None, shape: Any = None, device: Optional[DeviceLike] = None) -> Array:
+def array(data: _typing.Any, dtype: _typing.Any = None, shape: _typing.Any = None,
+          device: _typing.Optional[DeviceLike] = None) -> Array:
     return Runtime.default().array(data, dtype, shape, device)
 
 
-def take_windows(tokens: Array, offsets: Any, length: int, device: Optional[DeviceLike] = None,
-                 dtype: Any = None) -> Array:
+def take_windows(tokens: Array, offsets: _typing.Any, length: int, device: _typing.Optional[DeviceLike] = None,
+                 dtype: _typing.Any = None) -> Array:
     return runtime_of(tokens).take_windows(tokens, offsets, length, device, dtype)
 
 
-def from_dlpack(obj: Any, runtime: Optional[Runtime] = None) -> Array:
+def from_dlpack(obj: _typing.Any, runtime: _typing.Optional[Runtime] = None) -> Array:
     """Zero-copy import of a DLPack tensor (NumPy, PyTorch, JAX) as an Array,
     through `runtime` (default: the process-wide one)."""
     return (runtime or Runtime.default()).from_dlpack(obj)

@@ -2,8 +2,10 @@
 batch stream (bp_batch_stream_*; docs/batch-stream.md is the guide).
 
 Each step hands out B windows of T+1 tokens as x = windows[:, :-1] and
-y = windows[:, 1:] (the next-token targets), two views of one [B, T+1]
-buffer. The library gathers the windows on its own threads and moves them to
+y = windows[:, 1:] (the next-token targets): by default two contiguous
+copies that share nothing (xy="copies"), or, with xy="views", two views of
+the one [B, T+1] buffer, which save the copies but alias each other. The
+library gathers the windows on its own threads and moves them to
 the device `prefetch` steps ahead, so a step here is one C call
 (bp_batch_stream_next) and a DLPack conversion. Buffers come back to the
 device's caching allocator when the caller drops them, so a steady loop makes
@@ -29,6 +31,8 @@ import numpy
 
 from . import _dtypes, _lib
 from ._array import Array
+from ._devices import Device
+from ._dlpack import KDLCPU
 from ._errors import Error, InvalidArgumentError, OutOfRangeError
 from ._runtime import DeviceLike, Runtime, runtime_of
 
@@ -42,6 +46,7 @@ _UINT64_LIMIT = 1 << 64
 _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 
 _stream_next = _lib.lib.bp_batch_stream_next
+_HOST_ADDRESSABLE = 1  # BP_CAPABILITY_HOST_ADDRESSABLE of plugin.h: the CPU can read the memory
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,31 @@ def _int64(name: str, value: Any, wanted: str) -> int:
     """`value` as an int64_t; `wanted` says what the library accepts, for a
     value that is no int or does not fit."""
     return _integer(name, value, -_INT64_LIMIT, _INT64_LIMIT, wanted)
+
+
+XY_MODES = ("copies", "views")
+
+
+def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
+    """x and y as contiguous copies that share no memory with each other or
+    with the batch buffer, made by the framework the tensor belongs to."""
+    if isinstance(tensor, numpy.ndarray):
+        return numpy.array(tensor[:, :-1], order="C"), numpy.array(tensor[:, 1:], order="C")
+    module = type(tensor).__module__
+    if module.startswith("torch"):
+        import torch
+        return (tensor[:, :-1].clone(memory_format=torch.contiguous_format),
+                tensor[:, 1:].clone(memory_format=torch.contiguous_format))
+    if module.startswith(("jax", "jaxlib")):
+        return tensor[:, :-1], tensor[:, 1:]  # a JAX slice is a new, immutable array already
+    if callable(getattr(tensor, "copy", None)):  # CuPy and other NumPy-like arrays
+        return tensor[:, :-1].copy(), tensor[:, 1:].copy()
+    raise _invalid(f"xy='copies' cannot copy the {type(tensor).__name__} that to= returned: return a NumPy "
+                   "array, a torch tensor, a JAX array or an array with copy(), or pass xy='views'")
+
+
+def _view_pair(tensor: Any) -> Tuple[Any, Any]:
+    return tensor[:, :-1], tensor[:, 1:]
 
 
 def _converter(to: Union[None, str, Converter]) -> Converter:
@@ -194,6 +224,10 @@ class BatchStream:
     and restore where it stands, stats() says what it did, windows(step)
     which windows a step holds. close() (or a `with` block) stops its
     threads; batches already handed out stay valid.
+
+    next() is safe from any thread: each step goes to exactly one caller. A
+    step that fails is not consumed: when the conversion raises, the next
+    next() hands out the same step again.
     """
 
     def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: int, context: int, *,
@@ -202,7 +236,7 @@ class BatchStream:
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
                  state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
-                 runtime: Optional[Runtime] = None) -> None:
+                 xy: str = "copies", runtime: Optional[Runtime] = None) -> None:
         """Training batches of `batch_size` windows of `context` + 1 tokens
         from the 1-D token array `tokens` (or a list of them), as (x, y)
         pairs with y shifted by one token. Every argument is checked here,
@@ -231,13 +265,27 @@ class BatchStream:
             token file larger than RAM does not fill the process's resident
             memory.
         state: a state_dict() (or its JSON) to continue from, bit for bit.
-        to: what x and y are: "numpy" (default, host devices), "torch",
+        to: what x and y are: "numpy" (default; refused here for a device
+            that is not host memory), "torch",
             "jax", or a callable turning the [B, T+1] Array into a tensor
             that supports [:, :-1] slicing (e.g. torch.from_dlpack for CUDA
             devices).
+        xy: how x and y relate to the [B, T+1] batch. "copies" (default):
+            two contiguous arrays of their own, so that masking y in place
+            (y[y == pad] = -100) leaves x alone and y.view(-1) works; they
+            cost two copies of B * T elements per step, made by the
+            framework on the batch's device. "views": x = batch[:, :-1] and
+            y = batch[:, 1:], no copy, but they overlap (writing one changes
+            the other) and are not contiguous. JAX slices are new immutable
+            arrays either way.
         """
         self._handle: Optional[ctypes.c_void_p] = None
         self._swap = threading.Lock()
+        # next() from any thread: one caller at a time takes a step, converts
+        # it and hands it out, so each step goes to exactly one caller.
+        self._next_lock = threading.Lock()
+        # A step whose conversion raised: handed out by the next next().
+        self._pending: Optional[List[Array]] = None
         sources = _sources(tokens)
         self._runtime = runtime if runtime is not None else runtime_of(sources[0])
         # Here only what the C struct cannot say: Python types, values a C
@@ -258,7 +306,13 @@ class BatchStream:
         self._weights: Optional[ctypes.Array[ctypes.c_double]] = None
         if weights is not None:
             self._weights = self._weight_array(weights)
+        if xy not in XY_MODES:
+            raise _invalid(f"xy={xy!r}: expected 'copies' (x and y independent and contiguous) or 'views' "
+                           "(two overlapping views of one buffer, no copy)")
         self._convert = _converter(to)
+        if to is None or to == "numpy":
+            self._check_host(targets)
+        self._split = _view_pair if xy == "views" else _copied_pair
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
         self._options = _lib.bp_batch_stream_options(
@@ -298,6 +352,22 @@ class BatchStream:
         single = runtime._c_device(cast(Optional[DeviceLike], device))
         return [] if single is None else [single]
 
+    def _check_host(self, targets: List[_lib.bp_device]) -> None:
+        """to="numpy" reads host memory only: refuse a device whose batches
+        NumPy could not take now, not at the first next()."""
+        devices = [Device._from_c(target) for target in targets] or [self._runtime.default_device().device]
+        backends = {backend.name: backend for backend in self._runtime.backends() if backend.available}
+        for device in devices:
+            backend = backends.get(device.backend)
+            if backend is None:
+                continue  # the library refuses an unavailable backend, naming it
+            declared = backend.dlpack_device_type
+            if declared == KDLCPU or (declared == 0 and backend.capabilities & _HOST_ADDRESSABLE):
+                continue
+            raise _invalid(f"to='numpy' needs host memory, but {device} is not host memory (backend {backend.name}"
+                           f" declares DLPack device type {declared}): pass to='torch', to='jax' or a callable "
+                           "that takes the Array")
+
     @staticmethod
     def _weight_array(weights: Sequence[float]) -> "ctypes.Array[ctypes.c_double]":
         if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, (Sequence, numpy.ndarray)):
@@ -316,35 +386,59 @@ class BatchStream:
                                                        ctypes.byref(self._options), ctypes.byref(handle)))
         finally:
             self._options.state = None
+        step = ctypes.c_int64()
+        status = _lib.lib.bp_batch_stream_step(handle, ctypes.byref(step))
+        if status != 0:
+            _lib.lib.bp_batch_stream_destroy(handle)
+            _lib.raise_status(status)
         with self._swap:
             old, self._handle = self._handle, handle
+            self._step, self._pending = step.value, None
         if old is not None:
             _lib.lib.bp_batch_stream_destroy(old)
-        step = ctypes.c_int64()
-        _lib.check(_lib.lib.bp_batch_stream_step(handle, ctypes.byref(step)))
-        self._step = step.value
 
     # --- the iterator --------------------------------------------------------
     def __iter__(self) -> "BatchStream":
         return self
 
     def __next__(self) -> Any:
-        # The training loop's hot path: one C call, then the conversion.
-        if self._limit is not None and self._step >= self._limit:
-            raise StopIteration
-        handle = self._handle
-        if handle is None:
-            raise _invalid("the stream was used after close()")
-        status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)
-        if status != 0:
-            _lib.raise_status(status)
-        self._step += 1
-        runtime, convert, out = self._runtime, self._convert, self._out
-        pairs = []
-        for index in range(self._count.value):
-            tensor = convert(Array(runtime, ctypes.c_void_p(out[index])))
-            pairs.append((tensor[:, :-1], tensor[:, 1:]))
+        # The training loop's hot path: one C call, then the conversion, all
+        # under the lock that makes next() safe from any thread.
+        with self._next_lock:
+            if self._limit is not None and self._step >= self._limit:
+                raise StopIteration
+            handle = self._handle
+            if handle is None:
+                raise _invalid("the stream was used after close()")
+            arrays = self._pending
+            if arrays is None:
+                status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)
+                if status != 0:
+                    _lib.raise_status(status)  # the library's failed step is not consumed either
+                runtime, out = self._runtime, self._out
+                # Every array owned before any conversion, so none leaks when one raises.
+                arrays = [Array(runtime, ctypes.c_void_p(out[index])) for index in range(self._count.value)]
+            convert, split = self._convert, self._split
+            try:
+                pairs = [split(convert(array)) for array in arrays]
+            except BaseException:
+                # Not consumed: the next next() hands this step out again.
+                self._pending = arrays
+                raise
+            self._pending = None
+            self._step += 1
         return pairs if self._many else pairs[0]
+
+    def __len__(self) -> int:
+        """The steps left to hand out when `steps` was given (steps - step:
+        what a for loop over the stream runs, a resumed stream's included,
+        and what tqdm shows as the total); TypeError for an endless stream."""
+        if self._limit is None:
+            raise TypeError("len() of a BatchStream without steps=: it never ends")
+        return max(self._limit - self._step, 0)
+
+    def __bool__(self) -> bool:
+        return True  # a stream is a stream, with steps left or not (and len() may raise)
 
     @property
     def step(self) -> int:
@@ -363,6 +457,10 @@ class BatchStream:
         it to save it), small and the same on every rank. Passing it as
         `state=` to batches(), or to load_state_dict(), continues with
         bit-identical batches from this step."""
+        with self._next_lock:  # the step a concurrent next() hands out is in the state, or not
+            return self._state_dict()
+
+    def _state_dict(self) -> Dict[str, Any]:
         handle = self._live()
         length = ctypes.c_size_t()
         while True:
@@ -374,6 +472,8 @@ class BatchStream:
             if status != 0:
                 _lib.raise_status(status)
             result: Dict[str, Any] = json.loads(buffer.raw[:length.value])
+            if self._pending is not None:
+                result["step"] = self._step  # the native stream has handed out the step this one holds back
             return result
 
     def load_state_dict(self, state: StateLike) -> None:
@@ -385,7 +485,9 @@ class BatchStream:
         text = _state_text(state)
         if text is None:
             raise _invalid("load_state_dict(None): pass a state from state_dict()")
-        self._open(text)
+        self._live()  # a closed stream stays closed
+        with self._next_lock:
+            self._open(text)
 
     def stats(self) -> BatchStreamStats:
         """What the stream did so far."""
@@ -420,6 +522,7 @@ class BatchStream:
         batches already handed out stay valid."""
         with self._swap:
             handle, self._handle = self._handle, None
+            self._pending = None
         if handle is not None and _lib is not None and _lib.lib is not None:
             _lib.lib.bp_batch_stream_destroy(handle)
 

@@ -6,17 +6,59 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from . import _lib
+from ._errors import UnavailableError, UnsupportedError
+
+# The backends whose memory torch and JAX name, and what they call it.
+_FRAMEWORK_BACKENDS = ("cpu", "cuda")
+
+
+def _unrepresentable(device: "Device", framework: str) -> UnsupportedError:
+    return UnsupportedError(f"{framework} has no device for backplane device {device} (backend {device.backend}): "
+                            f"only the backends {' and '.join(_FRAMEWORK_BACKENDS)} have one")
 
 
 @dataclass(frozen=True)
 class Device:
-    """A device: backend name and ordinal. str() is its selector, "cpu:0"."""
+    """A device: backend name and ordinal. str() is its selector, "cpu:0",
+    which torch.device() and backplane's own calls accept. torch() and jax()
+    give the framework's device where batches on this device land."""
 
     backend: str
     ordinal: int = 0
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.ordinal}"
+
+    def torch(self) -> Any:
+        """The torch.device of this device: torch.device("cuda", N) for
+        cuda:N, torch.device("cpu") for any cpu device (torch has one CPU
+        device; a cpu:N batch is a CPU tensor). Put the model there so it
+        meets the batches of batches(..., device=this, to="torch").
+        UnsupportedError, naming the backend, for a backend torch has no
+        device for."""
+        if self.backend not in _FRAMEWORK_BACKENDS:
+            raise _unrepresentable(self, "torch")
+        import torch
+        return torch.device("cpu") if self.backend == "cpu" else torch.device("cuda", self.ordinal)
+
+    def jax(self) -> Any:
+        """The jax.Device of this device: jax.devices("cuda")[N] for cuda:N,
+        JAX's first CPU device for any cpu device (where a host batch lands
+        through DLPack). UnsupportedError, naming the backend, for a backend
+        JAX has no device for; UnavailableError when this JAX has no such
+        device (a CPU-only jaxlib asked for cuda)."""
+        if self.backend not in _FRAMEWORK_BACKENDS:
+            raise _unrepresentable(self, "JAX")
+        import jax
+        index = 0 if self.backend == "cpu" else self.ordinal
+        try:
+            found = jax.devices(self.backend)
+        except RuntimeError as error:
+            raise UnavailableError(f"JAX has no {self.backend} devices for backplane device {self}: "
+                                   f"jax.devices({self.backend!r}) raised: {error}") from None
+        if index >= len(found):
+            raise UnavailableError(f"JAX has {len(found)} {self.backend} device(s), none for backplane device {self}")
+        return found[index]
 
     def _to_c(self) -> _lib.bp_device:
         name = _lib.c_text("Device", "backend", self.backend)
@@ -77,6 +119,18 @@ class DefaultDevice:
 
     device: Device
     source: str
+
+    def __str__(self) -> str:
+        """The device's selector ("cuda:0"), as str(Device)."""
+        return str(self.device)
+
+    def torch(self) -> Any:
+        """The default device as a torch.device (Device.torch())."""
+        return self.device.torch()
+
+    def jax(self) -> Any:
+        """The default device as a jax.Device (Device.jax())."""
+        return self.device.jax()
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,17 @@ def _integer_offsets(offsets: Any) -> Any:
 _INT64_MAX = (1 << 63) - 1
 
 
+def _as_dtype(values: Any, dtype: Any) -> Any:
+    """`values` converted to `dtype` as numpy.array(data, dtype=...) would
+    (array([1, 2, 3], dtype="uint8") holds 1, 2, 3). A dtype NumPy lacks
+    (BF16) takes the data's bytes as they are, which must be that dtype's
+    already (uint16 bit patterns for BF16)."""
+    typestr = _dtypes.numpy_dtype(_dtypes.code(dtype))
+    if typestr is None or values.dtype == _numpy.dtype(typestr):
+        return values
+    return values.astype(typestr)
+
+
 def _site_directories(paths: Iterable[Any]) -> List[bytes]:
     """sys.path entries as the C API takes them; "" (the current directory)
     and entries that are not text are left out."""
@@ -200,13 +211,20 @@ class Runtime:
         return found
 
     def devices(self, backend: Optional[str] = None) -> List[Device]:
-        """Devices of one available backend, or of every available backend."""
+        """Devices of one backend, or of every available backend. A backend
+        that was found but cannot be used (unavailable, failed, disabled)
+        has none: [], as torch.cuda.device_count() is 0 without a GPU; an
+        unknown name raises NotFoundError listing the backends."""
         names = [backend] if backend is not None else [b.name for b in self.backends() if b.available]
         result: List[Device] = []
         for name in dict.fromkeys(names):  # a shadowed duplicate name lists once
             count = ctypes.c_int32()
-            _lib.check(_lib.lib.bp_device_count(self._live_handle(), _lib.c_text("devices", "backend", name),
-                                                ctypes.byref(count)))
+            status = _lib.lib.bp_device_count(self._live_handle(), _lib.c_text("devices", "backend", name),
+                                              ctypes.byref(count))
+            if status != 0:
+                if backend is not None and any(found.name == name for found in self.backends()):
+                    return []  # found, not usable: no devices
+                _lib.raise_status(status)
             result.extend(Device(name, ordinal) for ordinal in range(count.value))
         return result
 
@@ -258,6 +276,8 @@ class Runtime:
         data's own (NumPy) or U8 and 1-D for raw bytes."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             values = _numpy.asarray(data)
+            if dtype is not None:
+                values = _as_dtype(values, dtype)
             if not values.dtype.isnative:
                 values = values.astype(values.dtype.newbyteorder("="))
             # Not ascontiguousarray: it turns a 0-d array (a scalar) into shape (1,).

@@ -42,7 +42,8 @@ with backplane.trace(path):
             return self.array
 
     tokens = runtime.array(bytes(range(256)) * 512, "U16", (65536,), device="cpu")
-    stream = backplane.batches(tokens, batch, context, device=target, seed=3, steps=steps, runtime=runtime, to=Whole)
+    stream = backplane.batches(tokens, batch, context, device=target, seed=3, steps=steps, runtime=runtime, to=Whole,
+                               xy="views")
     for x, y in stream:
         time.sleep(0.001)
     stats = stream.stats()
