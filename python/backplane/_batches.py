@@ -182,7 +182,14 @@ def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
 def _sources(tokens: Union[Array, Sequence[Array]]) -> List[Array]:
     sources = [tokens] if isinstance(tokens, Array) else list(tokens) if isinstance(tokens, (list, tuple)) else None
     if not sources or not all(isinstance(source, Array) for source in sources):
-        raise _invalid(f"tokens must be an Array or a non-empty list of Arrays, got {type(tokens).__name__}")
+        found = next((source for source in sources or [tokens] if not isinstance(source, Array)), tokens)
+        how = ""
+        if hasattr(found, "__dlpack__") or hasattr(found, "__array__"):
+            # A NumPy array or a tensor: say how to make the Array it needs.
+            how = ("; make one with backplane.from_dlpack(tokens) (shares its memory) or backplane.array(tokens) "
+                   "(copies it), or load a token file with backplane.load_tokens(path)")
+        raise _invalid(f"tokens must be an Array or a non-empty list of Arrays, got "
+                       f"{type(found).__module__}.{type(found).__name__}{how}")
     return sources
 
 

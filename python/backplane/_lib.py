@@ -167,9 +167,9 @@ def c_path(function: str, argument: str, path: Union[str, bytes, "os.PathLike[st
     """A path's bytes for a C string argument (os.fsencode: any bytes the
     file system allows, stray bytes that os.fsdecode turned into surrogates
     included), refused like c_text when it has no such form or holds a NUL
-    byte."""
+    byte. A leading ~ is the home directory, as a shell reads it."""
     try:
-        encoded = os.fsencode(path)
+        encoded = os.fsencode(os.path.expanduser(path))
     except UnicodeEncodeError as error:
         raise _unencodable(function, argument, error) from None
     return c_bytes(function, argument, encoded)

@@ -87,12 +87,12 @@ class Loaded(Mapping[str, Array]):
 
 
 def _path_bytes(path: PathLike) -> bytes:
-    return os.fsencode(path)
+    return os.fsencode(os.path.expanduser(path))  # ~ as a shell reads it
 
 
 def _reraise_missing(error: NotFoundError, path: PathLike) -> None:
     """A file that is not there raises something FileNotFoundError catches."""
-    if not os.path.lexists(path):
+    if not os.path.lexists(os.path.expanduser(path)):
         raise MissingFileError(error.message, filename=os.fspath(path)) from None
 
 
@@ -345,5 +345,5 @@ def save(path: PathLike, arrays: Mapping[str, Any], metadata: Optional[Mapping[s
                                                      key_sizes, values, value_sizes,
                                                      -1 if metadata is None else len(pairs), ctypes.byref(options)))
     except NotFoundError as error:
-        _reraise_missing(error, os.path.dirname(os.path.abspath(os.fspath(path))))
+        _reraise_missing(error, os.path.dirname(os.path.abspath(os.path.expanduser(os.fspath(path)))))
         raise

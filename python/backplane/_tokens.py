@@ -38,7 +38,7 @@ def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
         _lib.check(_lib.lib.bp_tokens_load(runtime._live_handle(), _lib.c_path("load_tokens", "path", path),
                                            ctypes.byref(options), ctypes.byref(handle)))
     except NotFoundError as error:
-        if not os.path.lexists(path):  # catchable as FileNotFoundError
+        if not os.path.lexists(os.path.expanduser(path)):  # catchable as FileNotFoundError
             raise MissingFileError(error.message, filename=os.fspath(path)) from None
         raise
     return Array(runtime, handle)

@@ -25,7 +25,7 @@ def _encoded_path(path: PathArgument) -> bytes:
     path at, is refused."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"trace: path must be str, bytes or os.PathLike, got {type(path).__name__}")
-    encoded = os.fsencode(path)
+    encoded = os.fsencode(os.path.expanduser(path))  # ~ as a shell reads it
     if b"\0" in encoded:
         raise InvalidArgumentError(f"trace: path {os.fsdecode(encoded)!r} holds a NUL byte")
     return encoded

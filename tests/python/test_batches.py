@@ -290,9 +290,16 @@ class BatchesTest(unittest.TestCase):
                 self.assertIn(words, caught.exception.message)
         with self.assertRaises(backplane.InvalidArgumentError) as caught:
             backplane.batches([self.tokens, "tokens"], 4, 16)
-        self.assertIn("tokens must be an Array or a non-empty list of Arrays", caught.exception.message)
+        self.assertIn("tokens must be an Array or a non-empty list of Arrays, got builtins.str",
+                      caught.exception.message)
         with self.assertRaises(backplane.InvalidArgumentError):
             backplane.batches([], 4, 16)
+        # A NumPy array where an Array belongs: the message says how to make one.
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            backplane.batches(numpy.arange(100, dtype=numpy.uint16), 4, 16)
+        self.assertIn("got numpy.ndarray; make one with backplane.from_dlpack(tokens) (shares its memory) or "
+                      "backplane.array(tokens) (copies it), or load a token file with backplane.load_tokens(path)",
+                      caught.exception.message)
         short = self.runtime.array(numpy.arange(10, dtype=numpy.uint16), device="cpu:0")
         with self.assertRaises(backplane.OutOfRangeError) as caught:
             backplane.batches(short, 1, 16, device="cpu:0")

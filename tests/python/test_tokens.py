@@ -104,6 +104,26 @@ class TokenFilesTest(unittest.TestCase):
         self.assertIn("dtype U32 was asked for, but the Megatron-Core indexed dataset header says U16",
                       caught.exception.message)
 
+    def test_a_leading_tilde_is_the_home_directory(self):
+        expected = numpy.arange(50, dtype=numpy.uint16)
+        numpy.save(self.root / "home.npy", expected)
+        saved_home = os.environ.get("HOME")
+        os.environ["HOME"] = str(self.root)
+        try:
+            self.check_same(self.load("~/home.npy"), expected)
+            self.check_same(self.load(pathlib.Path("~") / "home.npy"), expected)
+            path = os.path.join("~", "model.safetensors")
+            backplane.safetensors.save(path, {"tokens": expected}, runtime=self.runtime)
+            self.assertTrue((self.root / "model.safetensors").exists())
+            self.assertEqual(list(backplane.safetensors.inspect(path).tensors)[0].name, "tokens")
+            with self.assertRaises(FileNotFoundError):
+                self.load("~/missing.npy")
+        finally:
+            if saved_home is None:
+                del os.environ["HOME"]
+            else:
+                os.environ["HOME"] = saved_home
+
     def test_tokens_stay_on_cpu_as_views_of_the_file(self):
         expected = numpy.arange(100, dtype=numpy.uint16)
         numpy.save(self.root / "a.npy", expected)
