@@ -12,7 +12,9 @@ data (stats().wait_seconds, which a busy machine makes noisy) is taken out,
 leaving the caller's own time: the C call, the DLPack conversion and, for
 copies, the two copies.
 Rows: the median over --rounds rounds of the mean next() time, views then
-copies, and the ratio copies / views. Run with the package importable
+copies, and the ratio copies / views; then to='jax' against to='numpy', both
+with the default xy and dtype (int64; int32 for JAX, whose 64-bit types are
+off by default): goal <= 2x. Run with the package importable
 (PYTHONPATH=python and BACKPLANE_LIBRARY=build/core/libbackplane.so from a
 build tree).
 """
@@ -74,8 +76,9 @@ def main() -> None:
     args = parser.parse_args()
     values = np.random.default_rng(0).integers(0, 50257, size=1 << 24, dtype=np.uint16)
     tokens = backplane.array(values, device="cpu:0")
-    print(f"B={args.batch} T={args.context} int64 on cpu:0, {args.compute_ms:g} ms fake step, median of "
-          f"{args.rounds} rounds of {args.steps} steps")
+    print(f"B={args.batch} T={args.context} on cpu:0 in the default dtype, {args.compute_ms:g} ms fake step, "
+          f"median of {args.rounds} rounds of {args.steps} steps")
+    copies_of = {}
     for to in frameworks():
         measured = {}
         for xy in ("views", "copies"):
@@ -84,8 +87,13 @@ def main() -> None:
                 rounds.append(per_step(tokens, args, to, xy))
             measured[xy] = statistics.median(rounds)
         views, copies = measured["views"], measured["copies"]
+        copies_of[to] = copies
         print(f"  to={to!r:<8} views {views * 1e6:8.1f} µs  copies {copies * 1e6:8.1f} µs  "
               f"copies/views {copies / views:5.2f}x  (+{(copies - views) * 1e6:.1f} µs a step)")
+    if "jax" in copies_of:
+        ratio = copies_of["jax"] / copies_of["numpy"]
+        print(f"  to='jax' {copies_of['jax'] * 1e6:.1f} µs a step against to='numpy' {copies_of['numpy'] * 1e6:.1f} µs: "
+              f"{ratio:.2f}x (goal <= 2x: {'met' if ratio <= 2 else 'NOT met'})")
 
 
 if __name__ == "__main__":

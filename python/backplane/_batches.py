@@ -24,6 +24,7 @@ import numbers
 import operator
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
@@ -122,6 +123,37 @@ def _int64(name: str, value: Any, wanted: str) -> int:
 XY_MODES = ("copies", "views")
 
 
+class _DefaultDtype:
+    """batches()'s default dtype: int64 (what torch's cross_entropy takes as
+    targets), or int32 for to="jax" while JAX has 64-bit types off (its
+    default), where int64 batches would be converted to int32 on every step."""
+
+    def __repr__(self) -> str:
+        return "'int64' (int32 for to='jax' without jax_enable_x64)"
+
+
+DEFAULT_DTYPE: Any = _DefaultDtype()
+
+
+def _jax_has_x64() -> bool:
+    import jax
+    return bool(getattr(jax.config, "jax_enable_x64"))
+
+
+def _chosen_dtype(dtype: Any, to: Union[None, str, Converter]) -> Any:
+    """The dtype the stream hands out; a warning where JAX would convert it."""
+    if to != "jax":
+        return "int64" if dtype is DEFAULT_DTYPE else dtype
+    if dtype is DEFAULT_DTYPE:
+        return "int64" if _jax_has_x64() else "int32"
+    if dtype is not None and _dtypes.code(dtype) in (_dtypes.code("int64"), _dtypes.code("uint64")) \
+            and not _jax_has_x64():
+        warnings.warn(f"batches(to='jax', dtype={dtype!r}): JAX has 64-bit types off (jax_enable_x64), so each "
+                      "batch arrives as 32-bit through a conversion every step; pass dtype='int32' (no conversion) "
+                      "or enable jax_enable_x64", stacklevel=3)
+    return dtype
+
+
 def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
     """x and y as contiguous copies that share no memory with each other or
     with the batch buffer, made by the framework the tensor belongs to."""
@@ -138,6 +170,15 @@ def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
         return tensor[:, :-1].copy(), tensor[:, 1:].copy()
     raise _invalid(f"xy='copies' cannot copy the {type(tensor).__name__} that to= returned: return a NumPy "
                    "array, a torch tensor, a JAX array or an array with copy(), or pass xy='views'")
+
+
+def _host_view(array: Array) -> Any:
+    return numpy.from_dlpack(array)
+
+
+def _jax_pair_from_host(batch: Any) -> Tuple[Any, Any]:
+    import jax.numpy as jnp
+    return jnp.asarray(batch[:, :-1]), jnp.asarray(batch[:, 1:])
 
 
 def _view_pair(tensor: Any) -> Tuple[Any, Any]:
@@ -238,7 +279,7 @@ class BatchStream:
     """
 
     def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: int, context: int, *,
-                 device: Union[None, DeviceLike, Sequence[DeviceLike]] = None, dtype: Any = "int64",
+                 device: Union[None, DeviceLike, Sequence[DeviceLike]] = None, dtype: Any = DEFAULT_DTYPE,
                  seed: Optional[int] = None, prefetch: int = 2, steps: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
@@ -255,8 +296,9 @@ class BatchStream:
             distinct devices: then each step yields a list with one (x, y)
             per device, the batch split evenly across them.
         dtype: the element type of x and y (default int64, what
-            torch.nn.functional.cross_entropy takes as targets; None: the
-            tokens' own, the C++ and C default).
+            torch.nn.functional.cross_entropy takes as targets, or int32
+            for to="jax" while jax_enable_x64 is off, as JAX has it by
+            default; None: the tokens' own, the C++ and C default).
         seed: the sampling key (default: a saved state's seed, else 0); the
             same seed gives the same batches.
         prefetch: steps prepared ahead of the one handed out, in [1, 64].
@@ -317,9 +359,17 @@ class BatchStream:
             raise _invalid(f"xy={xy!r}: expected 'copies' (x and y independent and contiguous) or 'views' "
                            "(two overlapping views of one buffer, no copy)")
         self._convert = _converter(to)
+        dtype = _chosen_dtype(dtype, to)
         if to is None or to == "numpy":
             self._check_host(targets)
-        self._split = _view_pair if xy == "views" else _copied_pair
+        self._split: Callable[[Any], Tuple[Any, Any]] = _view_pair if xy == "views" else _copied_pair
+        if to == "jax" and self._host_devices(targets)[0]:
+            # JAX's own slicing dispatches an operation per slice (about 100
+            # µs each on a CPU); NumPy slices the host batch for free and JAX
+            # copies each slice into an array of its own, in either xy mode
+            # (JAX arrays are immutable: nothing can alias by surprise).
+            self._convert = _host_view
+            self._split = _jax_pair_from_host
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
         self._options = _lib.bp_batch_stream_options(
@@ -359,18 +409,29 @@ class BatchStream:
         single = runtime._c_device(cast(Optional[DeviceLike], device))
         return [] if single is None else [single]
 
-    def _check_host(self, targets: List[_lib.bp_device]) -> None:
-        """to="numpy" reads host memory only: refuse a device whose batches
-        NumPy could not take now, not at the first next()."""
+    def _host_devices(self, targets: List[_lib.bp_device]) -> Tuple[bool, Optional[Tuple[Device, Any]]]:
+        """Whether every target is host memory NumPy can read; where one is
+        not, that device and its backend (None: unavailable, which the
+        library refuses by name)."""
         devices = [Device._from_c(target) for target in targets] or [self._runtime.default_device().device]
         backends = {backend.name: backend for backend in self._runtime.backends() if backend.available}
         for device in devices:
             backend = backends.get(device.backend)
             if backend is None:
-                continue  # the library refuses an unavailable backend, naming it
+                continue
             declared = backend.dlpack_device_type
             if declared == KDLCPU or (declared == 0 and backend.capabilities & _HOST_ADDRESSABLE):
                 continue
+            return False, (device, backend)
+        return True, None
+
+    def _check_host(self, targets: List[_lib.bp_device]) -> None:
+        """to="numpy" reads host memory only: refuse a device whose batches
+        NumPy could not take now, not at the first next()."""
+        host, other = self._host_devices(targets)
+        if not host and other is not None:
+            device, backend = other
+            declared = backend.dlpack_device_type
             raise _invalid(f"to='numpy' needs host memory, but {device} is not host memory (backend {backend.name}"
                            f" declares DLPack device type {declared}): pass to='torch', to='jax' or a callable "
                            "that takes the Array")
