@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""scripts/check-layering refuses an upward include, a module without a rule,
-a rule naming no module and a call through the plugin's table outside abi/
-and conformance/, and accepts a tree that keeps to its table. Each case
+"""scripts/check-layering refuses an upward include, an include outside the
+"MODULE/..." naming (relative, climbing, bare), a module without a rule, a
+rule naming no module or one below its row and a call through the plugin's
+table outside abi/ and conformance/, and accepts a tree that keeps to its
+table, whichever column of it holds "may include". Each case
 builds a small tree with its own docs/architecture.md and plugin.h.
 
 Usage: test_check_layering.py SOURCE_DIR   Prints one doctest-style summary line."""
@@ -50,6 +52,11 @@ def main(source):
             "abi/client.cpp": "void f(const BP_PluginApi* api_) { api_->probe(&args); }\n"}
     cases = {
         "a tree that keeps to its table passes": (good, TABLE, 0, "keeps to"),
+        "the rule is read from the column headed \"may include\"": (
+            dict(good, **{"util/log.cpp": '#include "loader/plugin.hpp"\n'}),
+            "\n".join(line + (" checked by |" if i == 0 else " --- |" if i == 1 else " build |")
+                      for i, line in enumerate(TABLE.splitlines())) + "\n", 1,
+            "core/src/util/log.cpp:1: includes loader/plugin.hpp, but util may include only the public headers"),
         "an upward include fails, naming file, line and rule": (
             dict(good, **{"util/log.cpp": '#include "util/log.hpp"\n#include "loader/plugin.hpp"\n'}), TABLE, 1,
             "core/src/util/log.cpp:2: includes loader/plugin.hpp, but util may include only the public headers"),
@@ -59,6 +66,21 @@ def main(source):
         "a rule naming no module fails": (
             good, TABLE.replace("| loading | util |", "| loading | util, nonesuch |"), 1,
             "may include 'nonesuch', which is no module of core/src"),
+        "a relative include fails, naming file, line and include": (
+            dict(good, **{"util/log.cpp": '#include "../loader/plugin.hpp"\n'}), TABLE, 1,
+            "core/src/util/log.cpp:1: includes ../loader/plugin.hpp, which is no \"MODULE/...\" of core/src"),
+        "an include that climbs out of its module's name fails": (
+            dict(good, **{"util/log.cpp": '#include "util/../loader/plugin.hpp"\n'}), TABLE, 1,
+            "core/src/util/log.cpp:1: includes util/../loader/plugin.hpp, which is no"),
+        "an include by a bare name fails": (
+            dict(good, **{"loader/plugin.cpp": '#include "plugin.hpp"\n'}), TABLE, 1,
+            "core/src/loader/plugin.cpp:1: includes plugin.hpp, which is no"),
+        "an upward include in angle brackets fails": (
+            dict(good, **{"util/log.cpp": '#include <loader/plugin.hpp>\n#include <fmt/format.h>\n'}), TABLE, 1,
+            "core/src/util/log.cpp:1: includes loader/plugin.hpp, but util may include only the public headers"),
+        "a rule naming a module below its row fails": (
+            good, TABLE.replace("| the door | util |", "| the door | util, c_api |"), 1,
+            "core/src/abi/ may include 'c_api', which is not above it in the table"),
         "a table call outside abi/ fails, naming file, line and call": (
             dict(good, **{"c_api/c_api.cpp": "int n = table->struct_size;\nvoid g() { api().event_destroy(b, e); }\n"}),
             TABLE, 1, "core/src/c_api/c_api.cpp:2: calls the plugin's event_destroy through its table"),

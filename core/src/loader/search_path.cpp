@@ -10,6 +10,23 @@
 #include <string_view>
 #include <system_error>
 
+namespace backplane {
+
+// Public (backplane.hpp), defined here with the search path it names.
+std::string_view to_string(SearchOrigin origin) noexcept {
+  switch (origin) {
+    case SearchOrigin::kCode: return "code";
+    case SearchOrigin::kEnvironment: return "BACKPLANE_PLUGIN_PATH";
+    case SearchOrigin::kConfig: return "config";
+    case SearchOrigin::kInstallDir: return "install";
+    case SearchOrigin::kCoreDir: return "next to core";
+    case SearchOrigin::kPackage: return "package";
+  }
+  return "unknown";
+}
+
+}  // namespace backplane
+
 namespace backplane::detail {
 namespace {
 

@@ -46,18 +46,6 @@ std::string_view to_string(ProbeIsolation isolation) noexcept {
   return "unknown";
 }
 
-std::string_view to_string(SearchOrigin origin) noexcept {
-  switch (origin) {
-    case SearchOrigin::kCode: return "code";
-    case SearchOrigin::kEnvironment: return "BACKPLANE_PLUGIN_PATH";
-    case SearchOrigin::kConfig: return "config";
-    case SearchOrigin::kInstallDir: return "install";
-    case SearchOrigin::kCoreDir: return "next to core";
-    case SearchOrigin::kPackage: return "package";
-  }
-  return "unknown";
-}
-
 std::string_view to_string(DeviceKind kind) noexcept {
   switch (kind) {
     case DeviceKind::kCpu: return "cpu";
