@@ -80,29 +80,10 @@ Device device_or_default(Runtime& runtime, const bp_device* device) {
 
 }  // namespace backplane::c_api
 
-using ::backplane::Array;
-using ::backplane::Device;
-using ::backplane::device_put;
-using ::backplane::DType;
-using ::backplane::dtype_bits;
-using ::backplane::dtype_name;
-using ::backplane::empty_cache;
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::MemoryStats;
-using ::backplane::PutOptions;
-using ::backplane::reset_peak;
-using ::backplane::take_windows;
-using ::backplane::c_api::array_of;
-using ::backplane::c_api::device_or_default;
-using ::backplane::c_api::dtype_of;
-using ::backplane::c_api::from_device;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::live_arrays;
-using ::backplane::c_api::new_array_handle;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::require_struct_size;
-using ::backplane::c_api::runtime_of;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 extern "C" {
 

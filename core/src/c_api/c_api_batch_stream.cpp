@@ -91,26 +91,10 @@ void require_capacity(std::size_t needed, std::size_t capacity, size_t* count, c
 }  // namespace
 }  // namespace backplane::c_api
 
-using ::backplane::Array;
-using ::backplane::BatchStream;
-using ::backplane::BatchStreamOptions;
-using ::backplane::BatchStreamState;
-using ::backplane::BatchStreamStats;
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::Runtime;
-using ::backplane::Window;
-using ::backplane::c_api::array_of;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::kOptionsSize_0_5;
-using ::backplane::c_api::live_streams;
-using ::backplane::c_api::new_array_handle;
-using ::backplane::c_api::options_of;
-using ::backplane::c_api::require_capacity;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::require_struct_size;
-using ::backplane::c_api::runtime_of;
-using ::backplane::c_api::stream_of;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 extern "C" {
 

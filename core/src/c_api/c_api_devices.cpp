@@ -78,25 +78,10 @@ std::shared_ptr<bp_device_info> info_of(const bp_device_info* info) { return liv
 }  // namespace
 }  // namespace backplane::c_api
 
-using ::backplane::DefaultDevice;
-using ::backplane::Device;
-using ::backplane::DeviceSource;
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::Runtime;
-using ::backplane::c_api::described;
-using ::backplane::c_api::from_device;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::info_of;
-using ::backplane::c_api::live_infos;
-using ::backplane::c_api::pop_scope;
-using ::backplane::c_api::push_scope;
-using ::backplane::c_api::pushed_scopes;
-using ::backplane::c_api::PushedScope;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::runtime_of;
-using ::backplane::c_api::to_device;
-using ::backplane::c_api::write_default_device;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 extern "C" {
 

@@ -248,25 +248,10 @@ std::string describe_type(const DLDataType& type) {
 }  // namespace
 }  // namespace backplane::c_api
 
-using ::backplane::Array;
-using ::backplane::dtype_name;
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::Runtime;
-using ::backplane::c_api::array_of;
-using ::backplane::c_api::backplane_dtype;
-using ::backplane::c_api::delete_exported;
-using ::backplane::c_api::describe_type;
-using ::backplane::c_api::dlpack_device;
-using ::backplane::c_api::dlpack_dtype;
-using ::backplane::c_api::ExportedTensor;
-using ::backplane::c_api::ForeignTensor;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::import_place;
-using ::backplane::c_api::is_compact;
-using ::backplane::c_api::new_array_handle;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::runtime_of;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 extern "C" {
 

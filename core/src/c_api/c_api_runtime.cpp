@@ -131,20 +131,10 @@ bp_device from_device(const Device& device) {
 
 }  // namespace backplane::c_api
 
-using ::backplane::BackendInfo;
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::PluginSource;
-using ::backplane::Runtime;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::last_error;
-using ::backplane::c_api::live_runtimes;
-using ::backplane::c_api::register_runtime;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::require_struct_size;
-using ::backplane::c_api::runtime_of;
-using ::backplane::c_api::source_of;
-using ::backplane::c_api::strings_of;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 extern "C" {
 

@@ -183,28 +183,10 @@ void save(const char* path, const char* const* names, const size_t* name_sizes, 
 }  // namespace
 }  // namespace backplane::c_api
 
-using ::backplane::Device;
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::Runtime;
-using ::backplane::c_api::device_or_default;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::header_of;
-using ::backplane::c_api::live_headers;
-using ::backplane::c_api::live_maps;
-using ::backplane::c_api::map_of;
-using ::backplane::c_api::metadata_count;
-using ::backplane::c_api::metadata_entry;
-using ::backplane::c_api::metadata_entry_n;
-using ::backplane::c_api::new_array_handle;
-using ::backplane::c_api::refuse_nul;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::require_struct_size;
-using ::backplane::c_api::runtime_of;
-using ::backplane::c_api::save;
-using ::backplane::c_api::tensor_name;
-using ::backplane::c_api::tensor_named;
-using ::backplane::c_api::text_at;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 namespace safetensors = ::backplane::safetensors;
 
 extern "C" {

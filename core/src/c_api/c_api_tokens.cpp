@@ -52,19 +52,10 @@ TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, 
 }  // namespace
 }  // namespace backplane::c_api
 
-using ::backplane::Array;
-using ::backplane::load_token_file_entries;
-using ::backplane::load_tokens;
-using ::backplane::TokenFileEntry;
-using ::backplane::TokenFileOptions;
-using ::backplane::c_api::file_at;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::live_token_files;
-using ::backplane::c_api::new_array_handle;
-using ::backplane::c_api::options_of;
-using ::backplane::c_api::require_non_null;
-using ::backplane::c_api::runtime_of;
-using ::backplane::c_api::token_files_of;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 extern "C" {
 

@@ -3,13 +3,10 @@
 
 #include <backplane/trace.hpp>
 
-using ::backplane::Error;
-using ::backplane::ErrorCode;
-using ::backplane::trace_start;
-using ::backplane::trace_stop;
-using ::backplane::TraceOptions;
-using ::backplane::c_api::guarded;
-using ::backplane::c_api::require_struct_size;
+// The C functions below have C linkage and global scope; they call the
+// C++ API and the C API's helpers by their short names.
+using namespace ::backplane;
+using namespace ::backplane::c_api;
 
 static_assert(BP_TRACE_DEFAULT_CAPACITY == ::backplane::kDefaultTraceCapacity);
 
