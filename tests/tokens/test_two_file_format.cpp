@@ -90,7 +90,7 @@ TEST_CASE("[tokens] a two-file format opens from its index, its data file or the
   const std::vector<std::uint16_t> tokens = {5, 6, 7, 8, 9, 65535};
   write_pair(directory, tokens, tokens.size());
   const std::vector<detail::TokenFormat> formats = formats_with_pair();
-  for (const std::string& name : {"shard.pairidx", "shard.pairbin", "shard"}) {
+  for (const std::string name : {"shard.pairidx", "shard.pairbin", "shard"}) {
     CAPTURE(name);
     const Array array = detail::load_tokens_with(runtime, directory / name, {}, formats);
     CHECK(array.dtype() == DType::kU16);
