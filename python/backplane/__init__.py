@@ -93,10 +93,15 @@ def set_default_device(selector: _typing.Optional[DeviceLike]) -> None:
 
 
 def device(selector: DeviceLike) -> Device:
+    """The device a selector names ("cuda:0", "cpu", "cuda" for its first
+    device), checked against what the process-wide runtime found."""
     return Runtime.default().device(selector)
 
 
 def default_device() -> DefaultDevice:
+    """The default device on this thread and what decided it (a scope, the
+    process setting, BACKPLANE_DEFAULT_DEVICE, the config file, or the
+    fastest available backend); str() of it is the selector."""
     return Runtime.default().default_device()
 
 
@@ -119,16 +124,24 @@ def _framework_device(device: _typing.Optional[DeviceLike]) -> Device:
 
 
 def default_device_scope(selector: DeviceLike) -> DefaultDeviceScope:
+    """A `with` block in which `selector` is the default device, on this
+    thread (and this context's tasks) only."""
     return Runtime.default().default_device_scope(selector)
 
 
 def array(data: _typing.Any, dtype: _typing.Any = None, shape: _typing.Any = None,
           device: _typing.Optional[DeviceLike] = None) -> Array:
+    """A new array holding a copy of `data` (bytes, a buffer, a NumPy array
+    or anything NumPy takes, converted to `dtype` as NumPy would) on
+    `device` (default: the default device). See Runtime.array."""
     return Runtime.default().array(data, dtype, shape, device)
 
 
 def take_windows(tokens: Array, offsets: _typing.Any, length: int, device: _typing.Optional[DeviceLike] = None,
                  dtype: _typing.Any = None) -> Array:
+    """The windows tokens[o:o + length] for each offset o, as one
+    [len(offsets), length] array on `device` (default: the default device),
+    in `dtype` (default: the tokens')."""
     return runtime_of(tokens).take_windows(tokens, offsets, length, device, dtype)
 
 

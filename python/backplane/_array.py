@@ -94,10 +94,12 @@ class Array:
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return int(self._query(_lib.lib.bp_array_rank, ctypes.c_size_t()))
 
     @property
     def shape(self) -> Tuple[int, ...]:
+        """The extent of each dimension."""
         rank = self.ndim
         extents = (ctypes.c_int64 * max(rank, 1))()
         _lib.check(_lib.lib.bp_array_shape(self._live(), extents, rank))
@@ -105,6 +107,7 @@ class Array:
 
     @property
     def size(self) -> int:
+        """The number of elements (1 for a 0-d array)."""
         count = 1
         for extent in self.shape:
             count *= extent
@@ -112,10 +115,12 @@ class Array:
 
     @property
     def nbytes(self) -> int:
+        """The size of the data in bytes."""
         return int(self._query(_lib.lib.bp_array_nbytes, ctypes.c_uint64()))
 
     @property
     def device(self) -> Device:
+        """The device the data lives on."""
         device = _lib.bp_device()
         _lib.check(_lib.lib.bp_array_device(self._live(), ctypes.byref(device)))
         return Device._from_c(device)
@@ -127,6 +132,7 @@ class Array:
 
     @property
     def is_ready(self) -> bool:
+        """Whether the data has arrived (a transfer onto the device is done), without waiting."""
         return bool(self._query(_lib.lib.bp_array_is_ready, ctypes.c_int32()))
 
     @property
@@ -218,6 +224,7 @@ class Array:
         return self.slice(begin, max(begin, end))
 
     def shares_buffer_with(self, other: "Array") -> bool:
+        """Whether this array and `other` are views of one buffer (a slice, a device_put that aliases)."""
         value = ctypes.c_int32()
         _lib.check(_lib.lib.bp_array_shares_buffer(self._live(), other._live(), ctypes.byref(value)))
         return bool(value.value)

@@ -94,6 +94,7 @@ class Backend:
 
     @property
     def available(self) -> bool:
+        """Whether the backend can be used (status "available")."""
         return self.status == "available"
 
 

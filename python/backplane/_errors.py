@@ -28,61 +28,73 @@ class Error(Exception):
 
 
 class InvalidArgumentError(Error, ValueError):
+    """A bad argument: a wrong selector, option, shape or value, named in the message."""
     status = 1
     status_name = "invalid argument"
 
 
 class OutOfMemoryError(Error, MemoryError):
+    """A device or host allocation that cannot be satisfied."""
     status = 2
     status_name = "out of memory"
 
 
 class UnavailableError(Error):
+    """A backend or device that is installed but cannot be used here; the message says why."""
     status = 3
     status_name = "unavailable"
 
 
 class UnsupportedError(Error, BufferError):  # BufferError: what DLPack consumers catch
+    """Something this backend, dtype or layout cannot do (a BufferError, as DLPack consumers expect)."""
     status = 4
     status_name = "unsupported"
 
 
 class DeviceError(Error):
+    """A device or its plugin failed an operation."""
     status = 5
     status_name = "device error"
 
 
 class InternalError(Error):
+    """A bug in backplane or a plugin: please report it with the message."""
     status = 6
     status_name = "internal error"
 
 
 class OutOfRangeError(Error, IndexError):
+    """An index, ordinal, step or range outside what exists."""
     status = 7
     status_name = "out of range"
 
 
 class NotFoundError(Error, LookupError):
+    """No such backend, device, tensor or file."""
     status = 8
     status_name = "not found"
 
 
 class ConfigError(Error):
+    """A configuration file or variable that is malformed, naming the file, line and key."""
     status = 9
     status_name = "configuration error"
 
 
 class InvalidFileError(Error):
+    """A file whose contents break its format's rules, naming the file and the rule."""
     status = 10
     status_name = "invalid file"
 
 
 class PluginError(Error):
+    """A plugin that cannot be loaded or broke the plugin ABI."""
     status = 11
     status_name = "plugin error"
 
 
 class FileSystemError(Error, OSError):
+    """Reading, writing or mapping a file failed in the file system."""
     status = 12
     status_name = "I/O error"
 

@@ -180,6 +180,7 @@ class Runtime:
     # --- discovery -----------------------------------------------------------
     @property
     def config_path(self) -> Optional[str]:
+        """The config file this runtime read, or None when it read none."""
         path = ctypes.c_char_p()
         _lib.check(_lib.lib.bp_runtime_config_path(self._live_handle(), ctypes.byref(path)))
         return _lib.text(path.value) or None
@@ -197,6 +198,7 @@ class Runtime:
         return result
 
     def is_available(self, backend: str) -> bool:
+        """Whether the backend of that name was found and can be used."""
         available = ctypes.c_int32()
         _lib.check(_lib.lib.bp_backend_is_available(self._live_handle(), _lib.c_text("is_available", "backend", backend),
                                                     ctypes.byref(available)))
@@ -229,6 +231,7 @@ class Runtime:
         return result
 
     def device_info(self, device: DeviceLike) -> DeviceInfo:
+        """What the backend says of a device: name, kind, memory, attributes."""
         resolved = self.device(device)
         handle = ctypes.c_void_p()
         _lib.check(_lib.lib.bp_device_info_create(self._live_handle(), ctypes.byref(resolved._to_c()),
@@ -359,6 +362,9 @@ class Runtime:
         return set(HOST_DEVICE_TYPES) | declared
 
     def device_put(self, array: Array, device: Optional[DeviceLike] = None, progress: Any = None) -> Array:
+        """A copy of `array` on `device` (default: the default device), or
+        `array` itself when it is there already. `progress(done, total)` is
+        called as the bytes arrive."""
         keep = None
         callback = _lib.PROGRESS_CALLBACK()  # NULL
         if progress is not None:
@@ -409,6 +415,8 @@ class Runtime:
         return Array(self, handle)
 
     def memory_stats(self, device: Optional[DeviceLike] = None) -> MemoryStats:
+        """The device's memory as the runtime sees it: in use, peak, cached,
+        allocations made, and the backend's free and total figures."""
         stats = _lib.bp_memory_stats(struct_size=ctypes.sizeof(_lib.bp_memory_stats))
         _lib.check(_lib.lib.bp_memory_stats_get(self._live_handle(), self._device(device), ctypes.byref(stats)))
         return memory_stats_from_c(stats)
@@ -419,6 +427,7 @@ class Runtime:
         _lib.check(_lib.lib.bp_memory_reset_peak(self._live_handle(), self._device(device)))
 
     def empty_cache(self, device: Optional[DeviceLike] = None) -> None:
+        """Gives the device's cached, unused buffers back to the backend."""
         _lib.check(_lib.lib.bp_empty_cache(self._live_handle(), self._device(device)))
 
 

@@ -67,6 +67,7 @@ class Loaded(Mapping[str, Array]):
 
     @property
     def tensors(self) -> Mapping[str, Array]:
+        """The loaded arrays by name (this mapping itself)."""
         return self
 
     def __getitem__(self, name: str) -> Array:

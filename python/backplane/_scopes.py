@@ -132,6 +132,7 @@ class DefaultDeviceScope:
 
     @property
     def device(self) -> Device:
+        """The device this scope makes the default."""
         return self._device
 
     def __enter__(self) -> Device:
