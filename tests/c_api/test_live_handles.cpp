@@ -25,8 +25,10 @@ static_assert(!std::is_default_constructible_v<LiveHandles<Thing>>, "registries 
 static_assert(!std::is_copy_constructible_v<LiveHandles<Thing>>);
 
 TEST_CASE("[c_api] a registry from make_live_handles hands out, keeps and forgets handles by address") {
-  LiveHandles<Thing>& registry = make_live_handles<Thing>();
-  CHECK(&registry != &make_live_handles<Thing>());  // each call makes one; each file keeps its own
+  // Kept reachable, as the C API's registries are (never destroyed, never leaked).
+  static LiveHandles<Thing>& registry = make_live_handles<Thing>();
+  static LiveHandles<Thing>& another = make_live_handles<Thing>();
+  CHECK(&registry != &another);  // each call makes one; each file keeps its own
   auto owned = std::make_shared<Thing>();
   owned->value = 7;
   Thing* handle = registry.add(owned);

@@ -2,6 +2,7 @@
 // that crashes, exits or hangs in the probe helper is `failed` with what
 // happened, it is never loaded into the test process, and the others work.
 #include "support/backend_named.hpp"
+#include "support/keep_segv_in_child.hpp"
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
@@ -28,6 +29,7 @@ using backplane::BackendStatus;
 using backplane::ProbeIsolation;
 using backplane::Runtime;
 using backplane::testing::backend_named;
+using backplane::testing::KeepSegvInChild;
 using backplane::testing::TempDir;
 
 namespace {
@@ -45,33 +47,6 @@ Runtime::Options options_for(std::vector<std::filesystem::path> paths,
   options.skip_default_paths = true;
   return options;
 }
-
-// A sanitizer's SIGSEGV handler would turn the helper's crash into an exit.
-class KeepSegvInChild {
- public:
-  KeepSegvInChild() {
-    for (Saved& saved : saved_) {
-      if (const char* old = std::getenv(saved.name)) saved.value = old;
-      ::setenv(saved.name, (saved.value.value_or("") + ":handle_segv=0").c_str(), 1);
-    }
-  }
-  ~KeepSegvInChild() {
-    for (const Saved& saved : saved_) {
-      if (saved.value) {
-        ::setenv(saved.name, saved.value->c_str(), 1);
-      } else {
-        ::unsetenv(saved.name);
-      }
-    }
-  }
-
- private:
-  struct Saved {
-    const char* name;
-    std::optional<std::string> value;
-  };
-  Saved saved_[2] = {{"ASAN_OPTIONS", std::nullopt}, {"TSAN_OPTIONS", std::nullopt}};
-};
 
 bool loaded_here(const std::filesystem::path& file) {
   return ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;

@@ -3,6 +3,7 @@
 // listed as failed with what is wrong, and bad options named.
 #include "pjrt_support.hpp"
 #include "support/backend_named.hpp"
+#include "support/keep_segv_in_child.hpp"
 #include "support/temp_dir.hpp"
 
 #include <backplane/array.hpp>
@@ -152,6 +153,7 @@ TEST_CASE("[pjrt][discovery] Client_Create's error code and message become the r
 }
 
 TEST_CASE("[pjrt][discovery] a library whose Client_Create crashes is failed by the probe process") {
+  const KeepSegvInChild keep_segv;
   const BackendInfo info = discovered(fixture("crash"), {}, ProbeIsolation::kProcess);
   CHECK(info.status == BackendStatus::kFailed);
   CHECK_MESSAGE(info.reason.find("SIGSEGV") != std::string::npos, info.reason);

@@ -98,7 +98,10 @@ Json parse(std::string_view json) {
   (void)Json::sax_parse(json, &check);
   if (check.too_deep) {
     const std::string where = check.field.empty() ? "the state" : fmt::format("field {}", excerpt(check.field));
-    refuse(fmt::format("{} nests deeper than {} levels", where, BatchStreamState::kMaxJsonDepth));
+    // By value: binding the member to fmt's reference parameter would emit it
+    // as an exported STB_GNU_UNIQUE symbol in unoptimised builds.
+    constexpr int kDepth = BatchStreamState::kMaxJsonDepth;
+    refuse(fmt::format("{} nests deeper than {} levels", where, kDepth));
   }
   if (check.malformed) refuse("not valid JSON");
   Json parsed = Json::parse(json, nullptr, false);
@@ -198,16 +201,19 @@ void read_format(const StateField& row, const Json& object, State&) {
   if (format != kFormat) refuse(fmt::format("format {}, not \"{}\"", excerpt(format), kFormat));
 }
 
-void write_version(const StateField& row, const State&, Json& object) { object[row.name] = State::kVersion; }
+// The newest version, by value (see parse() on the members' symbols).
+constexpr std::int64_t kNewestVersion = State::kVersion;
+
+void write_version(const StateField& row, const State&, Json& object) { object[row.name] = kNewestVersion; }
 
 // The version the rest of the state is read as.
 std::int64_t read_version_number(const StateField& row, const Json& object) {
   const std::int64_t version = count_field(object, row.name);
-  if (version > State::kVersion) {
+  if (version > kNewestVersion) {
     refuse(
         fmt::format("format version {} is newer than this backplane reads (versions 1 to {}): resume it with the "
                     "backplane that saved it, or a later one",
-                    version, State::kVersion));
+                    version, kNewestVersion));
   }
   if (version < 1) refuse(fmt::format("format version {}; versions start at 1", version));
   return version;
