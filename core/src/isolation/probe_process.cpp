@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -219,6 +220,48 @@ std::filesystem::path helper_path() {
 // some other thread held at fork time stays locked forever in the child).
 // Exec'ing a small helper gives the plugin a fresh single-threaded process,
 // and the vfork-style start copies no page tables, however large the caller.
+struct EnvironmentCopy {
+  std::vector<std::string> entries;
+  std::vector<char*> pointers;  // into entries, then NULL: what posix_spawn takes
+};
+
+namespace {
+
+// The copy children get now, or null: never destroyed, since a probe thread
+// of a detached discovery may read it while the process exits.
+struct EnvironmentState {
+  std::mutex mutex;
+  std::shared_ptr<const EnvironmentCopy> current;
+};
+EnvironmentState& environment_state() {
+  static auto* state = new EnvironmentState;
+  return *state;
+}
+
+std::shared_ptr<const EnvironmentCopy> current_environment_copy() {
+  EnvironmentState& state = environment_state();
+  const std::lock_guard lock(state.mutex);
+  return state.current;
+}
+
+}  // namespace
+
+SpawnEnvironmentScope::SpawnEnvironmentScope() {
+  auto copy = std::make_shared<EnvironmentCopy>();
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) copy->entries.emplace_back(*entry);
+  for (std::string& entry : copy->entries) copy->pointers.push_back(entry.data());
+  copy->pointers.push_back(nullptr);
+  EnvironmentState& state = environment_state();
+  const std::lock_guard lock(state.mutex);
+  previous_ = std::exchange(state.current, std::move(copy));
+}
+
+SpawnEnvironmentScope::~SpawnEnvironmentScope() {
+  EnvironmentState& state = environment_state();
+  const std::lock_guard lock(state.mutex);
+  state.current = std::move(previous_);
+}
+
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
                             std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
                             const std::function<void()>& on_first_record) {
@@ -256,7 +299,9 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   posix_spawnattr_setpgroup(&attributes, 0);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   pid_t pid = 0;
-  const int spawn_error = ::posix_spawn(&pid, helper.c_str(), &actions, &attributes, argv.data(), environ);
+  const std::shared_ptr<const EnvironmentCopy> copied = current_environment_copy();
+  char* const* environment = copied != nullptr ? copied->pointers.data() : environ;
+  const int spawn_error = ::posix_spawn(&pid, helper.c_str(), &actions, &attributes, argv.data(), environment);
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_fds[1]);

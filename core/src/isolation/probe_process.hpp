@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,24 @@ struct ChildVerdict {
 // writes to its result pipe (the real helper does before it touches the
 // plugin), on the calling thread.
 // Never throws for anything the plugin does.
+// The environment the probe children get while a discovery runs: the
+// process's, copied by the thread that starts a wave of probes before they
+// run on other threads. An in-process probe may call setenv (PoCL does)
+// while another thread starts a child, and posix_spawn reads `environ`
+// without the lock setenv takes. Outside every scope a child gets `environ`
+// as it is then.
+struct EnvironmentCopy;
+class SpawnEnvironmentScope {
+ public:
+  SpawnEnvironmentScope();
+  ~SpawnEnvironmentScope();
+  SpawnEnvironmentScope(const SpawnEnvironmentScope&) = delete;
+  SpawnEnvironmentScope& operator=(const SpawnEnvironmentScope&) = delete;
+
+ private:
+  std::shared_ptr<const EnvironmentCopy> previous_;
+};
+
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
                             std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
                             const std::function<void()>& on_first_record = {});

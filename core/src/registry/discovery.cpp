@@ -1,5 +1,7 @@
 #include "registry/discovery.hpp"
 
+#include "isolation/probe_process.hpp"
+
 #include "loader/plugin_library.hpp"
 #include "registry/candidate.hpp"
 #include "registry/instances.hpp"
@@ -297,6 +299,9 @@ std::vector<DiscoveredBackend> discover(const DiscoveryInputs& inputs, const Dis
     // addresses, an order ThreadSanitizer cannot see (it would report the
     // plugins' statics as a race).
     std::vector<std::shared_ptr<PluginLibrary>> opened(wave.size());
+    // Children spawned by this wave's probes get the environment as it is
+    // now, never environ while an in-process probe's setenv changes it.
+    const isolation::SpawnEnvironmentScope spawn_environment;
     run_concurrently(wave.size(), kMaxConcurrentProbes, "bp-discovery", [&](std::size_t job) {
       const std::size_t index = wave[job];
       const Candidate& candidate = candidates[index];
