@@ -189,7 +189,7 @@ def _converter(to: Union[None, str, Converter]) -> Converter:
     if callable(to):
         return to
     if to is None or to == "numpy":
-        return lambda array: numpy.from_dlpack(array)
+        return _host_view
     if to == "torch":
         import torch
         return lambda array: torch.from_dlpack(array)

@@ -213,13 +213,6 @@ std::filesystem::path helper_path() {
   return {};
 }
 
-// posix_spawn, which glibc implements with clone(CLONE_VM | CLONE_VFORK) and
-// an immediate exec, rather than fork(): the caller may have many threads,
-// and after a plain fork() only async-signal-safe functions may run until
-// exec (dlopen, malloc and the plugin's constructors are not, and a lock
-// some other thread held at fork time stays locked forever in the child).
-// Exec'ing a small helper gives the plugin a fresh single-threaded process,
-// and the vfork-style start copies no page tables, however large the caller.
 struct EnvironmentCopy {
   std::vector<std::string> entries;
   std::vector<char*> pointers;  // into entries, then NULL: what posix_spawn takes
@@ -262,6 +255,13 @@ SpawnEnvironmentScope::~SpawnEnvironmentScope() {
   state.current = std::move(previous_);
 }
 
+// posix_spawn, which glibc implements with clone(CLONE_VM | CLONE_VFORK) and
+// an immediate exec, rather than fork(): the caller may have many threads,
+// and after a plain fork() only async-signal-safe functions may run until
+// exec (dlopen, malloc and the plugin's constructors are not, and a lock
+// some other thread held at fork time stays locked forever in the child).
+// Exec'ing a small helper gives the plugin a fresh single-threaded process,
+// and the vfork-style start copies no page tables, however large the caller.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
                             std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
                             const std::function<void()>& on_first_record) {
