@@ -49,6 +49,28 @@
 
 namespace backplane {
 
+// Where documents start in the sources, for document-aligned windows: with
+// a kind other than kNone every window starts at a document start, and each
+// batch carries its document pieces (cu_seqlens, position_ids, max_seqlen).
+// docs/batch-stream.md ("Documents") specifies it.
+struct BACKPLANE_API DocumentBoundaries {
+  enum class Kind {
+    kNone,    // windows start anywhere
+    kBos,     // a document starts at every occurrence of `token`
+    kEos,     // a document starts at 0 and after every occurrence of `token`
+    kStarts,  // `starts[j]`: source j's document starts, increasing token offsets
+  };
+  Kind kind = Kind::kNone;
+  std::int64_t token = 0;
+  std::vector<std::vector<std::int64_t>> starts;
+
+  static DocumentBoundaries bos(std::int64_t token) { return {Kind::kBos, token, {}}; }
+  static DocumentBoundaries eos(std::int64_t token) { return {Kind::kEos, token, {}}; }
+  static DocumentBoundaries given(std::vector<std::vector<std::int64_t>> starts) {
+    return {Kind::kStarts, 0, std::move(starts)};
+  }
+};
+
 struct BACKPLANE_API BatchStreamOptions {
   std::int64_t batch_size = 0;  // B: windows per step on this rank (>= 1)
   std::int64_t context = 0;     // T: each window is T + 1 tokens (>= 1)
@@ -77,6 +99,30 @@ struct BACKPLANE_API BatchStreamOptions {
   // resident memory does not grow to the size of token files larger than
   // RAM (the page cache still holds what the kernel keeps).
   bool release_pages = false;
+  // Document-aligned windows; kNone: windows start at any token.
+  DocumentBoundaries documents;
+  // With documents: C, the fixed number of pieces each device's batch
+  // describes (cu_seqlens holds C + 1 offsets); 0: rows * T, which no batch
+  // can exceed. A step with more pieces than C fails (kOutOfRange, naming
+  // the step and the count), never a wrong cu_seqlens.
+  std::int64_t max_documents = 0;
+};
+
+// The document pieces of one device's batch of `rows` windows: the runs of
+// x's rows * T tokens (flattened) that lie in one document. Every row starts
+// a piece. All on the batch's device.
+struct BACKPLANE_API DocumentPieces {
+  Array cu_seqlens;    // int32 [max_documents + 1]: 0, the piece ends, then rows * T repeated
+  Array position_ids;  // int32 [rows, T]: 0 at each piece's first token, counting up
+  std::int64_t max_seqlen = 0;  // the longest piece, in tokens
+  std::int64_t pieces = 0;      // pieces in use: cu_seqlens[pieces] == rows * T
+};
+
+// One step as handed out: per device, its windows and (with documents) the
+// pieces of its x.
+struct BACKPLANE_API StreamBatch {
+  std::vector<Array> tokens;              // [B / devices, T + 1] per device
+  std::vector<DocumentPieces> documents;  // one per device with documents, else empty
 };
 
 inline constexpr std::int64_t kMaxPrefetch = 64;
@@ -144,6 +190,8 @@ class BACKPLANE_API BatchStream {
   // The next step's batch: one [B / devices, T + 1] array per device, ready
   // to read. Blocks only while that step is still being prepared.
   std::vector<Array> next();
+  // The next step with its document pieces (empty without documents).
+  StreamBatch next_batch();
 
   // The global step next() hands out next.
   std::int64_t step() const;
