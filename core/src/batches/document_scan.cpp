@@ -50,10 +50,11 @@ std::uint64_t scan_blocks_portable(const std::byte* data, std::uint64_t begin, s
   std::uint64_t index = begin;
   for (; end - index >= kPerBlock; index += kPerBlock) {
     const std::byte* block = data + index * sizeof(T);
-    // A reduction of fixed length without early exit: GCC vectorises it at -O2.
-    unsigned hits = 0;
+    // A reduction of fixed length without early exit, whose compare gives
+    // all-ones lanes: GCC vectorises it at -O2 into compares and ORs.
+    T hits = 0;
     for (std::size_t element = 0; element < kPerBlock; ++element) {
-      hits |= static_cast<unsigned>(load<T>(block + element * sizeof(T)) == mark);
+      hits |= load<T>(block + element * sizeof(T)) == mark ? static_cast<T>(~T{0}) : T{0};
     }
     if (hits != 0) scan_tokens<T>(data, index, index + kPerBlock, mark, shift, out);
   }
@@ -82,29 +83,42 @@ __m128i broadcast(T mark) noexcept {
   if constexpr (sizeof(T) == 8) return _mm_set1_epi64x(static_cast<long long>(mark));
 }
 
+// One bit per lane of sizeof(T) bytes in a byte mask: its lowest.
+template <class T>
+constexpr std::uint64_t lane_low_bits() noexcept {
+  if constexpr (sizeof(T) == 1) return ~std::uint64_t{0};
+  if constexpr (sizeof(T) == 2) return 0x5555'5555'5555'5555;
+  if constexpr (sizeof(T) == 4) return 0x1111'1111'1111'1111;
+  if constexpr (sizeof(T) == 8) return 0x0101'0101'0101'0101;
+}
+
 template <class T>
 std::uint64_t scan_blocks_sse2(const std::byte* data, std::uint64_t begin, std::uint64_t end, T mark,
                                std::int64_t shift, std::vector<std::int64_t>& out) {
+  static_assert(kBlockBytes == 64, "four vectors make one 64-bit byte mask");
   constexpr std::size_t kPerBlock = kBlockBytes / sizeof(T);
-  constexpr std::size_t kPerVector = 16 / sizeof(T);
-  constexpr unsigned kLaneBits = (1U << sizeof(T)) - 1;  // a lane's bits in a byte mask
   const __m128i marks = broadcast(mark);
   std::uint64_t index = begin;
   for (; end - index >= kPerBlock; index += kPerBlock) {
     const auto* block = reinterpret_cast<const __m128i*>(data + index * sizeof(T));
-    const __m128i equal[4] = {
-        equal_lanes<T>(_mm_loadu_si128(block + 0), marks), equal_lanes<T>(_mm_loadu_si128(block + 1), marks),
-        equal_lanes<T>(_mm_loadu_si128(block + 2), marks), equal_lanes<T>(_mm_loadu_si128(block + 3), marks)};
-    const __m128i any = _mm_or_si128(_mm_or_si128(equal[0], equal[1]), _mm_or_si128(equal[2], equal[3]));
+    const __m128i equal0 = equal_lanes<T>(_mm_loadu_si128(block + 0), marks);
+    const __m128i equal1 = equal_lanes<T>(_mm_loadu_si128(block + 1), marks);
+    const __m128i equal2 = equal_lanes<T>(_mm_loadu_si128(block + 2), marks);
+    const __m128i equal3 = equal_lanes<T>(_mm_loadu_si128(block + 3), marks);
+    const __m128i any = _mm_or_si128(_mm_or_si128(equal0, equal1), _mm_or_si128(equal2, equal3));
     if (_mm_movemask_epi8(any) == 0) continue;
-    for (std::size_t vector = 0; vector < 4; ++vector) {
-      auto bytes = static_cast<unsigned>(_mm_movemask_epi8(equal[vector]));
-      while (bytes != 0) {
-        const auto lane = static_cast<std::size_t>(__builtin_ctz(bytes)) / sizeof(T);
-        out.push_back(static_cast<std::int64_t>(index + vector * kPerVector + lane) + shift);
-        bytes &= ~(kLaneBits << (lane * sizeof(T)));
-      }
-    }
+    // The block's 64 byte flags as one mask, walked once: a branch per
+    // marker rather than one per vector, which would mispredict at random.
+    std::uint64_t mask = std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(equal0))} |
+                         std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(equal1))} << 16 |
+                         std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(equal2))} << 32 |
+                         std::uint64_t{static_cast<std::uint16_t>(_mm_movemask_epi8(equal3))} << 48;
+    mask &= lane_low_bits<T>();
+    do {
+      const auto lane = static_cast<std::uint64_t>(__builtin_ctzll(mask)) / sizeof(T);
+      out.push_back(static_cast<std::int64_t>(index + lane) + shift);
+      mask &= mask - 1;
+    } while (mask != 0);
   }
   return index;
 }
