@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
     return bench::paired_medians(repeats, baseline, scan);
   };
   const double gib = static_cast<double>(count * 2) / (1 << 30);
-  fmt::print("{:.2f} GiB of U16 tokens, {} BOS ({} tokens per document), warm; median of {} runs each:\n", gib,
-             markers, count / markers, repeats);
+  fmt::print("{:.2f} GiB of U16 tokens, {} BOS ({} tokens per document), warm; median of {} runs each:\n", gib, markers,
+             count / markers, repeats);
   struct Row {
     const char* name;
     unsigned threads;

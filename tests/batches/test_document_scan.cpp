@@ -104,9 +104,9 @@ std::int64_t filler(std::mt19937_64& random, std::int64_t mark, DType dtype) {
   for (;;) {
     std::int64_t value = 0;
     switch (random() % 3) {
-      case 0: value = static_cast<std::int64_t>(random()); break;                                  // anything
-      case 1: value = mark ^ static_cast<std::int64_t>(1ULL << (random() % bits)); break;         // one bit off
-      default: value = mark ^ static_cast<std::int64_t>((random() | 1) << (bits / 2)); break;      // low half the same
+      case 0: value = static_cast<std::int64_t>(random()); break;                              // anything
+      case 1: value = mark ^ static_cast<std::int64_t>(1ULL << (random() % bits)); break;      // one bit off
+      default: value = mark ^ static_cast<std::int64_t>((random() | 1) << (bits / 2)); break;  // low half the same
     }
     if (bits_of(value, dtype) != bits_of(mark, dtype)) return value;
   }
@@ -243,9 +243,9 @@ TEST_CASE("[batches] a marker the dtype cannot hold is refused, naming documents
   CHECK(message(DType::kU64, -5, DocumentMarker::kEos) ==
         "documents {\"eos\": -5}: token -5 is outside U64's range [0, 18446744073709551615]");
   // The edges of each range are markers.
-  for (const auto& [dtype, low, high] : {std::tuple{DType::kU8, 0LL, 255LL}, std::tuple{DType::kI8, -128LL, 127LL},
-                                         std::tuple{DType::kU16, 0LL, 65535LL},
-                                         std::tuple{DType::kI32, -2147483648LL, 2147483647LL}}) {
+  for (const auto& [dtype, low, high] :
+       {std::tuple{DType::kU8, 0LL, 255LL}, std::tuple{DType::kI8, -128LL, 127LL},
+        std::tuple{DType::kU16, 0LL, 65535LL}, std::tuple{DType::kI32, -2147483648LL, 2147483647LL}}) {
     CHECK_NOTHROW((void)scan_document_starts(none, 1, dtype, low, DocumentMarker::kBos, pool));
     CHECK_NOTHROW((void)scan_document_starts(none, 1, dtype, high, DocumentMarker::kBos, pool));
   }

@@ -144,7 +144,8 @@ T mark_of(std::int64_t token, DType dtype, DocumentMarker marker) {
   using Signed = std::make_signed_t<T>;
   const bool is_signed = dtype == DType::kI8 || dtype == DType::kI16 || dtype == DType::kI32 || dtype == DType::kI64;
   const std::int64_t low = is_signed ? std::int64_t{std::numeric_limits<Signed>::min()} : 0;
-  const std::uint64_t high = is_signed ? std::uint64_t{std::numeric_limits<Signed>::max()} : std::numeric_limits<T>::max();
+  const std::uint64_t high =
+      is_signed ? std::uint64_t{std::numeric_limits<Signed>::max()} : std::numeric_limits<T>::max();
   if (token < low || (token > 0 && static_cast<std::uint64_t>(token) > high)) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("documents {{\"{}\": {}}}: token {} is outside {}'s range [{}, {}]", marker_name(marker),
