@@ -18,6 +18,8 @@ that a pointer to numbers stays a typed POINTER there, read by index):
 - a const pointer to numbers or pointers is an input array, a pointer before
   a `capacity` parameter is a buffer the caller fills, and `char *` is a
   buffer too: each is a c_void_p, so a NumPy array's address passes as it is;
+- a pointer to a pointer to numbers (`const int64_t **`) receives the
+  address of numbers the library owns: POINTER(c_void_p);
 - `const char **` followed by a `size_t *` is text with a size (it may hold
   NUL bytes): POINTER(c_void_p), read with ctypes.string_at; a struct's
   `const char *` field with a `<field>_size` sibling likewise is a c_void_p.
@@ -171,6 +173,9 @@ class Generator:
             if inner == "char":
                 return Crossing("ctypes.POINTER(ctypes.c_char_p)", "Pointer[ctypes.c_char_p]")
             if self._is_handle(inner):
+                return Crossing("ctypes.POINTER(ctypes.c_void_p)", "Pointer[ctypes.c_void_p]")
+            if self.header.scalars.get(inner, inner) in SCALARS:
+                # Numbers the library owns, handed out by address: read with ctypes or NumPy.
                 return Crossing("ctypes.POINTER(ctypes.c_void_p)", "Pointer[ctypes.c_void_p]")
             raise HeaderError(f"the C type {c_type!r} is none this generator knows")
         if base == "char":
