@@ -330,7 +330,7 @@ void batch_stream_state(Bytes data) {
   const BatchStreamState again = BatchStreamState::from_json(state.to_json());
   require(again.seed == state.seed && again.step == state.step && again.global_batch == state.global_batch &&
               again.context == state.context && again.weights == state.weights &&
-              again.sources.size() == state.sources.size(),
+              again.sources.size() == state.sources.size() && again.documents == state.documents,
           "to_json round-trips");
   for (std::size_t index = 0; index < state.sources.size(); ++index) {
     require(again.sources[index].tokens == state.sources[index].tokens &&
