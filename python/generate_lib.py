@@ -13,7 +13,8 @@ The header is read as written: its declarations follow a few shapes
 that looks like a declaration is an error here, never skipped.
 
 How a C parameter crosses (the struct fields follow the same rules, except
-that a pointer to numbers stays a typed POINTER there, read by index):
+that a pointer to numbers, or to pointers to numbers, stays a typed POINTER
+there, read by index):
 - a handle (a struct the header does not define, void) is a c_void_p;
 - a const pointer to numbers or pointers is an input array, a pointer before
   a `capacity` parameter is a buffer the caller fills, and `char *` is a
@@ -172,6 +173,9 @@ class Generator:
                 return Crossing("ctypes.POINTER(ctypes.c_char_p)", "Pointer[ctypes.c_char_p]")
             if self._is_handle(inner):
                 return Crossing("ctypes.POINTER(ctypes.c_void_p)", "Pointer[ctypes.c_void_p]")
+            if self.header.scalars.get(inner, inner) in SCALARS:  # arrays of numbers, one per item
+                ctype = self.scalar(inner).ctypes
+                return Crossing(f"ctypes.POINTER(ctypes.POINTER({ctype}))", f"Pointer[ctypes._Pointer[{ctype}]]")
             raise HeaderError(f"the C type {c_type!r} is none this generator knows")
         if base == "char":
             return Crossing("ctypes.c_char_p", "Optional[bytes]")
