@@ -19,6 +19,8 @@ there, read by index):
 - a const pointer to numbers or pointers is an input array, a pointer before
   a `capacity` parameter is a buffer the caller fills, and `char *` is a
   buffer too: each is a c_void_p, so a NumPy array's address passes as it is;
+- a pointer to a pointer to numbers (`const int64_t **`) receives the
+  address of numbers the library owns: POINTER(c_void_p);
 - `const char **` followed by a `size_t *` is text with a size (it may hold
   NUL bytes): POINTER(c_void_p), read with ctypes.string_at; a struct's
   `const char *` field with a `<field>_size` sibling likewise is a c_void_p.
@@ -173,9 +175,9 @@ class Generator:
                 return Crossing("ctypes.POINTER(ctypes.c_char_p)", "Pointer[ctypes.c_char_p]")
             if self._is_handle(inner):
                 return Crossing("ctypes.POINTER(ctypes.c_void_p)", "Pointer[ctypes.c_void_p]")
-            if self.header.scalars.get(inner, inner) in SCALARS:  # arrays of numbers, one per item
-                ctype = self.scalar(inner).ctypes
-                return Crossing(f"ctypes.POINTER(ctypes.POINTER({ctype}))", f"Pointer[ctypes._Pointer[{ctype}]]")
+            if self.header.scalars.get(inner, inner) in SCALARS:
+                # Numbers the library owns, handed out by address: read with ctypes or NumPy.
+                return Crossing("ctypes.POINTER(ctypes.c_void_p)", "Pointer[ctypes.c_void_p]")
             raise HeaderError(f"the C type {c_type!r} is none this generator knows")
         if base == "char":
             return Crossing("ctypes.c_char_p", "Optional[bytes]")
@@ -227,6 +229,10 @@ class Generator:
             return self.scalar(declared.c_type).ctypes
         if declared.c_type == "const char *" and f"{declared.name}_size" in [f.name for f in fields]:
             return "ctypes.c_void_p"  # text with a size: it may hold NUL bytes
+        pointee = declared.c_type.rsplit("*", 1)[0].strip()
+        inner = self._base(pointee.rsplit("*", 1)[0]) if "*" in pointee else ""
+        if self.header.scalars.get(inner, inner) in SCALARS:  # arrays of numbers the caller gives, one per item
+            return f"ctypes.POINTER(ctypes.POINTER({self.scalar(inner).ctypes}))"
         return self.pointer(declared.c_type).ctypes
 
     def write(self) -> str:

@@ -48,12 +48,13 @@ class Array:
     (numpy.asarray(array), array.numpy()); every array exports DLPack.
     """
 
-    __slots__ = ("_runtime", "_handle", "_keep", "__weakref__")
+    __slots__ = ("_runtime", "_handle", "_keep", "_document_starts", "__weakref__")
 
     def __init__(self, runtime: _Owner, handle: ctypes.c_void_p, keep: Any = None) -> None:
         self._runtime = runtime
         self._handle: Optional[ctypes.c_void_p] = handle  # owned by this object
         self._keep = keep  # what C may still call back into (a progress callback)
+        self._document_starts: Optional[numpy.ndarray[Any, Any]] = None  # set by load_tokens
 
     def __del__(self) -> None:
         # Take the handle before destroying it, and only one thread may take
@@ -117,6 +118,16 @@ class Array:
     def nbytes(self) -> int:
         """The size of the data in bytes."""
         return int(self._query(_lib.lib.bp_array_nbytes, ctypes.c_uint64()))
+
+    @property
+    def document_starts(self) -> Optional["numpy.ndarray[Any, Any]"]:
+        """Where documents start in the tokens of a file load_tokens loaded,
+        when the file's format records documents (a Megatron-Core indexed
+        dataset: the first token of each document's first sequence): a
+        read-only int64 NumPy array of token offsets, strictly increasing, each
+        below len(self). None for formats that record no documents, and for
+        arrays not loaded from a token file."""
+        return self._document_starts
 
     @property
     def device(self) -> Device:

@@ -47,6 +47,7 @@ from ._lib_gen import bp_save_options as bp_save_options
 from ._lib_gen import bp_safetensors_load_options as bp_safetensors_load_options
 from ._lib_gen import bp_safetensors_tensor_info as bp_safetensors_tensor_info
 from ._lib_gen import bp_tokens_options as bp_tokens_options
+from ._lib_gen import BP_STATUS_NOT_FOUND as BP_STATUS_NOT_FOUND  # a token file that records no documents
 from ._lib_gen import bp_cancellable_progress_callback, bp_progress_callback
 from ._lib_gen import BP_TRACE_DEFAULT_CAPACITY as BP_TRACE_DEFAULT_CAPACITY  # the events kept for capacity 0
 from ._lib_gen import bp_trace_options as bp_trace_options

@@ -542,6 +542,12 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
     "bp_token_files_count": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int32),
     "bp_token_files_path": ([ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p)], ctypes.c_int32),
     "bp_token_files_get": ([ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int32),
+    "bp_token_files_document_starts": ([
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.POINTER(ctypes.c_size_t),
+    ], ctypes.c_int32),
 }
 
 
@@ -900,3 +906,11 @@ class Library(Protocol):
     def bp_token_files_count(self, files: VoidPointer, out: Pointer[ctypes.c_size_t], /) -> int: ...
     def bp_token_files_path(self, files: VoidPointer, index: int, out: Pointer[ctypes.c_char_p], /) -> int: ...
     def bp_token_files_get(self, files: VoidPointer, index: int, out: Pointer[ctypes.c_void_p], /) -> int: ...
+    def bp_token_files_document_starts(
+        self,
+        files: VoidPointer,
+        index: int,
+        starts: Pointer[ctypes.c_void_p],
+        count: Pointer[ctypes.c_size_t],
+        /,
+    ) -> int: ...

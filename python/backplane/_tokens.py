@@ -6,6 +6,8 @@ import ctypes
 import os
 from typing import Any, List, Optional, Tuple, Union, overload
 
+import numpy
+
 from . import _dtypes, _lib
 from ._array import Array
 from ._errors import MissingFileError, NotFoundError
@@ -33,15 +35,52 @@ def _options(runtime: Runtime, dtype: Any, name: Optional[str], device: Optional
 
 
 def _load_one(runtime: Runtime, path: PathLike, options: Any) -> Array:
+    # Through a set of one, which carries the document starts: glob(3) reads
+    # a path as itself when it exists (or is a Megatron-Core prefix) and
+    # nothing else matches it. A path whose glob characters match other
+    # files is read by bp_tokens_load alone, and so is one matching nothing,
+    # for that call's error naming the file.
+    encoded = _lib.c_path("load_tokens", "path", path)
+    files = ctypes.c_void_p()
+    options.allow_empty_match = 1
+    _lib.check(_lib.lib.bp_tokens_load_files(runtime._live_handle(), encoded, ctypes.byref(options),
+                                             ctypes.byref(files)))
+    try:
+        count = ctypes.c_size_t()
+        _lib.check(_lib.lib.bp_token_files_count(files, ctypes.byref(count)))
+        found = ctypes.c_char_p()
+        if count.value == 1:
+            _lib.check(_lib.lib.bp_token_files_path(files, 0, ctypes.byref(found)))
+            if found.value == encoded:
+                return _entry(runtime, files, 0)
+    finally:
+        _lib.lib.bp_token_files_destroy(files)
     handle = ctypes.c_void_p()
     try:
-        _lib.check(_lib.lib.bp_tokens_load(runtime._live_handle(), _lib.c_path("load_tokens", "path", path),
-                                           ctypes.byref(options), ctypes.byref(handle)))
+        _lib.check(_lib.lib.bp_tokens_load(runtime._live_handle(), encoded, ctypes.byref(options),
+                                           ctypes.byref(handle)))
     except NotFoundError as error:
         if not os.path.lexists(os.path.expanduser(path)):  # catchable as FileNotFoundError
             raise MissingFileError(error.message, filename=os.fspath(path)) from None
         raise
     return Array(runtime, handle)
+
+
+def _entry(runtime: Runtime, files: Any, index: int) -> Array:
+    """File `index` of a bp_token_files, with its document starts (copied:
+    the set is destroyed after the call)."""
+    handle = ctypes.c_void_p()
+    _lib.check(_lib.lib.bp_token_files_get(files, index, ctypes.byref(handle)))
+    array = Array(runtime, handle)
+    starts = ctypes.c_void_p()
+    count = ctypes.c_size_t()
+    status = _lib.lib.bp_token_files_document_starts(files, index, ctypes.byref(starts), ctypes.byref(count))
+    if status == _lib.BP_STATUS_NOT_FOUND:
+        return array  # a format that records no documents
+    _lib.check(status)
+    data = ctypes.string_at(starts.value, count.value * 8) if count.value else b""
+    array._document_starts = numpy.frombuffer(data, dtype=numpy.int64)  # over bytes: read-only
+    return array
 
 
 def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
@@ -58,12 +97,7 @@ def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
         _lib.check(_lib.lib.bp_token_files_count(files, ctypes.byref(count)))
         if count.value == 0:
             raise MissingFileError(f"load_tokens: no file matches {pattern!r}", filename=pattern)
-        arrays = []
-        for index in range(count.value):
-            handle = ctypes.c_void_p()
-            _lib.check(_lib.lib.bp_token_files_get(files, index, ctypes.byref(handle)))
-            arrays.append(Array(runtime, handle))
-        return arrays
+        return [_entry(runtime, files, index) for index in range(count.value)]
     finally:
         _lib.lib.bp_token_files_destroy(files)
 
@@ -102,6 +136,8 @@ def load_tokens(path: Union[PathLike, List[PathLike], Tuple[PathLike, ...]], *, 
     header's. `name`: the tensor of a safetensors file holding several.
     `device`: a host-addressable device, default "cpu" (not the default
     device: token files stay in host memory; batches() moves windows).
+    Each Array's `document_starts` holds where its documents start when the
+    file's format records them (a Megatron-Core dataset), else None.
     Raises MissingFileError (a FileNotFoundError) for a missing file or a
     pattern nothing matches, InvalidFileError naming the file and the field
     for a header that lies, InvalidArgumentError for a raw file without

@@ -1,6 +1,7 @@
 /* Token files through the C API: an llm.c shard, a NumPy file and raw
  * tokens as zero-copy arrays, the options, a pattern's files in bytewise
- * order with their paths, and every error with its code and message. */
+ * order with their paths, a Megatron-Core dataset's document starts, and
+ * every error with its code and message. */
 #include <backplane/backplane.h>
 
 #include "c_runtime.h"
@@ -194,11 +195,51 @@ static void a_pattern_loads_its_files_in_bytewise_order(void) {
   bp_runtime_destroy(runtime);
 }
 
+static void a_megatron_dataset_gives_its_document_starts(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  /* The first token of each document of tests/tokens/megatron/gpt2_uint16,
+   * from the sequence lengths and document indices in its expected.json. */
+  const int64_t expected[12] = {0, 40, 65, 104, 184, 221, 232, 259, 299, 331, 344, 375};
+  const uint16_t tokens[3] = {1, 2, 3};
+  char prefix[512];
+  bp_token_files* files = NULL;
+  const int64_t* starts = NULL;
+  size_t count = 0;
+  snprintf(prefix, sizeof(prefix), "%s/tests/tokens/megatron/gpt2_uint16", BP_TEST_SOURCE_DIR);
+  /* The prefix, as bp_tokens_load takes it, matches itself. */
+  CHECK(bp_tokens_load_files(runtime, prefix, NULL, &files) == BP_OK);
+  CHECK(bp_token_files_count(files, &count) == BP_OK && count == 1);
+  CHECK(bp_token_files_document_starts(files, 0, &starts, &count) == BP_OK);
+  CHECK(count == 12 && memcmp(starts, expected, sizeof(expected)) == 0);
+  CHECK(bp_token_files_document_starts(files, 1, &starts, &count) == BP_STATUS_OUT_OF_RANGE);
+  CHECK_CONTAINS(bp_last_error(), "bp_token_files_document_starts: index 1 is out of range: 1 files");
+  CHECK(bp_token_files_document_starts(files, 0, NULL, &count) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "bp_token_files_document_starts: starts is NULL");
+  CHECK(bp_token_files_document_starts(files, 0, &starts, NULL) == BP_STATUS_INVALID_ARGUMENT);
+  bp_token_files_destroy(files);
+  CHECK(bp_token_files_document_starts(files, 0, &starts, &count) == BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "files is NULL or destroyed");
+
+  /* An llm.c shard records no documents. */
+  token_path("no-documents.bin");
+  write_llmc_shard(tokens, 3, 3);
+  CHECK(bp_tokens_load_files(runtime, path, NULL, &files) == BP_OK);
+  starts = NULL;
+  count = 7;
+  CHECK(bp_token_files_document_starts(files, 0, &starts, &count) == BP_STATUS_NOT_FOUND);
+  CHECK_CONTAINS(bp_last_error(), "test_c_tokens-no-documents.bin: its format records no documents");
+  CHECK(starts == NULL && count == 7); /* outputs are written only on success */
+  bp_token_files_destroy(files);
+  remove(path);
+  bp_runtime_destroy(runtime);
+}
+
 int main(void) {
   c_test_program = "test_c_tokens";
   RUN(an_llmc_shard_is_a_cpu_array);
   RUN(a_numpy_file_and_raw_tokens_with_options);
   RUN(bad_files_and_arguments_are_errors);
   RUN(a_pattern_loads_its_files_in_bytewise_order);
+  RUN(a_megatron_dataset_gives_its_document_starts);
   return c_test_summary();
 }

@@ -86,6 +86,19 @@ def write_npy(path, seed):
     np.save(path, tokens(seed))
 
 
+def write_megatron(path, seed):
+    """PREFIX.idx (`path`) and PREFIX.bin: a Megatron-Core dataset of documents
+    of 1,000 tokens (the last shorter), one sequence each."""
+    lengths = np.diff(np.append(np.arange(0, COUNT, 1000), COUNT)).astype(np.int32)
+    header = b"MMIDIDX\0\0" + np.array([1], np.uint64).tobytes() + bytes([8])  # version 1, uint16
+    counts = np.array([len(lengths), len(lengths) + 1], np.uint64).tobytes()
+    pointers = (np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2).astype(np.int64)
+    with open(path, "wb") as file:
+        file.write(header + counts + lengths.tobytes() + pointers.tobytes() +
+                   np.arange(len(lengths) + 1, dtype=np.int64).tobytes())
+    tokens(seed).tofile(path.with_suffix(".bin"))
+
+
 # The token files the docs name: path in the block's directory -> writer.
 FIXTURES = {
     "tokens.safetensors": write_safetensors,
@@ -93,6 +106,7 @@ FIXTURES = {
     "a.npy": write_npy,
     "b.npy": write_npy,
     "fineweb_train_000001.bin": write_llmc_shard,
+    "data/wiki_text_document.idx": write_megatron,
     "data/fineweb_train_000001.bin": write_llmc_shard,
     "data/fineweb_train_000002.bin": write_llmc_shard,
     "fineweb/train_000001.bin": write_llmc_shard,

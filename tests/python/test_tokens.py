@@ -104,6 +104,36 @@ class TokenFilesTest(unittest.TestCase):
         self.assertIn("dtype U32 was asked for, but the Megatron-Core indexed dataset header says U16",
                       caught.exception.message)
 
+    def test_megatron_datasets_give_their_document_starts(self):
+        fixtures = pathlib.Path(os.environ["BACKPLANE_TEST_SOURCE_DIR"]) / "tests" / "tokens" / "megatron"
+        with open(fixtures / "expected.json", encoding="utf-8") as file:
+            expected = json.load(file)
+        for name, want in expected.items():
+            # Each document's first sequence's offset, from what megatron-core's reader gave back.
+            offsets = numpy.concatenate([[0], numpy.cumsum(want["sequence_lengths"])])
+            starts = offsets[want["document_indices"][:-1]]
+            for given in (fixtures / name, str(fixtures / name), fixtures / f"{name}.bin",
+                          str(fixtures / f"{name}.idx"), str(fixtures / f"{name}.id[x]")):
+                with self.subTest(given=str(given)):
+                    found = self.load(given)
+                    if isinstance(found, list):  # the pattern
+                        [found] = found
+                    self.assertEqual(found.document_starts.dtype, numpy.int64)
+                    numpy.testing.assert_array_equal(found.document_starts, starts)
+                    self.assertFalse(found.document_starts.flags.writeable)
+                    with self.assertRaises(ValueError):
+                        found.document_starts[0] = 1
+        [listed] = self.load([fixtures / "llama_int32"])
+        self.assertEqual(len(listed.document_starts), len(expected["llama_int32"]["document_indices"]) - 1)
+
+    def test_formats_without_documents_have_none(self):
+        tokens = numpy.arange(20, dtype=numpy.uint16)
+        numpy.save(self.root / "plain.npy", tokens)
+        write_llmc_shard(self.root / "shard.bin", tokens)
+        self.assertIsNone(self.load(self.root / "plain.npy").document_starts)
+        self.assertIsNone(self.load(str(self.root / "shard.b[i]n"))[0].document_starts)
+        self.assertIsNone(self.runtime.array(tokens).document_starts)  # not from a token file
+
     def test_a_leading_tilde_is_the_home_directory(self):
         expected = numpy.arange(50, dtype=numpy.uint16)
         numpy.save(self.root / "home.npy", expected)

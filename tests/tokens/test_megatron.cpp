@@ -1,8 +1,8 @@
 // Megatron-Core indexed datasets: the fixtures megatron-core's own
 // IndexedDatasetBuilder wrote (tests/tokens/megatron/write_fixtures.py)
 // load equal to what its own IndexedDataset read back, from the prefix, the
-// .bin or the .idx, zero-copy from the .bin; a broken index is refused
-// naming the file and the field.
+// .bin or the .idx, zero-copy from the .bin, with each document's start; a
+// broken index is refused naming the file and the field.
 #include "support/errors.hpp"
 #include "support/load_fixture.hpp"
 
@@ -69,6 +69,53 @@ std::filesystem::path broken_copy(const TempDir& directory, Edit edit) {
 void put_u64(std::vector<std::byte>& bytes, std::size_t offset, std::uint64_t value) {
   for (int shift = 0; shift < 64; shift += 8)
     bytes[offset + shift / 8] = static_cast<std::byte>((value >> shift) & 0xff);
+}
+
+// Where megatron-core's documents start, from what its own reader gave
+// back: each document's first sequence's offset (the lengths summed), for
+// the documents that hold tokens.
+std::vector<std::int64_t> expected_starts(const nlohmann::json& want) {
+  std::vector<std::int64_t> offsets{0};
+  for (const auto& length : want["sequence_lengths"]) offsets.push_back(offsets.back() + length.get<std::int64_t>());
+  const auto indices = want["document_indices"].get<std::vector<std::size_t>>();
+  std::vector<std::int64_t> starts;
+  for (std::size_t document = 0; document + 1 < indices.size(); ++document) {
+    if (offsets[indices[document + 1]] > offsets[indices[document]]) starts.push_back(offsets[indices[document]]);
+  }
+  return starts;
+}
+
+void append_u32(std::string& out, std::uint32_t value) { out.append(reinterpret_cast<const char*>(&value), 4); }
+void append_u64(std::string& out, std::uint64_t value) { out.append(reinterpret_cast<const char*>(&value), 8); }
+
+// PREFIX.idx and PREFIX.bin of U16 sequences of `lengths` tokens (token i
+// is i) and the given document indices, as IndexedDatasetBuilder lays them
+// out (x86-64 is little-endian, as the format is).
+std::filesystem::path write_dataset(const TempDir& directory, const std::string& name,
+                                    const std::vector<std::uint32_t>& lengths,
+                                    const std::vector<std::uint64_t>& documents) {
+  std::string index("MMIDIDX\0\0", 9);
+  append_u64(index, 1);
+  index += '\x08';  // uint16
+  append_u64(index, lengths.size());
+  append_u64(index, documents.size());
+  for (const std::uint32_t length : lengths) append_u32(index, length);
+  std::uint64_t pointer = 0;
+  for (const std::uint32_t length : lengths) {
+    append_u64(index, pointer);
+    pointer += std::uint64_t{length} * 2;
+  }
+  for (const std::uint64_t document : documents) append_u64(index, document);
+  std::vector<std::uint8_t> data;
+  for (std::uint64_t token = 0; token < pointer / 2; ++token) {
+    data.push_back(static_cast<std::uint8_t>(token));
+    data.push_back(static_cast<std::uint8_t>(token >> 8));
+  }
+  write_bytes(directory, name + ".idx",
+              {reinterpret_cast<const std::byte*>(index.data()),
+               reinterpret_cast<const std::byte*>(index.data()) + index.size()});
+  write_bytes(directory, name + ".bin", as_bytes_vector(data));
+  return directory / name;
 }
 
 std::string load_error(Runtime& runtime, const std::filesystem::path& path) {
@@ -164,4 +211,55 @@ TEST_CASE("[tokens][megatron] describe_tokens reads the index alone: format, dty
                    (void)describe_tokens(broken_copy(directory, [](auto& idx, auto&) { idx[17] = std::byte{6}; }));
                  }).what(),
                  "dtype code (byte 17) is 6 (float64): token files hold integers"));
+}
+
+TEST_CASE("[tokens][megatron] each document starts at its first sequence's first token, as megatron-core reads it") {
+  Runtime runtime(placement_options());
+  const nlohmann::json all = expected();
+  for (const auto& [name, want] : all.items()) {
+    CAPTURE(name);
+    const std::vector<std::int64_t> starts = expected_starts(want);
+    REQUIRE(starts.size() + 1 == want["document_indices"].size());  // the fixtures' documents all hold tokens
+    // The prefix matches itself as a pattern, as the .bin and the .idx do.
+    for (const std::string& given : {name, name + ".bin", name + ".idx"}) {
+      CAPTURE(given);
+      const std::vector<TokenFileEntry> entries = load_token_file_entries(runtime, (kFixtures / given).string());
+      REQUIRE(entries.size() == 1);
+      CHECK(entries[0].path == (kFixtures / given).string());
+      REQUIRE(entries[0].document_starts.has_value());
+      CHECK(*entries[0].document_starts == starts);
+    }
+    CHECK(describe_tokens(kFixtures / name).documents == starts.size());
+  }
+}
+
+TEST_CASE("[tokens][megatron] documents without tokens start nowhere: the starts strictly increase below the end") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  // Documents: {seq 0: 3 tokens}, {} (no sequence), {seq 1: 0 tokens, seq 2: 2},
+  // {seq 3: 4}, {seq 4: 0 tokens} (at the end).
+  const std::filesystem::path prefix = write_dataset(directory, "gaps", {3, 0, 2, 4, 0}, {0, 1, 1, 3, 4, 5});
+  const std::vector<TokenFileEntry> entries = load_token_file_entries(runtime, prefix.string());
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].tokens.shape()[0] == 9);
+  CHECK(entries[0].document_starts == std::vector<std::int64_t>{0, 3, 5});
+  CHECK(describe_tokens(prefix).documents == 3u);
+  // One document of every sequence: one start.
+  const std::filesystem::path whole = write_dataset(directory, "whole", {3, 0, 2}, {0, 3});
+  CHECK(load_token_file_entries(runtime, whole.string())[0].document_starts == std::vector<std::int64_t>{0});
+}
+
+TEST_CASE("[tokens][megatron] a file whose format records no documents has no document starts") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  write_bytes(directory, "alone.bin", read_file(kFixtures / "gpt2_uint16.bin"));
+  TokenFileOptions u16;
+  u16.dtype = DType::kU16;
+  const std::vector<TokenFileEntry> entries = load_token_file_entries(runtime, (directory / "alone.bin").string(), u16);
+  REQUIRE(entries.size() == 1);
+  CHECK_FALSE(entries[0].document_starts.has_value());
+  CHECK_FALSE(describe_tokens(directory / "alone.bin", u16).documents.has_value());
+  // A prefix with neither file is no pattern's match.
+  CHECK(error_from([&] { (void)load_token_file_entries(runtime, (directory / "alone").string()); }).code() ==
+        ErrorCode::kNotFound);
 }

@@ -39,7 +39,10 @@
  * is written atomically; bp_batch_stream_step,
  * BP_BATCH_STREAM_MAX_PREFETCH, BP_BATCH_STREAM_LAST_STEP,
  * bp_batch_stream_options.seed_from_state, bp_tokens_options.allow_empty_match.
- * 0.8 document-aligned batch streams: bp_documents_kind and
+ * 0.8 the document starts a token file records
+ * (bp_token_files_document_starts); a Megatron-Core dataset's prefix, named
+ * as bp_tokens_load takes it, matches itself in bp_tokens_load_files;
+ * document-aligned batch streams: bp_documents_kind and
  * bp_batch_stream_options.documents, .document_token, .document_starts,
  * .document_start_counts and .max_documents (a 0.7 struct_size still
  * creates a stream without documents); bp_batch_pieces and
@@ -994,11 +997,13 @@ BACKPLANE_API bp_status bp_tokens_load(bp_runtime* runtime, const char* path, co
  * destroyed. */
 typedef struct bp_token_files bp_token_files;
 
-/* Loads every file matching the glob(3) `pattern` (*, ?, [...]; a path that
- * exists as written matches itself) as bp_tokens_load does, with the same
- * options, in bytewise order of their paths. Errors: NOT_FOUND naming the
- * pattern when nothing matches (unless options->allow_empty_match); the first
- * failing file's error (nothing is handed out then). */
+/* Loads every file matching the glob(3) `pattern` (*, ?, [...]; when glob
+ * matches nothing, a path that exists as written matches itself, and since
+ * API 0.8 so does a Megatron-Core dataset's prefix) as bp_tokens_load does,
+ * with the same options, in bytewise order of their paths. Errors:
+ * NOT_FOUND naming the pattern when nothing matches (unless
+ * options->allow_empty_match); the first failing file's error (nothing is
+ * handed out then). */
 BACKPLANE_API bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const bp_tokens_options* options,
                                              bp_token_files** out);
 BACKPLANE_API void bp_token_files_destroy(bp_token_files* files);
@@ -1009,6 +1014,15 @@ BACKPLANE_API bp_status bp_token_files_path(const bp_token_files* files, size_t 
 /* A new handle to the tokens of file `index` (destroy it with
  * bp_array_destroy); OUT_OF_RANGE past the end. */
 BACKPLANE_API bp_status bp_token_files_get(const bp_token_files* files, size_t index, bp_array** out);
+/* API 0.8. Where the documents of file `index` start, for a format whose
+ * files record documents (a Megatron-Core indexed dataset: the first token
+ * of each document's first sequence): *count token offsets into its tokens,
+ * strictly increasing, each below the token count (a document with no
+ * tokens starts nowhere), at *starts, valid until `files` is destroyed.
+ * NOT_FOUND, naming the file, for a format that records no documents (the
+ * others: find them by BOS or EOS tokens instead); OUT_OF_RANGE past the end. */
+BACKPLANE_API bp_status bp_token_files_document_starts(const bp_token_files* files, size_t index,
+                                                       const int64_t** starts, size_t* count);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -30,6 +30,7 @@
 #include <backplane/backplane.hpp>
 #include <backplane/dtype.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -71,10 +72,18 @@ BACKPLANE_API Array load_tokens(Runtime& runtime, const std::filesystem::path& p
 BACKPLANE_API std::vector<Array> load_token_files(Runtime& runtime, std::string_view pattern,
                                                   const TokenFileOptions& options = {});
 
-// One file that a pattern matched: its path, as glob(3) gave it, and its tokens.
+// One file that a pattern matched: its path, as glob(3) gave it, its
+// tokens, and where its documents start if its format records them.
 struct BACKPLANE_API TokenFileEntry {
   std::string path;
   Array tokens;
+  // The token offsets into `tokens` at which each document starts, for a
+  // format whose files record documents (a Megatron-Core indexed dataset:
+  // the first token of each document's first sequence). Strictly
+  // increasing, each below the token count: a document with no tokens
+  // starts nowhere. nullopt for formats that record no documents (the
+  // others); a stream can then find them by BOS or EOS tokens.
+  std::optional<std::vector<std::int64_t>> document_starts;
 };
 
 // load_token_files, keeping which path gave which array (the C API's
@@ -91,6 +100,9 @@ struct BACKPLANE_API TokenFileInfo {
   DType dtype = DType::kU8;
   std::uint64_t count = 0;
   std::string data_file;  // the file the tokens are in (for a format of two files, not `path`)
+  // The documents holding tokens, for a format that records documents (as
+  // TokenFileEntry::document_starts counts them); nullopt for the others.
+  std::optional<std::uint64_t> documents;
 };
 BACKPLANE_API TokenFileInfo describe_tokens(const std::filesystem::path& path, const TokenFileOptions& options = {});
 

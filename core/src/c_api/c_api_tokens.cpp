@@ -8,12 +8,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 struct bp_token_files {
   backplane::c_api::NamedArrays files;  // bytewise path order
+  // Beside each file: its document starts, where its format records them.
+  std::vector<std::optional<std::vector<std::int64_t>>> document_starts;
 };
 
 namespace backplane::c_api {
@@ -79,6 +82,7 @@ bp_status bp_tokens_load_files(bp_runtime* runtime, const char* pattern, const b
     auto files = std::make_shared<bp_token_files>();
     for (TokenFileEntry& entry : load_token_file_entries(*runtime_lease, pattern, cxx_options)) {
       files->files.emplace_back(std::move(entry.path), std::move(entry.tokens));
+      files->document_starts.push_back(std::move(entry.document_starts));
     }
     *out = live_token_files.add(std::move(files));
   });
@@ -109,6 +113,25 @@ bp_status bp_token_files_get(const bp_token_files* files, size_t index, bp_array
     const auto live = token_files_of(files, "bp_token_files_get");
     require_non_null(out, "bp_token_files_get", "out");
     *out = new_array_handle(file_at(*live, index, "bp_token_files_get").second);
+  });
+}
+
+bp_status bp_token_files_document_starts(const bp_token_files* files, size_t index, const int64_t** starts,
+                                         size_t* count) {
+  return guarded([&] {
+    const auto live = token_files_of(files, "bp_token_files_document_starts");
+    require_non_null(starts, "bp_token_files_document_starts", "starts");
+    require_non_null(count, "bp_token_files_document_starts", "count");
+    const std::string& path = file_at(*live, index, "bp_token_files_document_starts").first;
+    const std::optional<std::vector<std::int64_t>>& found = live->document_starts[index];
+    if (!found) {
+      throw Error(ErrorCode::kNotFound,
+                  fmt::format("bp_token_files_document_starts: {}: its format records no documents (a Megatron-Core "
+                              "indexed dataset does; in other files a stream finds them by BOS or EOS tokens)",
+                              path));
+    }
+    *starts = found->data();
+    *count = found->size();
   });
 }
 

@@ -1,5 +1,7 @@
 #include "tokens/glob_paths.hpp"
 
+#include "tokens/token_formats.hpp"
+
 #include "safetensors/text.hpp"
 #include "util/text_argument.hpp"
 
@@ -34,6 +36,15 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &status) == 0;
 }
 
+// A name load_tokens opens as written though no file has it: the prefix
+// of a two-file format's index and data.
+bool names_dataset(const std::string& path) {
+  for (const TokenFormat& format : token_formats()) {
+    if (format.index_file_for != nullptr && format.index_file_for(path)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> glob_paths(std::string_view pattern, bool allow_empty) {
@@ -52,7 +63,7 @@ std::vector<std::string> glob_paths(std::string_view pattern, bool allow_empty) 
   } else if (status != GLOB_NOMATCH) {
     throw Error(ErrorCode::kIo, fmt::format("matching {} failed (glob error {})", quote(text), status));
   }
-  if (paths.empty() && exists(text)) paths.push_back(text);
+  if (paths.empty() && (exists(text) || names_dataset(text))) paths.push_back(text);
   if (paths.empty() && !allow_empty) throw Error(ErrorCode::kNotFound, fmt::format("no file matches {}", quote(text)));
   std::sort(paths.begin(), paths.end());
   return paths;

@@ -92,21 +92,28 @@ void refuse_nul_arguments(const std::filesystem::path& path, const TokenFileOpti
 
 namespace detail {
 
-Array load_tokens_with(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options,
-                       std::span<const TokenFormat> formats) {
+TokenFileEntry load_token_entry_with(Runtime& runtime, const std::filesystem::path& path,
+                                     const TokenFileOptions& options, std::span<const TokenFormat> formats) {
   // The arguments, then the device: nothing bad is reported by touching the file.
   refuse_nul_arguments(path, options, "load_tokens");
   const Device device = host_device(runtime, options, path);
   TokenFile file(header_file_for(path, formats));
-  const TokenLayout layout = read_layout(file, options, formats);
+  TokenLayout layout = read_layout(file, options, formats);
 
   // describe_token_file has refused an empty raw file, and every header is
   // at least 8 bytes: the file is not empty, so it can be mapped.
   std::shared_ptr<const TokenFileMapping> mapping = layout.data_file.empty() ? file.map() : map_data_file(layout, file);
   const std::byte* tokens = mapping->data() + layout.data_offset;
   // count <= the file's size, an off_t: it fits an int64 extent.
-  return Array::wrap_host(runtime, device, layout.dtype, {static_cast<std::int64_t>(layout.count)}, tokens,
-                          std::move(mapping));
+  return {path.string(),
+          Array::wrap_host(runtime, device, layout.dtype, {static_cast<std::int64_t>(layout.count)}, tokens,
+                           std::move(mapping)),
+          std::move(layout.document_starts)};
+}
+
+Array load_tokens_with(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options,
+                       std::span<const TokenFormat> formats) {
+  return load_token_entry_with(runtime, path, options, formats).tokens;
 }
 
 }  // namespace detail
@@ -119,16 +126,17 @@ TokenFileInfo describe_tokens(const std::filesystem::path& path, const TokenFile
   refuse_nul_arguments(path, options, "describe_tokens");
   detail::TokenFile file(header_file_for(path, detail::token_formats()));
   const detail::TokenLayout layout = read_layout(file, options, detail::token_formats());
+  std::optional<std::uint64_t> documents;
+  if (layout.document_starts) documents = layout.document_starts->size();
   return {std::string(layout.format->name), layout.dtype, layout.count,
-          layout.data_file.empty() ? file.name() : layout.data_file};
+          layout.data_file.empty() ? file.name() : layout.data_file, documents};
 }
 
 std::vector<TokenFileEntry> load_token_file_entries(Runtime& runtime, std::string_view pattern,
                                                     const TokenFileOptions& options) {
   std::vector<TokenFileEntry> entries;
-  for (std::string& path : detail::glob_paths(pattern, options.allow_empty_match)) {
-    Array tokens = load_tokens(runtime, path, options);
-    entries.push_back({std::move(path), std::move(tokens)});
+  for (const std::string& path : detail::glob_paths(pattern, options.allow_empty_match)) {
+    entries.push_back(detail::load_token_entry_with(runtime, path, options, detail::token_formats()));
   }
   return entries;
 }

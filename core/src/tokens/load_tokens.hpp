@@ -13,5 +13,8 @@ namespace backplane::detail {
 
 Array load_tokens_with(Runtime& runtime, const std::filesystem::path& path, const TokenFileOptions& options,
                        std::span<const TokenFormat> formats);
+// The same, with the path as given and the document starts the format records.
+TokenFileEntry load_token_entry_with(Runtime& runtime, const std::filesystem::path& path,
+                                     const TokenFileOptions& options, std::span<const TokenFormat> formats);
 
 }  // namespace backplane::detail

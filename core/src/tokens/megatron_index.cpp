@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 namespace backplane::detail {
 namespace {
@@ -48,6 +49,29 @@ std::optional<DType> dtype_of_code(std::uint8_t code) noexcept {
     case 8: return DType::kU16;
     default: return std::nullopt;
   }
+}
+
+// The first token of each document: the pointer of its first sequence. A
+// document of no tokens (no sequences, or only empty ones) starts where the
+// next one does, or at the end: it gives no start of its own. The indices
+// and pointers have been checked.
+std::vector<std::int64_t> document_starts(std::span<const std::byte> prefix, const Counts& counts, std::size_t pointers,
+                                          std::size_t documents, std::uint64_t tokens, std::uint64_t token_bytes) {
+  std::vector<std::int64_t> starts;
+  if (counts.documents < 2) return starts;
+  starts.reserve(static_cast<std::size_t>(counts.documents - 1));
+  for (std::size_t entry = 0; entry + 1 < counts.documents; ++entry) {
+    const auto sequence = read_little_endian<std::uint64_t>(prefix, documents + entry * 8);
+    const std::uint64_t start =
+        sequence == counts.sequences
+            ? tokens
+            : read_little_endian<std::uint64_t>(prefix, pointers + static_cast<std::size_t>(sequence) * 8) /
+                  token_bytes;
+    if (start < tokens && (starts.empty() || static_cast<std::uint64_t>(starts.back()) < start)) {
+      starts.push_back(static_cast<std::int64_t>(start));
+    }
+  }
+  return starts;
 }
 
 bool exists(const std::string& path) {
@@ -147,6 +171,7 @@ TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t
                               counts.sequences));
   }
   TokenLayout layout;
+  layout.document_starts = document_starts(prefix, counts, pointers, documents, end / token_bytes, token_bytes);
   layout.dtype = *dtype;
   layout.data_offset = 0;
   layout.count = end / token_bytes;

@@ -41,11 +41,13 @@ std::uint64_t megatron_index_bytes(std::span<const std::byte> prefix, std::uint6
 
 // Reads the index. The layout names PREFIX.bin as its data file, from byte
 // 0, with the tokens of every sequence, which the pointers must lay out end
-// to end (as IndexedDatasetBuilder writes them). Throws Error(kInvalidFile)
-// naming the file and the field: the magic, another version, an unknown or
-// floating-point dtype code, counts whose arrays overrun the file or leave
-// bytes over, a negative length, a pointer where the sequences before it do
-// not end, document indices that do not run from 0 to S in order.
+// to end (as IndexedDatasetBuilder writes them), and where each document
+// starts: the first token of its first sequence (an empty document gives
+// none). Throws Error(kInvalidFile) naming the file and the field: the
+// magic, another version, an unknown or floating-point dtype code, counts
+// whose arrays overrun the file or leave bytes over, a negative length, a
+// pointer where the sequences before it do not end, document indices that
+// do not run from 0 to S in order.
 TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file);
 
 // The index to read for `path`: PREFIX.idx when `path` is PREFIX.bin or

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace backplane::detail {
 
@@ -34,6 +35,11 @@ struct TokenLayout {
   // data_offset and count are within that file, whose size the loader
   // checks, since a reader sees only the header's file.
   std::string data_file;
+  // Where documents start, as token offsets from data_offset, for a format
+  // that records documents (a Megatron-Core index): the first token of each
+  // document that holds any, so strictly increasing and below `count`.
+  // nullopt for formats that record none.
+  std::optional<std::vector<std::int64_t>> document_starts;
 };
 
 // What the caller asks for (TokenFileOptions without the device).
