@@ -5,9 +5,9 @@ sources' document_starts, a failed conversion that hands the same step out
 again, and a state that resumes with the same pieces. The pieces' values are
 checked against the reference in test_batch_stream_reference.py."""
 import os
+import pathlib
 import tempfile
 import unittest
-import unittest.mock
 
 import backplane
 from support import optional_module, plugin_dirs
@@ -170,11 +170,26 @@ class DocumentsOutputTest(unittest.TestCase):
                 self.assertEqual(got[2].max_seqlen, want[2].max_seqlen)
 
     def test_index_reads_each_sources_document_starts(self):
-        starts = numpy.arange(0, 3000, 23, dtype=numpy.int64)
-        with unittest.mock.patch.object(backplane.Array, "document_starts", starts, create=True):
-            with self.stream(documents="index") as from_index, self.stream(documents=[starts]) as given:
-                self.assertEqual(from_index.windows(5), given.windows(5))
-                self.assertTrue(numpy.array_equal(next(from_index)[2].cu_seqlens, next(given)[2].cu_seqlens))
+        # Megatron-Core datasets record their documents (tests/tokens/megatron).
+        fixtures = pathlib.Path(os.environ["BACKPLANE_TEST_SOURCE_DIR"]) / "tests" / "tokens" / "megatron"
+        arrays = [backplane.load_tokens(fixtures / name, runtime=self.runtime)
+                  for name in ("gpt2_uint16", "gpt2_uint16")]  # one dtype for every source
+        starts = [array.document_starts for array in arrays]
+        self.assertTrue(all(len(found) > 5 for found in starts))
+        options = dict(device="cpu:0", seed=1, dtype="int64")
+        with backplane.batches(arrays, 2, 16, documents="index", **options) as from_index, \
+                backplane.batches(arrays, 2, 16, documents=starts, **options) as given:
+            for step in (0, 1, 7):
+                self.assertEqual(from_index.windows(step), given.windows(step))
+                self.assertTrue(all(window.start in starts[window.source] for window in given.windows(step)))
+            for _ in range(3):
+                (x, _, got), (_, _, want) = next(from_index), next(given)
+                self.assertTrue(numpy.array_equal(got.cu_seqlens, want.cu_seqlens))
+                self.assertTrue(numpy.array_equal(got.position_ids, want.position_ids))
+        # A source that records none is named.
+        with self.assertRaises(ValueError) as caught:
+            backplane.batches([arrays[0], self.tokens], 2, 16, documents="index", **options)
+        self.assertIn("documents='index': source 1 records no documents", str(caught.exception))
 
     @unittest.skipIf(optional_module("torch") is None, "torch is not installed for this interpreter")
     def test_torch_pieces_are_tensors_on_xs_device(self):
