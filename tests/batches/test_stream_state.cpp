@@ -47,16 +47,38 @@ TEST_CASE("[batches] a state survives JSON exactly, 64-bit seeds and counts incl
 
 // The growth rule: a field this reader does not know is refused, naming it
 // (a newer writer that adds a field also raises the version, which is
-// refused first); a field a later version added is not required of an older
-// state (no row is newer than version 1 yet, so the table's own test is the
-// version-1 fixture, tests/batches/state_v1).
+// refused first); a field a later version added is refused in a state of an
+// older version, and not required of it (the version-1 fixture,
+// tests/batches/state_v1, resumes without "documents").
 TEST_CASE("[batches] a state field this backplane does not know is refused, naming it") {
   std::string json = sample_state().to_json();
-  json.insert(json.size() - 1, R"(,"documents":{"bos":50256})");
-  const std::string message = error_for(json);
-  CHECK(message ==
+  json.insert(json.size() - 1, R"(,"schedule":[[0,32,1024]])");
+  CHECK(error_for(json) ==
+        "batch stream state: unknown field \"schedule\" (a version 2 state has format, version, seed, step, "
+        "global_batch, context, weights, sources, documents)");
+  std::string older = sample_state().to_json();
+  older.replace(older.find("\"version\":2"), 11, "\"version\":1");
+  CHECK(error_for(older) ==
         "batch stream state: unknown field \"documents\" (a version 1 state has format, version, seed, step, "
         "global_batch, context, weights, sources)");
+}
+
+TEST_CASE("[batches] the documents field reads back what was written, and bad values are refused") {
+  BatchStreamState state = sample_state();
+  for (const auto kind :
+       {DocumentBoundaries::Kind::kBos, DocumentBoundaries::Kind::kEos, DocumentBoundaries::Kind::kStarts}) {
+    state.documents = {kind, kind == DocumentBoundaries::Kind::kStarts ? 0 : -7,
+                       kind == DocumentBoundaries::Kind::kStarts ? 0xfedcba9876543210 : 0};
+    CHECK(BatchStreamState::from_json(state.to_json()).documents == state.documents);
+  }
+  state.documents = {};
+  CHECK(contains(state.to_json(), "\"documents\":null"));
+  std::string json = state.to_json();
+  for (const char* bad : {R"({"bos":"1"})", R"({"bos":1,"eos":2})", R"({"starts":"12"})", R"({"pad":1})", "[]", "7"}) {
+    std::string copy = json;
+    copy.replace(copy.find("\"documents\":null"), 16, std::string("\"documents\":") + bad);
+    CHECK(contains(error_for(copy), "field \"documents\" is"));
+  }
 }
 
 TEST_CASE("[batches] malformed states are refused, naming what is wrong") {
@@ -69,9 +91,9 @@ TEST_CASE("[batches] malformed states are refused, naming what is wrong") {
     copy.replace(copy.find(from), from.size(), to);
     return copy;
   };
-  CHECK(contains(error_for(replace("\"version\":1", "\"version\":2")),
-                 "format version 2 is newer than this backplane reads (versions 1 to 1)"));
-  CHECK(contains(error_for(replace("\"version\":1", "\"version\":0")), "format version 0; versions start at 1"));
+  CHECK(contains(error_for(replace("\"version\":2", "\"version\":3")),
+                 "format version 3 is newer than this backplane reads (versions 1 to 2)"));
+  CHECK(contains(error_for(replace("\"version\":2", "\"version\":0")), "format version 0; versions start at 1"));
   CHECK(contains(error_for(replace("\"step\":1000000", "\"step\":-3")), "\"step\" is -3, below 0"));
   CHECK(contains(error_for(replace("\"step\":1000000", "\"step\":\"7\"")), "\"step\" is string"));
   CHECK(contains(error_for(replace("\"step\":1000000,", "")), "no field \"step\""));

@@ -112,8 +112,8 @@ struct BACKPLANE_API BatchStreamOptions {
 // x's rows * T tokens (flattened) that lie in one document. Every row starts
 // a piece. All on the batch's device.
 struct BACKPLANE_API DocumentPieces {
-  Array cu_seqlens;    // int32 [max_documents + 1]: 0, the piece ends, then rows * T repeated
-  Array position_ids;  // int32 [rows, T]: 0 at each piece's first token, counting up
+  Array cu_seqlens;             // int32 [max_documents + 1]: 0, the piece ends, then rows * T repeated
+  Array position_ids;           // int32 [rows, T]: 0 at each piece's first token, counting up
   std::int64_t max_seqlen = 0;  // the longest piece, in tokens
   std::int64_t pieces = 0;      // pieces in use: cu_seqlens[pieces] == rows * T
 };
@@ -139,13 +139,22 @@ struct BACKPLANE_API BatchStreamState {
     DType dtype = DType::kU8;
     std::uint64_t fingerprint = 0;  // FNV-1a 64 of its first and last 4 KiB
   };
-  static constexpr std::int64_t kVersion = 1;
+  // How the windows align to documents (version 2; kNone in a version 1
+  // state, which drew windows at any token).
+  struct Documents {
+    DocumentBoundaries::Kind kind = DocumentBoundaries::Kind::kNone;
+    std::int64_t token = 0;         // kBos, kEos: the marker
+    std::uint64_t fingerprint = 0;  // kStarts: FNV-1a 64 of every source's starts
+    bool operator==(const Documents&) const = default;
+  };
+  static constexpr std::int64_t kVersion = 2;
   std::uint64_t seed = 0;
   std::int64_t step = 0;  // the next global step to hand out
   std::int64_t global_batch = 0;
   std::int64_t context = 0;
   std::vector<double> weights;  // empty: unweighted
   std::vector<Source> sources;
+  Documents documents;
 
   std::string to_json() const;
   // Throws kInvalidFile naming the field for malformed JSON, JSON nested

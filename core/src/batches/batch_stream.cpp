@@ -56,7 +56,9 @@ BatchStream::~BatchStream() {
   if (impl_ && impl_->inherited()) (void)impl_.release();
 }
 
-std::vector<Array> BatchStream::next() {
+std::vector<Array> BatchStream::next() { return next_batch().tokens; }
+
+StreamBatch BatchStream::next_batch() {
   if (impl_->inherited()) {
     throw Error(ErrorCode::kUnavailable,
                 "BatchStream: the stream was made in the parent process before fork(); its threads are not in this "

@@ -12,6 +12,10 @@
 
 namespace backplane::detail {
 
+unsigned gather_thread_count(unsigned asked) noexcept {
+  return asked != 0 ? asked : std::clamp(std::thread::hardware_concurrency(), 4U, 8U);
+}
+
 GatherPool::GatherPool(unsigned threads) {
   try {
     for (unsigned index = 1; index < threads; ++index) threads_.emplace_back([this] { worker(); });

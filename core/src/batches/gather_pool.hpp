@@ -13,6 +13,11 @@
 
 namespace backplane::detail {
 
+// The threads a pool gets for `asked` (BatchStreamOptions::threads): 0 is
+// chosen from the machine, at least 4 (cold pages are read concurrently, one
+// fault per thread at a time) and at most 8.
+unsigned gather_thread_count(unsigned asked) noexcept;
+
 class GatherPool {
  public:
   // `threads` workers in all, counting the caller of run(): threads - 1 are

@@ -276,10 +276,59 @@ std::string sources_match(const StateField&, const State& saved, const State& st
   return {};
 }
 
-// The fields, in the order they are read and checked.
+// Documents as the state writes them: null, {"bos": ID}, {"eos": ID} or
+// {"starts": FINGERPRINT}.
+Json documents_json(const State::Documents& documents) {
+  switch (documents.kind) {
+    case DocumentBoundaries::Kind::kNone: return nullptr;
+    case DocumentBoundaries::Kind::kBos: return {{"bos", documents.token}};
+    case DocumentBoundaries::Kind::kEos: return {{"eos", documents.token}};
+    case DocumentBoundaries::Kind::kStarts: return {{"starts", fmt::format("{:016x}", documents.fingerprint)}};
+  }
+  return nullptr;
+}
+
+void write_documents(const StateField& row, const State& state, Json& object) {
+  object[row.name] = documents_json(state.documents);
+}
+
+void read_documents(const StateField& row, const Json& object, State& state) {
+  const auto found = object.find(row.name);
+  if (found == object.end()) refuse(fmt::format("no field \"{}\"", row.name));
+  if (found->is_null()) return;
+  const auto bad = [&] {
+    refuse(
+        fmt::format("field \"{}\" is {}, not null, {{\"bos\": ID}}, {{\"eos\": ID}} or {{\"starts\": "
+                    "FINGERPRINT}}",
+                    row.name, excerpt(*found)));
+  };
+  if (!found->is_object() || found->size() != 1) bad();
+  const auto& [key, value] = *found->items().begin();
+  State::Documents& documents = state.documents;
+  if ((key == "bos" || key == "eos") && value.is_number_integer()) {
+    if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad();
+    documents.kind = key == "bos" ? DocumentBoundaries::Kind::kBos : DocumentBoundaries::Kind::kEos;
+    documents.token = value.get<std::int64_t>();
+    return;
+  }
+  if (key != "starts" || !value.is_string()) bad();
+  const std::string& digits = value.get_ref<const std::string&>();
+  const bool hexadecimal =
+      std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
+  if (digits.size() != 16 || !hexadecimal) bad();
+  documents.kind = DocumentBoundaries::Kind::kStarts;
+  documents.fingerprint = std::stoull(digits, nullptr, 16);
+}
+
+std::string documents_match(const StateField& row, const State& saved, const State& stream) {
+  if (saved.documents == stream.documents) return {};
+  return fmt::format("cannot resume: the state was saved with {} {}, this stream has {}", row.described,
+                     documents_json(saved.documents).dump(), documents_json(stream.documents).dump());
+}
+
 // The fields, in the order they are read and checked; `format` and
 // `version` come first, since the version says which rows a state has.
-constexpr std::array<StateField, 8> kFields{{
+constexpr std::array<StateField, 9> kFields{{
     {"format", "format", 1, write_format, read_format, nullptr},
     {"version", "version", 1, write_version, read_version, nullptr},
     {"seed", "seed", 1, write_member<&State::seed>, read_unsigned<&State::seed>, must_match<&State::seed>},
@@ -289,6 +338,7 @@ constexpr std::array<StateField, 8> kFields{{
     {"context", "context", 1, write_member<&State::context>, read_count<&State::context>, must_match<&State::context>},
     {"weights", "weights", 1, write_member<&State::weights>, read_weights, weights_match},
     {"sources", "sources", 1, write_sources, read_sources, sources_match},
+    {"documents", "documents", 2, write_documents, read_documents, documents_match},
 }};
 
 // A key no row of the state's version names: refused, naming it and the

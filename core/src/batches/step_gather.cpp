@@ -19,16 +19,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-unsigned gather_threads(unsigned asked) {
-  return asked != 0 ? asked : std::clamp(std::thread::hardware_concurrency(), 4U, 8U);
-}
-
 }  // namespace
 
 StepGather::StepGather(const StreamPlan& plan, std::uint64_t trace_id)
     : plan_(plan),
       trace_id_(trace_id),
-      pool_(std::make_unique<GatherPool>(gather_threads(plan.options().threads))),
+      pool_(std::make_unique<GatherPool>(gather_thread_count(plan.options().threads))),
       ahead_(static_cast<std::size_t>(plan.options().prefetch) + 1,
              std::vector<Window>(static_cast<std::size_t>(plan.options().batch_size))),
       drawn_until_(plan.first_step()) {}
@@ -60,8 +56,13 @@ PreparedStep StepGather::gather(std::int64_t step) {
   trace::Span gathering(trace::category::kBatchStream, trace::event::kGather, 0, start);
   const std::span<const Window> windows = windows_of(step);
   const std::size_t share = windows.size() / plan_.targets().size();
+  const DocumentIndex* documents = plan_.documents();
   for (std::size_t device = 0; device < plan_.targets().size(); ++device) {
-    prepared.arrays.push_back(gather_for(device, windows.subspan(device * share, share), step));
+    const std::span<const Window> rows = windows.subspan(device * share, share);
+    PieceLayout layout;
+    if (documents != nullptr) layout = layout_for(device, rows, step);
+    prepared.arrays.push_back(gather_for(device, rows, step));
+    if (documents != nullptr) prepared.documents.push_back(send_pieces(device, rows, layout, step));
   }
   prepared.issued = Clock::now();
   if (gathering.active()) {
@@ -74,10 +75,12 @@ PreparedStep StepGather::gather(std::int64_t step) {
     gathering.discard();
   }
   prepared.transfer = trace::Span(trace::category::kBatchStream, trace::event::kTransfer, 0, prepared.issued);
-  for (const Array& array : prepared.arrays) {
+  const auto watch = [&](const Array& array) {
     const auto& arrival = ArrayAccess::state(array, "BatchStream").storage->arrival;
     if (arrival) prepared.arrivals.push_back(arrival);
-  }
+  };
+  for (const Array& array : prepared.arrays) watch(array);
+  for (const DocumentPieces& pieces : prepared.documents) watch(pieces.cu_seqlens);
   const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(prepared.issued - start);
   nanoseconds_.fetch_add(static_cast<std::uint64_t>(elapsed.count()), std::memory_order_relaxed);
   return prepared;
@@ -113,6 +116,59 @@ Array StepGather::gather_for(std::size_t device, std::span<const Window> windows
                            dtype_name(to), describe_bytes(extent.bytes), target->selector());
       },
       trace::event::kBatch);
+}
+
+PieceLayout StepGather::layout_for(std::size_t device, std::span<const Window> windows, std::int64_t step) const {
+  try {
+    return plan_.documents()->layout(windows, plan_.options().context, plan_.options().max_documents);
+  } catch (const Error& error) {
+    if (error.code() != ErrorCode::kOutOfRange) throw;
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("BatchStream: step {} on {}: its {} windows cut into {}; raise max_documents (at most "
+                            "rows x context = {}, which no step exceeds)",
+                            step, plan_.targets()[device]->selector(), windows.size(), error.what(),
+                            static_cast<std::int64_t>(windows.size()) * plan_.options().context));
+  }
+}
+
+DocumentPieces StepGather::send_pieces(std::size_t device, std::span<const Window> windows, const PieceLayout& layout,
+                                       std::int64_t step) {
+  // cu_seqlens and position_ids in one int32 buffer, one copy: the first
+  // C + 1 elements and the rows x T after them, each a view of it.
+  const std::shared_ptr<LiveDevice>& target = plan_.targets()[device];
+  const std::int64_t context = plan_.options().context;
+  const auto offsets = static_cast<std::int64_t>(layout.cu_seqlens.size());
+  const auto rows = static_cast<std::int64_t>(windows.size());
+  const std::int64_t length = offsets + rows * context;
+  std::vector<std::int64_t> shape{length};
+  const Extent extent = extent_of(DType::kI32, shape, "BatchStream");
+  const RowGather gather{DType::kI32, 1, length, [&](std::byte* destination, DType) {
+                           auto* out = reinterpret_cast<std::int32_t*>(destination);
+                           std::copy(layout.cu_seqlens.begin(), layout.cu_seqlens.end(), out);
+                           pool_->run(windows.size(), [&](std::size_t begin, std::size_t end) {
+                             plan_.documents()->positions(windows, begin, end, context,
+                                                          out + offsets + static_cast<std::int64_t>(begin) * context);
+                           });
+                         }};
+  const Array whole = send_rows(
+      plan_.placement(), gather, target, DType::kI32, std::move(shape), extent,
+      [&] {
+        return fmt::format("batch stream step {}: document pieces of {} windows ({}) to {}", step, windows.size(),
+                           describe_bytes(extent.bytes), target->selector());
+      },
+      trace::event::kBatchDocuments);
+  DocumentPieces pieces;
+  pieces.cu_seqlens = whole.slice(0, offsets);
+  const ArrayState& state = ArrayAccess::state(whole, "BatchStream");
+  auto positions = std::make_shared<ArrayState>(state);
+  positions->shape = {rows, context};
+  positions->offset = state.offset + static_cast<std::uint64_t>(offsets) * sizeof(std::int32_t);
+  positions->elements = static_cast<std::uint64_t>(rows * context);
+  positions->nbytes = positions->elements * sizeof(std::int32_t);
+  pieces.position_ids = ArrayAccess::make(std::move(positions));
+  pieces.max_seqlen = layout.max_seqlen;
+  pieces.pieces = layout.pieces;
+  return pieces;
 }
 
 }  // namespace backplane::detail

@@ -25,7 +25,8 @@ namespace backplane::detail {
 // One step, gathered and issued to its devices.
 struct PreparedStep {
   std::int64_t step = 0;
-  std::vector<Array> arrays;  // one per device, in the plan's order
+  std::vector<Array> arrays;              // one per device, in the plan's order
+  std::vector<DocumentPieces> documents;  // with documents: one per device
   // What the producer waits on to time the copies: holding these rather
   // than the arrays lets a batch's memory go back to the cache as soon as
   // the consumer drops it. Empty for host targets, where the gather was the
@@ -56,6 +57,11 @@ class StepGather {
  private:
   std::span<const Window> windows_of(std::int64_t step);
   Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t step);
+  // The pieces of a device's windows, laid out before its tokens are sent
+  // (so a step with too many fails before any copy).
+  PieceLayout layout_for(std::size_t device, std::span<const Window> windows, std::int64_t step) const;
+  DocumentPieces send_pieces(std::size_t device, std::span<const Window> windows, const PieceLayout& layout,
+                             std::int64_t step);
 
   const StreamPlan& plan_;
   const std::uint64_t trace_id_;

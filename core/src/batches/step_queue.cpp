@@ -118,7 +118,7 @@ void StepQueue::record_arrival_locked(Entry& entry, Clock::time_point now) {
   }
 }
 
-std::vector<Array> StepQueue::next() {
+StreamBatch StepQueue::next() {
   const Clock::time_point start = Clock::now();
   trace::Span waiting(trace::category::kBatchStream, trace::event::kWait, 0, start);
   std::unique_lock lock(mutex_);
@@ -138,6 +138,8 @@ std::vector<Array> StepQueue::next() {
       array.block_until_ready();
       bytes += array.nbytes();
     }
+    // One buffer holds both of a device's piece arrays.
+    for (const DocumentPieces& pieces : entry->prepared.documents) pieces.cu_seqlens.block_until_ready();
   } catch (...) {
     lock.lock();
     // This step is the earliest not handed out: its error replaces any of
@@ -164,7 +166,7 @@ std::vector<Array> StepQueue::next() {
   }
   step_span_ = trace::Span(trace::category::kBatchStream, trace::event::kStep, 0, now);
   last_return_ = now;
-  return entry->prepared.arrays;
+  return {entry->prepared.arrays, entry->prepared.documents};
 }
 
 BatchStreamStats StepQueue::stats(bool lock) const {

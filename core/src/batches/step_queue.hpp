@@ -50,7 +50,7 @@ class StepQueue {
 
   // The next step's arrays, ready to read; blocks while it is being
   // prepared. One caller at a time.
-  std::vector<Array> next();
+  StreamBatch next();
   // The step next() hands out next. Lock-free: a child forked while the
   // producer held the lock can still read it.
   std::int64_t step() const noexcept { return next_to_hand_out_.load(); }

@@ -43,6 +43,8 @@ StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStream
   check_options(sources.size());
   choose_devices(runtime);
   open_sources(std::move(sources));
+  if (options_.documents.kind != DocumentBoundaries::Kind::kNone) find_documents();
+  check_window_counts();
   to_ = options_.dtype.value_or(from_);
   if (!dtype_is_integer(to_)) {
     refuse(ErrorCode::kUnsupported, fmt::format("cannot hand out {} tokens as {}; only integer dtypes convert",
@@ -54,6 +56,7 @@ StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStream
   identity_.global_batch = global_batch_;
   identity_.context = options_.context;
   identity_.weights = options_.weights;
+  if (documents_) identity_.documents = documents_->described();
   if (resume != nullptr) {
     check_resumable(*resume, identity_);
     first_step_ = resume->step;
@@ -109,6 +112,15 @@ void StreamPlan::check_options(std::size_t source_count) {
       refuse(ErrorCode::kInvalidArgument, "the weights are all zero (or sum to infinity)");
     }
   }
+  if (options_.max_documents < 0) {
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("max_documents must be at least 0 (0: rows x context), got {}", options_.max_documents));
+  }
+  if (options_.max_documents > 0 && options_.documents.kind == DocumentBoundaries::Kind::kNone) {
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("max_documents = {} without documents: pass documents too, or leave max_documents 0",
+                       options_.max_documents));
+  }
   if (options_.threads > 256) {
     refuse(ErrorCode::kInvalidArgument, fmt::format("threads must be at most 256, got {}", options_.threads));
   }
@@ -134,7 +146,6 @@ void StreamPlan::choose_devices(Runtime& runtime) {
 
 void StreamPlan::open_sources(std::vector<Array> sources) {
   const std::int64_t window = window_tokens();
-  std::uint64_t total_starts = 0;
   const MemoryMappings mappings = MemoryMappings::of_this_process();
   for (std::size_t index = 0; index < sources.size(); ++index) {
     const ArrayState& state = ArrayAccess::state(sources[index], "BatchStream");
@@ -174,32 +185,64 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
                          index));
     }
     advise_random(range);
-    total_starts += source.starts;
     identity_.sources.push_back({source.tokens, state.dtype, fingerprint(source.data, state.nbytes)});
     sources_.push_back(std::move(source));
   }
-  if (total_starts == 0) {
-    const auto longest = std::max_element(sources_.begin(), sources_.end(),
-                                          [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
+  const auto longest = std::max_element(sources_.begin(), sources_.end(),
+                                        [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
+  if (longest->starts == 0) {
     refuse(ErrorCode::kOutOfRange,
            fmt::format("a window of context + 1 = {} tokens is longer than every source (the longest has {})", window,
                        longest->tokens));
   }
+}
+
+void StreamPlan::find_documents() {
+  const std::int64_t rows = options_.batch_size / static_cast<std::int64_t>(targets_.size());
+  std::int64_t tokens = 0;
+  if (__builtin_mul_overflow(rows, options_.context, &tokens) || tokens > INT32_MAX) {
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("documents: a device's batch of {} rows x context {} is more than the 2^31 - 1 tokens that "
+                       "int32 cu_seqlens can count",
+                       rows, options_.context));
+  }
+  if (options_.max_documents == 0) options_.max_documents = tokens;
+  GatherPool pool(gather_thread_count(options_.threads));
+  documents_.emplace(options_.documents, sources_, from_, options_.context, pool);
+  for (std::size_t index = 0; index < sources_.size(); ++index) {
+    sources_[index].starts = documents_->eligible(index);
+    const bool drawn = options_.weights.empty() || options_.weights[index] > 0;
+    if (drawn && sources_[index].starts == 0) {
+      const std::span<const std::int64_t> starts = documents_->starts(index);
+      refuse(ErrorCode::kOutOfRange,
+             fmt::format("documents: no document of source {} starts a window of context + 1 = {} tokens that fits "
+                         "(it has {} tokens and {} document starts{})",
+                         index, window_tokens(), sources_[index].tokens, starts.size(),
+                         starts.empty() ? "" : fmt::format(", the first at {}", starts.front())));
+    }
+  }
+}
+
+void StreamPlan::check_window_counts() const {
+  const char* what = documents_ ? "document starts whose window fits" : "window starts";
+  std::uint64_t total_starts = 0;
+  for (const StreamSource& source : sources_) total_starts += source.starts;
   if (options_.weights.empty()) {
     if (static_cast<std::uint64_t>(global_batch_) > total_starts) {
-      refuse(ErrorCode::kOutOfRange,
-             fmt::format("{} distinct windows per global step (batch_size {} x world_size {}) do not fit in the {} "
-                         "window starts of the sources",
-                         global_batch_, options_.batch_size, options_.world_size, total_starts));
+      refuse(
+          ErrorCode::kOutOfRange,
+          fmt::format("{} distinct windows per global step (batch_size {} x world_size {}) do not fit in the {} {} of "
+                      "the sources",
+                      global_batch_, options_.batch_size, options_.world_size, total_starts, what));
     }
     return;
   }
   for (std::size_t index = 0; index < sources_.size(); ++index) {
     if (options_.weights[index] > 0 && sources_[index].starts < static_cast<std::uint64_t>(global_batch_)) {
       refuse(ErrorCode::kOutOfRange,
-             fmt::format("source {} has {} window starts, fewer than the {} windows of a global step; with weights "
-                         "every source of positive weight needs at least that many",
-                         index, sources_[index].starts, global_batch_));
+             fmt::format("source {} has {} {}, fewer than the {} windows of a global step; with weights every "
+                         "source of positive weight needs at least that many",
+                         index, sources_[index].starts, what, global_batch_));
     }
   }
 }
@@ -211,6 +254,12 @@ std::uint64_t StreamPlan::window_bytes() const noexcept {
 void StreamPlan::draw(std::int64_t step, std::span<Window> out) const {
   sampler_->draw(static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(options_.rank * options_.batch_size),
                  out);
+  // The sampler draws a document's place in its source's list of starts.
+  if (!documents_) return;
+  for (Window& window : out) {
+    const auto source = static_cast<std::size_t>(window.source);
+    window.start = documents_->starts(source)[static_cast<std::size_t>(window.start)];
+  }
 }
 
 std::vector<Window> StreamPlan::windows(std::int64_t step) const {

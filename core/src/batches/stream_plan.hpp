@@ -4,7 +4,9 @@
 // never changes, so the gather and the stream read it from any thread.
 #pragma once
 
+#include "batches/document_index.hpp"
 #include "batches/sampler.hpp"
+#include "batches/stream_source.hpp"
 #include "placement/placement.hpp"
 #include "util/page_advice.hpp"
 
@@ -14,18 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace backplane::detail {
-
-struct StreamSource {
-  Array array;  // keeps the memory alive
-  const std::byte* data = nullptr;
-  std::uint64_t tokens = 0;
-  std::uint64_t starts = 0;  // windows that fit
-  bool droppable = false;    // a file mapping whose pages may be given back
-};
 
 class StreamPlan {
  public:
@@ -41,6 +36,8 @@ class StreamPlan {
   DType to() const noexcept { return to_; }      // what the batches hold
   std::int64_t first_step() const noexcept { return first_step_; }
   std::int64_t window_tokens() const noexcept { return options_.context + 1; }
+  // The sources' documents; null without documents.
+  const DocumentIndex* documents() const noexcept { return documents_ ? &*documents_ : nullptr; }
   // Bytes of one window in the sources.
   std::uint64_t window_bytes() const noexcept;
 
@@ -60,6 +57,8 @@ class StreamPlan {
   void check_options(std::size_t source_count);
   void choose_devices(Runtime& runtime);
   void open_sources(std::vector<Array> sources);
+  void find_documents();
+  void check_window_counts() const;
 
   BatchStreamOptions options_;
   std::shared_ptr<Placement> placement_;
@@ -70,6 +69,7 @@ class StreamPlan {
   std::int64_t global_batch_ = 0;
   std::int64_t first_step_ = 0;
   BatchStreamState identity_;  // the state of this stream but for its step
+  std::optional<DocumentIndex> documents_;
   std::unique_ptr<WindowSampler> sampler_;
 };
 

@@ -33,6 +33,7 @@ namespace event {
 inline constexpr std::string_view kDevicePut = "device_put";
 inline constexpr std::string_view kTakeWindows = "take_windows";
 inline constexpr std::string_view kBatch = "batch";
+inline constexpr std::string_view kBatchDocuments = "batch_documents";  // a batch's document pieces
 inline constexpr std::string_view kStreamLoad = "stream_load";
 // staging
 inline constexpr std::string_view kFill = "fill";
