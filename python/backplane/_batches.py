@@ -346,8 +346,8 @@ def _documents(documents: Any, sources: List[Array]) -> _DocumentOptions:
         token = _int64(f"documents['{key}']", token, "an int token")
         return _DocumentOptions(_lib.BP_DOCUMENTS_BOS if key == "bos" else _lib.BP_DOCUMENTS_EOS, token, [])
     if isinstance(documents, (list, tuple)):
-        if len(documents) != len(sources):
-            raise _core(f"{len(documents)} document start lists for {len(sources)} sources")
+        if len(documents) != len(sources):  # C passes one list per source: say it as the core does
+            raise _core(f"documents: {len(documents)} lists of starts for {len(sources)} sources")
         starts = [_starts_array(f"documents[{index}]", value) for index, value in enumerate(documents)]
         return _DocumentOptions(_lib.BP_DOCUMENTS_STARTS, 0, starts)
     raise _invalid(f"documents must be {_DOCUMENTS_WANTED}, got {_describe(documents)}")

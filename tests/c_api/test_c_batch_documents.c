@@ -276,7 +276,8 @@ static void more_pieces_than_max_documents_fail_that_step(void) {
   options.max_documents = 3;
   CHECK(bp_batch_stream_create(runtime, (const bp_array* const*)&array, 1, &options, &stream) == BP_OK);
   CHECK(bp_batch_stream_next_documents(stream, out, pieces, 1, &count) == BP_STATUS_OUT_OF_RANGE);
-  CHECK_CONTAINS(bp_last_error(), "step 0");
+  CHECK_CONTAINS(bp_last_error(), "BatchStream: step 0 on ");
+  CHECK_CONTAINS(bp_last_error(), "more than max_documents = 3");
   bp_batch_stream_destroy(stream);
   bp_array_destroy(array);
   free(source.tokens);

@@ -72,7 +72,7 @@ class DocumentsArgumentTest(unittest.TestCase):
 
     def test_documents_none_is_the_stream_of_before(self):
         with backplane.batches(self.tokens, 4, 16, device="cpu:0", seed=2) as plain, \
-                backplane.batches(self.tokens, 4, 16, device="cpu:0", seed=2, documents=None, max_documents=5) as same:
+                backplane.batches(self.tokens, 4, 16, device="cpu:0", seed=2, documents=None, max_documents=0) as same:
             first, second = next(plain), next(same)
             self.assertEqual(len(second), 2)
             self.assertTrue(numpy.array_equal(first[0], second[0]))
@@ -132,7 +132,7 @@ class DocumentsOutputTest(unittest.TestCase):
 
         with self.stream(to=convert, max_documents=9) as stream:
             next(stream)
-        self.assertEqual(sorted(seen), sorted([("int64", (4, 33)), ("int32", (10,)), ("int32", (4, 32))]))
+        self.assertEqual(sorted(seen), sorted([("I64", (4, 33)), ("I32", (10,)), ("I32", (4, 32))]))
 
     def test_a_failed_conversion_hands_the_same_step_out_again(self):
         calls = []
@@ -159,8 +159,7 @@ class DocumentsOutputTest(unittest.TestCase):
             for _ in range(3):
                 next(stream)
             state = stream.state_dict()
-            self.assertEqual(sorted(state), ["context", "format", "global_batch", "seed", "sources", "step",
-                                             "version", "weights"])
+            self.assertEqual(state["documents"], {"bos": MARKER})
             expected = [next(stream) for _ in range(2)]
         with self.stream(state=state) as resumed:
             for want in expected:
