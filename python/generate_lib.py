@@ -13,7 +13,8 @@ The header is read as written: its declarations follow a few shapes
 that looks like a declaration is an error here, never skipped.
 
 How a C parameter crosses (the struct fields follow the same rules, except
-that a pointer to numbers stays a typed POINTER there, read by index):
+that a pointer to numbers, or to pointers to numbers, stays a typed POINTER
+there, read by index):
 - a handle (a struct the header does not define, void) is a c_void_p;
 - a const pointer to numbers or pointers is an input array, a pointer before
   a `capacity` parameter is a buffer the caller fills, and `char *` is a
@@ -228,6 +229,10 @@ class Generator:
             return self.scalar(declared.c_type).ctypes
         if declared.c_type == "const char *" and f"{declared.name}_size" in [f.name for f in fields]:
             return "ctypes.c_void_p"  # text with a size: it may hold NUL bytes
+        pointee = declared.c_type.rsplit("*", 1)[0].strip()
+        inner = self._base(pointee.rsplit("*", 1)[0]) if "*" in pointee else ""
+        if self.header.scalars.get(inner, inner) in SCALARS:  # arrays of numbers the caller gives, one per item
+            return f"ctypes.POINTER(ctypes.POINTER({self.scalar(inner).ctypes}))"
         return self.pointer(declared.c_type).ctypes
 
     def write(self) -> str:

@@ -14,6 +14,11 @@ no backend allocation per step.
 Sampling is a pure function of the seed and the global step: a saved
 state_dict() resumes the stream exactly, in another process too, on any rank
 and any world_size that keeps the global batch B * world_size.
+
+With documents= every window starts at a document start, and each step also
+carries the document pieces of x (Documents: cu_seqlens, max_seqlen,
+position_ids), for attention that stays inside a document
+(bp_batch_stream_next_documents).
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ _UINT64_LIMIT = 1 << 64
 _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 
 _stream_next = _lib.lib.bp_batch_stream_next
+_stream_next_documents = _lib.lib.bp_batch_stream_next_documents
 _HOST_ADDRESSABLE = 1  # BP_CAPABILITY_HOST_ADDRESSABLE of plugin.h: the CPU can read the memory
 
 
@@ -76,6 +82,22 @@ class Window(NamedTuple):
 
     source: int
     start: int
+
+
+class Documents(NamedTuple):
+    """The document pieces of one device's x (with batches(documents=...)):
+    the runs of its rows * T tokens, flattened, that lie in one document;
+    every row starts a piece. The layout flash-attn's varlen functions take.
+
+    cu_seqlens: int32 [max_documents + 1]: 0, each piece's end, then rows * T
+        repeated (pieces of no tokens), on x's device, converted as x is.
+    max_seqlen: the longest piece, in tokens.
+    position_ids: int32 [rows, T]: 0 at each piece's first token, counting up.
+    """
+
+    cu_seqlens: Any
+    max_seqlen: int
+    position_ids: Any
 
 
 def _invalid(message: str) -> Error:
@@ -263,13 +285,86 @@ def _weight(index: int, value: Any) -> float:
         return math.inf if cast(int, value) > 0 else -math.inf  # an int or a Fraction beyond a double
 
 
+_DOCUMENTS_WANTED = ("None, 'index' (the sources' document_starts), {'bos': token}, {'eos': token}, or a list "
+                     "of document starts (one 1-D integer array per source)")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{type(value).__name__} {text[:40]}..."
+
+
+class _DocumentOptions(NamedTuple):
+    """documents= as the C options hold it; `starts` keeps the arrays the
+    pointers point into alive for as long as the stream may be re-created."""
+
+    kind: int
+    token: int
+    starts: List["numpy.ndarray[Any, Any]"]
+
+
+def _starts_array(where: str, value: Any) -> "numpy.ndarray[Any, Any]":
+    """One source's document starts as a contiguous int64 array; what the
+    values mean (increasing, inside the source) is the library's to check."""
+    if isinstance(value, (str, bytes, Mapping)):
+        raise _invalid(f"{where} must be a 1-D array or sequence of integer token offsets, got {_describe(value)}")
+    try:
+        array = numpy.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise _invalid(f"{where} is not an array of integer token offsets: {error}") from None
+    if array.ndim != 1:
+        raise _invalid(f"{where} must be 1-D, got shape {array.shape}")
+    if array.size == 0:
+        return numpy.zeros(0, dtype=numpy.int64)
+    if array.dtype.kind not in "iu":
+        raise _invalid(f"{where} must hold integers, got dtype {array.dtype}")
+    if array.dtype == numpy.uint64 and int(array.max()) >= _INT64_LIMIT:
+        raise _invalid(f"{where} holds {int(array.max())}, beyond a token offset (below 2**63)")
+    return numpy.ascontiguousarray(array, dtype=numpy.int64)
+
+
+def _documents(documents: Any, sources: List[Array]) -> _DocumentOptions:
+    """documents= checked for what the C fields can hold."""
+    if documents is None:
+        return _DocumentOptions(_lib.BP_DOCUMENTS_NONE, 0, [])
+    if isinstance(documents, str):
+        if documents != "index":
+            raise _invalid(f"documents={documents!r}: expected {_DOCUMENTS_WANTED}")
+        found = []
+        for index, source in enumerate(sources):
+            starts = getattr(source, "document_starts", None)
+            if starts is None:
+                raise _invalid(f"documents='index': source {index} records no documents (only Megatron .idx files "
+                               "do); pass documents={'bos': token} or {'eos': token}, or the starts themselves")
+            found.append(_starts_array(f"documents='index': source {index}'s document_starts", starts))
+        return _DocumentOptions(_lib.BP_DOCUMENTS_STARTS, 0, found)
+    if isinstance(documents, Mapping):
+        if len(documents) != 1 or next(iter(documents)) not in ("bos", "eos"):
+            raise _invalid(f"documents={_describe(documents)}: expected {{'bos': token}} or {{'eos': token}} (one "
+                           "key: the marker that begins or ends each document)")
+        key, token = next(iter(documents.items()))
+        token = _int64(f"documents['{key}']", token, "an int token")
+        return _DocumentOptions(_lib.BP_DOCUMENTS_BOS if key == "bos" else _lib.BP_DOCUMENTS_EOS, token, [])
+    if isinstance(documents, (list, tuple)):
+        if len(documents) != len(sources):  # C passes one list per source: say it as the core does
+            raise _core(f"documents: {len(documents)} lists of starts for {len(sources)} sources")
+        starts = [_starts_array(f"documents[{index}]", value) for index, value in enumerate(documents)]
+        return _DocumentOptions(_lib.BP_DOCUMENTS_STARTS, 0, starts)
+    raise _invalid(f"documents must be {_DOCUMENTS_WANTED}, got {_describe(documents)}")
+
+
+def _jax_from_host(array: Array) -> Any:
+    import jax.numpy as jnp
+    return jnp.asarray(_host_view(array))
+
+
 class BatchStream:
     """An iterator of training batches over one or more token arrays; what
     batches() returns (batches is this class).
 
     Each next() is one step: an (x, y) pair, or a list of pairs, one per
-    device, when `device` is a list. state_dict() / load_state_dict() save
-    and restore where it stands, stats() says what it did, windows(step)
+    device, when `device` is a list; with documents=, (x, y, Documents)
+    triples. state_dict() / load_state_dict() save and restore where it stands, stats() says what it did, windows(step)
     which windows a step holds. close() (or a `with` block) stops its
     threads; batches already handed out stay valid.
 
@@ -283,8 +378,9 @@ class BatchStream:
                  seed: Optional[int] = None, prefetch: int = 2, steps: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
                  weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
-                 state: Optional[StateLike] = None, to: Union[None, str, Converter] = None,
-                 xy: str = "copies", runtime: Optional[Runtime] = None) -> None:
+                 documents: Any = None, max_documents: int = 0, state: Optional[StateLike] = None,
+                 to: Union[None, str, Converter] = None, xy: str = "copies",
+                 runtime: Optional[Runtime] = None) -> None:
         """Training batches of `batch_size` windows of `context` + 1 tokens
         from the 1-D token array `tokens` (or a list of them), as (x, y)
         pairs with y shifted by one token. Every argument is checked here,
@@ -313,6 +409,19 @@ class BatchStream:
         release_pages: give back the pages of gathered windows, so that a
             token file larger than RAM does not fill the process's resident
             memory.
+        documents: document-aligned windows (default None: windows start
+            anywhere). Every window then starts at a document start, and
+            each step yields (x, y, Documents) with the pieces of x that
+            lie in one document. "index": each token array's
+            document_starts (Megatron .idx files record them);
+            {"bos": token}: a document starts at every `token`;
+            {"eos": token}: at 0 and after every `token`; or a list of
+            increasing token offsets (a 1-D integer array or sequence) per
+            token array.
+        max_documents: with documents, the pieces each device's
+            cu_seqlens describes (its length is max_documents + 1);
+            0: rows * context, which no batch exceeds. A step with more
+            pieces raises OutOfRangeError at its next(), naming the step.
         state: a state_dict() (or its JSON) to continue from, bit for bit.
         to: what x and y are: "numpy" (default; refused here for a device
             that is not host memory), "torch",
@@ -333,8 +442,10 @@ class BatchStream:
         # next() from any thread: one caller at a time takes a step, converts
         # it and hands it out, so each step goes to exactly one caller.
         self._next_lock = threading.Lock()
-        # A step whose conversion raised: handed out by the next next().
+        # A step whose conversion raised: handed out by the next next(). With
+        # documents, each device's arrays are (x's, cu_seqlens, position_ids).
         self._pending: Optional[List[Array]] = None
+        self._pending_pieces: Optional[List[Tuple[Array, Array, int]]] = None
         sources = _sources(tokens)
         self._runtime = runtime if runtime is not None else runtime_of(sources[0])
         # Here only what the C struct cannot say: Python types, values a C
@@ -355,10 +466,19 @@ class BatchStream:
         self._weights: Optional[ctypes.Array[ctypes.c_double]] = None
         if weights is not None:
             self._weights = self._weight_array(weights)
+        max_documents = _int64("max_documents", max_documents, "an int >= 0")
+        self._document_options = _documents(documents, sources)
+        self._documents = self._document_options.kind != _lib.BP_DOCUMENTS_NONE
+        starts = self._document_options.starts
+        self._starts = (ctypes.POINTER(ctypes.c_int64) * max(len(starts), 1))(
+            *[array.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) for array in starts])
+        self._start_counts = (ctypes.c_size_t * max(len(starts), 1))(*[len(array) for array in starts])
         if xy not in XY_MODES:
             raise _invalid(f"xy={xy!r}: expected 'copies' (x and y independent and contiguous) or 'views' "
                            "(two overlapping views of one buffer, no copy)")
         self._convert = _converter(to)
+        # cu_seqlens and position_ids become what x is, the same way.
+        self._convert_pieces = self._convert
         dtype = _chosen_dtype(dtype, to)
         if to is None or to == "numpy":
             self._check_host(targets)
@@ -370,6 +490,7 @@ class BatchStream:
             # (JAX arrays are immutable: nothing can alias by surprise).
             self._convert = _host_view
             self._split = _jax_pair_from_host
+            self._convert_pieces = _jax_from_host
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
         self._options = _lib.bp_batch_stream_options(
@@ -388,9 +509,17 @@ class BatchStream:
             weight_count=0 if self._weights is None else len(self._weights),
             threads=threads,
             release_pages=int(release_pages),
+            documents=self._document_options.kind,
+            document_token=self._document_options.token,
+            document_starts=None if not starts else ctypes.cast(self._starts,
+                                                                ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))),
+            document_start_counts=None if not starts else ctypes.cast(self._start_counts,
+                                                                      ctypes.POINTER(ctypes.c_size_t)),
+            max_documents=max_documents,
         )
         self._arrays_per_step = max(len(targets), 1)
         self._out = (ctypes.c_void_p * self._arrays_per_step)()
+        self._pieces = (_lib.bp_batch_pieces * self._arrays_per_step)()
         self._count = ctypes.c_size_t()
         self._count_ref = ctypes.byref(self._count)
         self._state_buffer = ctypes.create_string_buffer(_STATE_BUFFER)
@@ -461,7 +590,7 @@ class BatchStream:
             _lib.raise_status(status)
         with self._swap:
             old, self._handle = self._handle, handle
-            self._step, self._pending = step.value, None
+            self._step, self._pending, self._pending_pieces = step.value, None, None
         if old is not None:
             _lib.lib.bp_batch_stream_destroy(old)
 
@@ -478,6 +607,8 @@ class BatchStream:
             handle = self._handle
             if handle is None:
                 raise _invalid("the stream was used after close()")
+            if self._documents:
+                return self._next_with_documents(handle)
             arrays = self._pending
             if arrays is None:
                 status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)
@@ -496,6 +627,33 @@ class BatchStream:
             self._pending = None
             self._step += 1
         return pairs if self._many else pairs[0]
+
+    def _next_with_documents(self, handle: ctypes.c_void_p) -> Any:
+        """__next__ for a stream with documents (under its lock): (x, y,
+        Documents) per device."""
+        arrays, pieces = self._pending, self._pending_pieces
+        if arrays is None or pieces is None:
+            status = _stream_next_documents(handle, self._out, self._pieces, self._arrays_per_step, self._count_ref)
+            if status != 0:
+                _lib.raise_status(status)
+            runtime, out, made = self._runtime, self._out, self._pieces
+            count = self._count.value
+            arrays = [Array(runtime, ctypes.c_void_p(out[index])) for index in range(count)]
+            pieces = [(Array(runtime, ctypes.c_void_p(made[index].cu_seqlens)),
+                       Array(runtime, ctypes.c_void_p(made[index].position_ids)), made[index].max_seqlen)
+                      for index in range(count)]
+        convert, convert_pieces, split = self._convert, self._convert_pieces, self._split
+        try:
+            triples = []
+            for array, (cu_seqlens, position_ids, max_seqlen) in zip(arrays, pieces):
+                x, y = split(convert(array))
+                triples.append((x, y, Documents(convert_pieces(cu_seqlens), max_seqlen, convert_pieces(position_ids))))
+        except BaseException:
+            self._pending, self._pending_pieces = arrays, pieces
+            raise
+        self._pending = self._pending_pieces = None
+        self._step += 1
+        return triples if self._many else triples[0]
 
     def __len__(self) -> int:
         """The steps left to hand out when `steps` was given (steps - step:
@@ -590,7 +748,7 @@ class BatchStream:
         batches already handed out stay valid."""
         with self._swap:
             handle, self._handle = self._handle, None
-            self._pending = None
+            self._pending = self._pending_pieces = None
         if handle is not None and _lib is not None and _lib.lib is not None:
             _lib.lib.bp_batch_stream_destroy(handle)
 

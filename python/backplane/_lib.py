@@ -32,7 +32,12 @@ from ._errors import error_for as error_for  # re-exported: callers raise throug
 from ._lib_gen import BP_BACKEND_NAME_CAPACITY, PROTOTYPES, Library
 from ._lib_gen import BP_MEMORY_UNKNOWN as BP_MEMORY_UNKNOWN  # a memory figure the backend cannot tell
 from ._lib_gen import BP_BATCH_STREAM_MAX_PREFETCH as BP_BATCH_STREAM_MAX_PREFETCH
+from ._lib_gen import BP_DOCUMENTS_BOS as BP_DOCUMENTS_BOS  # bp_documents_kind: batches(documents=...)
+from ._lib_gen import BP_DOCUMENTS_EOS as BP_DOCUMENTS_EOS
+from ._lib_gen import BP_DOCUMENTS_NONE as BP_DOCUMENTS_NONE
+from ._lib_gen import BP_DOCUMENTS_STARTS as BP_DOCUMENTS_STARTS
 from ._lib_gen import bp_backend_info as bp_backend_info
+from ._lib_gen import bp_batch_pieces as bp_batch_pieces
 from ._lib_gen import bp_batch_stream_options as bp_batch_stream_options
 from ._lib_gen import bp_batch_stream_stats as bp_batch_stream_stats
 from ._lib_gen import bp_device as bp_device

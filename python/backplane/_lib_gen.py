@@ -86,6 +86,10 @@ BP_DTYPE_F6_E3M2 = 22
 BP_MEMORY_UNKNOWN = 18446744073709551615
 BP_BATCH_STREAM_MAX_PREFETCH = 64
 BP_BATCH_STREAM_LAST_STEP = 9223372036854775679
+BP_DOCUMENTS_NONE = 0
+BP_DOCUMENTS_BOS = 1
+BP_DOCUMENTS_EOS = 2
+BP_DOCUMENTS_STARTS = 3
 BP_TRACE_DEFAULT_CAPACITY = 1048576
 
 # ---- callbacks ----
@@ -216,6 +220,20 @@ class bp_batch_stream_options(ctypes.Structure):
         ("release_pages", ctypes.c_int32),
         ("state", ctypes.c_char_p),
         ("seed_from_state", ctypes.c_int32),
+        ("documents", ctypes.c_int32),
+        ("document_token", ctypes.c_int64),
+        ("document_starts", ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))),
+        ("document_start_counts", ctypes.POINTER(ctypes.c_size_t)),
+        ("max_documents", ctypes.c_int64),
+    ]
+
+
+class bp_batch_pieces(ctypes.Structure):
+    _fields_ = [
+        ("cu_seqlens", ctypes.c_void_p),
+        ("position_ids", ctypes.c_void_p),
+        ("max_seqlen", ctypes.c_int64),
+        ("pieces", ctypes.c_int64),
     ]
 
 
@@ -477,6 +495,13 @@ PROTOTYPES: Dict[str, Tuple[List[Any], Any]] = {
     ], ctypes.c_int32),
     "bp_batch_stream_destroy": ([ctypes.c_void_p], None),
     "bp_batch_stream_next": ([
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t),
+    ], ctypes.c_int32),
+    "bp_batch_stream_next_documents": ([
+        ctypes.c_void_p,
         ctypes.c_void_p,
         ctypes.c_void_p,
         ctypes.c_size_t,
@@ -825,6 +850,15 @@ class Library(Protocol):
         self,
         stream: VoidPointer,
         out: VoidPointer,
+        capacity: int,
+        count: Pointer[ctypes.c_size_t],
+        /,
+    ) -> int: ...
+    def bp_batch_stream_next_documents(
+        self,
+        stream: VoidPointer,
+        out: VoidPointer,
+        pieces: VoidPointer,
         capacity: int,
         count: Pointer[ctypes.c_size_t],
         /,

@@ -4,7 +4,12 @@ from the library's code: Philox4x64-10 (checked against numpy.random.Philox
 and the guide's test vector), the keyed Feistel permutation with cycle
 walking, the unweighted epoch order, the weighted source choice, ranks.
 The windows the stream reports (windows(step)) and the tokens it hands out
-must both equal the reference's, bit for bit."""
+must both equal the reference's, bit for bit.
+
+With documents the guide ("Documents") draws the same way over each source's
+eligible document starts; the pieces each batch carries (cu_seqlens,
+position_ids, max_seqlen) are computed here again from the windows and the
+document starts alone."""
 import math
 import os
 import tempfile
@@ -77,10 +82,17 @@ class Permutation:
 
 
 class Reference:
-    """The windows of the guide's algorithm for one stream's parameters."""
+    """The windows of the guide's algorithm for one stream's parameters; with
+    `documents` (each source's document starts), the document-aligned ones."""
 
-    def __init__(self, lengths, context, batch_size, world_size=1, seed=0, weights=None):
-        self.starts = [max(0, length - context) for length in lengths]
+    def __init__(self, lengths, context, batch_size, world_size=1, seed=0, weights=None, documents=None):
+        # With documents, source j's window starts are D_j, its document
+        # starts d with d + T + 1 <= len(source j), in increasing order.
+        self.eligible = None if documents is None else [
+            [start for start in sorted(starts) if start + context + 1 <= length]
+            for starts, length in zip(documents, lengths)]
+        self.starts = ([max(0, length - context) for length in lengths] if self.eligible is None
+                       else [len(starts) for starts in self.eligible])
         self.total = sum(self.starts)
         self.global_batch = batch_size * world_size
         self.batch_size = batch_size
@@ -116,7 +128,7 @@ class Reference:
             x = self.permutation(self.total, epoch, 0)(position)
             for source, count in enumerate(self.starts):
                 if x < count:
-                    return source, x
+                    return source, self.start(source, x)
                 x -= count
             raise AssertionError("x outside [0, N)")
         u = (random(self.seed, step, index, 2, 0) >> 11) * 2.0 ** -53
@@ -124,11 +136,49 @@ class Reference:
         steps_per_epoch = self.starts[source] // g
         epoch = step // steps_per_epoch
         position = (step % steps_per_epoch) * g + index
-        return source, self.permutation(self.starts[source], epoch, source + 1)(position)
+        return source, self.start(source, self.permutation(self.starts[source], epoch, source + 1)(position))
+
+    def start(self, source, x):
+        """The start that position x of source `source` names."""
+        return x if self.eligible is None else self.eligible[source][x]
 
     def windows(self, step, rank=0):
         first = rank * self.batch_size
         return [self.sample(step, index) for index in range(first, first + self.batch_size)]
+
+
+def pieces(windows, documents, context, max_documents=0):
+    """(cu_seqlens, position_ids, max_seqlen) of one device's windows, from
+    the guide's definition: x's rows * T tokens, flattened, cut at every row
+    start and at every document start inside a row; cu_seqlens padded to
+    max_documents + 1 (0: rows * T + 1) by repeating the total. None when
+    the pieces do not fit in max_documents."""
+    ends, position_ids, offset = [], [], 0
+    for source, start in windows:
+        cuts = sorted(d for d in documents[source] if start < d < start + context) + [start + context]
+        first, row = start, []
+        for cut in cuts:
+            row.extend(range(cut - first))
+            ends.append(offset + cut - start)
+            first = cut
+        position_ids.append(row)
+        offset += context
+    limit = max_documents or offset
+    if len(ends) > limit:
+        return None
+    lengths = [end - begin for begin, end in zip([0] + ends, ends)]
+    return [0] + ends + [offset] * (limit - len(ends)), position_ids, max(lengths)
+
+
+def bos_starts(tokens, marker):
+    """A document starts at every marker."""
+    return [int(index) for index in numpy.flatnonzero(numpy.asarray(tokens) == marker)]
+
+
+def eos_starts(tokens, marker):
+    """A document starts at 0 and after every marker."""
+    after = [int(index) + 1 for index in numpy.flatnonzero(numpy.asarray(tokens) == marker)]
+    return sorted({0, *[start for start in after if start < len(tokens)]})
 
 
 @unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
@@ -216,6 +266,136 @@ class StreamAgainstReferenceTest(unittest.TestCase):
 
     def test_a_single_window_start(self):
         self.check([17], 16, 1, steps=[0, 1, 2, 12345])
+
+
+MARKER = 7  # the document marker of the document tests; no other token equals it
+
+
+def documented_tokens(length, seed, marker=MARKER, mean=40):
+    """int32 tokens i + 100 (source-unique, never the marker) with the marker
+    at the first token of each document; documents of random lengths around
+    `mean` (some shorter than a window, some longer)."""
+    generator = numpy.random.default_rng(seed)
+    tokens = numpy.arange(length, dtype=numpy.int32) + 100 + 1_000_000 * seed
+    position = 0
+    while position < length:
+        tokens[position] = marker
+        position += int(generator.integers(1, 2 * mean))
+    return tokens
+
+
+@unittest.skipIf(numpy is None, "numpy is not installed for this interpreter")
+class DocumentsAgainstReferenceTest(unittest.TestCase):
+    """Document-aligned windows and their pieces against the reference."""
+
+    def setUp(self):
+        self.scratch = tempfile.TemporaryDirectory()
+        config = os.path.join(self.scratch.name, "reference.toml")
+        with open(config, "w", encoding="utf-8") as file:
+            file.write("[backend.cpu]\ndevices = 2\n")
+        self.runtime = backplane.Runtime(plugin_paths=plugin_dirs(), config_file=config, ignore_environment=True,
+                                         skip_default_paths=True)
+
+    def tearDown(self):
+        self.runtime.close()
+        self.scratch.cleanup()
+
+    def check(self, tokens, starts, documents, context, batch_size, steps, world_size=1, seed=0, weights=None,
+              max_documents=0, devices=("cpu:0",), batches=4):
+        """The stream over `tokens` (a list of int32 arrays) with `documents`
+        draws the reference's windows at `steps` (its windows(step)) and
+        hands out, for the first `batches` steps, those windows' tokens with
+        the reference's pieces per device. `starts`: each source's document
+        starts, as the test computes them."""
+        lengths = [len(source) for source in tokens]
+        reference = Reference(lengths, context, batch_size, world_size, seed, weights, documents=starts)
+        arrays = [self.runtime.array(source, device="cpu:0") for source in tokens]
+        rows = batch_size // len(devices)
+        for rank in range(world_size):
+            with self.subTest(rank=rank), backplane.batches(
+                    arrays, batch_size, context, device=list(devices), seed=seed, rank=rank,
+                    world_size=world_size, weights=weights, documents=documents,
+                    max_documents=max_documents) as stream:
+                for step in steps:
+                    expected = reference.windows(step, rank)
+                    self.assertEqual([tuple(window) for window in stream.windows(step)], expected, f"step {step}")
+                    self.assertTrue(all(start in starts[source] for source, start in expected))
+                for step in range(batches):
+                    windows = reference.windows(step, rank)
+                    for device, (x, y, docs) in enumerate(next(stream)):
+                        mine = windows[device * rows:(device + 1) * rows]
+                        for (source, start), row_x, row_y in zip(mine, x, y):
+                            self.assertEqual(row_x.tolist(), tokens[source][start:start + context].tolist())
+                            self.assertEqual(row_y.tolist(), tokens[source][start + 1:start + context + 1].tolist())
+                        cu_seqlens, position_ids, max_seqlen = pieces(mine, starts, context, max_documents)
+                        self.assertEqual(docs.cu_seqlens.dtype, numpy.int32)
+                        self.assertEqual(docs.position_ids.dtype, numpy.int32)
+                        self.assertEqual(docs.cu_seqlens.tolist(), cu_seqlens, f"step {step} device {device}")
+                        self.assertEqual(docs.position_ids.tolist(), position_ids, f"step {step} device {device}")
+                        self.assertEqual(docs.max_seqlen, max_seqlen)
+                        self.assertIs(type(docs.max_seqlen), int)
+
+    def test_bos_one_source_across_epochs(self):
+        tokens = [documented_tokens(3000, 1)]
+        starts = [bos_starts(tokens[0], MARKER)]
+        reference = Reference([3000], 16, 4, documents=starts)
+        per_epoch = reference.total // 4
+        self.check(tokens, starts, {"bos": MARKER}, 16, 4,
+                   steps=[0, 1, per_epoch - 1, per_epoch, per_epoch + 1, 1_000_000])
+
+    def test_eos_two_sources(self):
+        tokens = [documented_tokens(2000, 2), documented_tokens(1500, 3, mean=10)]
+        starts = [eos_starts(source, MARKER) for source in tokens]
+        self.check(tokens, starts, {"eos": MARKER}, 24, 6, steps=[0, 1, 2, 50, 3_000_000], seed=9)
+
+    def test_given_starts_with_weights(self):
+        generator = numpy.random.default_rng(5)
+        tokens = [numpy.arange(length, dtype=numpy.int32) + 1000 * index
+                  for index, length in enumerate((1200, 900, 2500))]
+        starts = [sorted({0, *generator.integers(1, len(source), size=count).tolist()})
+                  for source, count in zip(tokens, (40, 30, 90))]
+        given = [numpy.array(source_starts, dtype=numpy.int64) for source_starts in starts]
+        given[1] = starts[1]  # a plain list works as well as an array
+        self.check(tokens, starts, given, 16, 4, steps=[0, 1, 2, 3, 7, 500_000], seed=3, weights=[0.5, 0.2, 0.3])
+
+    def test_ranks_and_devices_take_their_slices(self):
+        tokens = [documented_tokens(4000, 4), documented_tokens(3000, 5)]
+        starts = [bos_starts(source, MARKER) for source in tokens]
+        self.check(tokens, starts, {"bos": MARKER}, 32, 4, steps=[0, 1, 17, 9_999], world_size=3, seed=2**64 - 1,
+                   devices=("cpu:0", "cpu:1"))
+
+    def test_fewer_pieces_than_max_documents_pad_cu_seqlens(self):
+        # Documents longer than a window: mostly one or two pieces a row,
+        # far fewer than 64, so cu_seqlens ends in 64 + 1 - pieces copies of rows * T.
+        tokens = [documented_tokens(5000, 6, mean=200)]
+        starts = [bos_starts(tokens[0], MARKER)]
+        self.check(tokens, starts, {"bos": MARKER}, 32, 4, steps=[0, 1], max_documents=64)
+        with backplane.batches([self.runtime.array(tokens[0], device="cpu:0")], 4, 32, device="cpu:0",
+                               documents={"bos": MARKER}, max_documents=64, to="numpy") as stream:
+            _, _, docs = next(stream)
+            self.assertEqual(docs.cu_seqlens.shape, (65,))
+            self.assertEqual(docs.cu_seqlens[-1], 4 * 32)
+            self.assertEqual(docs.position_ids.shape, (4, 32))
+
+    def test_more_pieces_than_max_documents_fail_naming_the_step(self):
+        # Short documents: each row of 32 tokens holds several; with C = 5 a
+        # batch of 2 rows overflows at the first step the reference says it does.
+        tokens = [documented_tokens(3000, 7, mean=8)]
+        starts = [bos_starts(tokens[0], MARKER)]
+        reference = Reference([3000], 32, 2, documents=starts)
+        counts = [len(pieces(reference.windows(step), starts, 32)[0]) - 1 for step in range(20)]
+        failing = next(step for step, count in enumerate(counts) if count > 5)
+        with backplane.batches([self.runtime.array(tokens[0], device="cpu:0")], 2, 32, device="cpu:0",
+                               documents={"bos": MARKER}, max_documents=5) as stream:
+            for step in range(failing):
+                _, _, docs = next(stream)
+                self.assertEqual(docs.cu_seqlens.tolist(), pieces(reference.windows(step), starts, 32, 5)[0])
+            with self.assertRaises(backplane.OutOfRangeError) as caught:
+                next(stream)
+            message = caught.exception.message
+            self.assertIn(f"step {failing}", message)
+            self.assertIn(str(counts[failing]), message)
+            self.assertIn("5", message)
 
 
 if __name__ == "__main__":

@@ -176,6 +176,18 @@ class GeneratedModuleTest(unittest.TestCase):
         self.assertIn("def bp_new(self, runtime: VoidPointer, values: VoidPointer, count: int, "
                       "out: Pointer[bp_device], /) -> int: ...", text)
 
+    def test_a_struct_field_pointing_to_arrays_of_numbers_is_a_typed_pointer(self):
+        # bp_batch_stream_options.document_starts: one int64_t array per source.
+        header = HEADER.read_text(encoding="utf-8").replace(
+            "#ifdef __cplusplus\n}", "typedef struct bp_new { size_t struct_size; const int64_t* const* starts; "
+            "const double* const* weights; } bp_new;\n#ifdef __cplusplus\n}")
+        run, text = self.generate(header)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn('("starts", ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))),', text)
+        self.assertIn('("weights", ctypes.POINTER(ctypes.POINTER(ctypes.c_double))),', text)
+        starts = _lib_gen.bp_batch_stream_options.document_starts
+        self.assertEqual(starts.size, ctypes.sizeof(ctypes.c_void_p))
+
     def test_a_declaration_it_cannot_read_is_an_error_naming_it(self):
         header = HEADER.read_text(encoding="utf-8").replace(
             "#ifdef __cplusplus\n}", "BACKPLANE_API bp_status bp_odd(long double value);\n#ifdef __cplusplus\n}")

@@ -41,7 +41,13 @@
  * bp_batch_stream_options.seed_from_state, bp_tokens_options.allow_empty_match.
  * 0.8 the document starts a token file records
  * (bp_token_files_document_starts); a Megatron-Core dataset's prefix, named
- * as bp_tokens_load takes it, matches itself in bp_tokens_load_files.
+ * as bp_tokens_load takes it, matches itself in bp_tokens_load_files;
+ * document-aligned batch streams: bp_documents_kind and
+ * bp_batch_stream_options.documents, .document_token, .document_starts,
+ * .document_start_counts and .max_documents (a 0.7 struct_size still
+ * creates a stream without documents); bp_batch_pieces and
+ * bp_batch_stream_next_documents, each device's document pieces
+ * (cu_seqlens, position_ids, max_seqlen) beside its windows.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -738,6 +744,16 @@ typedef struct bp_batch_stream bp_batch_stream;
  * that no step count overflows. */
 #define BP_BATCH_STREAM_LAST_STEP 9223372036854775679
 
+/* API 0.8. Where documents start in the sources, for document-aligned
+ * windows (docs/batch-stream.md, "Documents"): with a kind other than NONE
+ * every window starts at a document start, and each batch carries its
+ * document pieces (bp_batch_stream_next_documents). */
+typedef int32_t bp_documents_kind;
+#define BP_DOCUMENTS_NONE ((bp_documents_kind)0)   /* windows start at any token */
+#define BP_DOCUMENTS_BOS ((bp_documents_kind)1)    /* a document starts at every document_token */
+#define BP_DOCUMENTS_EOS ((bp_documents_kind)2)    /* a document starts at 0 and after every document_token */
+#define BP_DOCUMENTS_STARTS ((bp_documents_kind)3) /* document_starts lists them */
+
 /* Set struct_size to sizeof, zero what you do not set, then fill at least
  * batch_size and context. */
 typedef struct bp_batch_stream_options {
@@ -770,6 +786,21 @@ typedef struct bp_batch_stream_options {
   /* API 0.7. Non-zero: the seed is `state`'s (0 without a state), and `seed`
    * must be 0. */
   int32_t seed_from_state;
+  /* API 0.8 (read only when struct_size covers them; a 0.7 struct_size
+   * means BP_DOCUMENTS_NONE). The fields below are read during create
+   * only. */
+  bp_documents_kind documents;
+  int64_t document_token; /* BOS, EOS: the marker token, a value of the sources' dtype */
+  /* STARTS: source_count arrays, array j holding document_start_counts[j]
+   * increasing token offsets inside source j (an array of count 0 may be
+   * NULL). Ignored for other kinds. */
+  const int64_t* const* document_starts;
+  const size_t* document_start_counts;
+  /* With documents: C, the pieces each device's batch describes (its
+   * cu_seqlens holds C + 1 offsets), >= 0; 0: rows * context, which no batch
+   * exceeds. A step with more pieces fails at its next call (OUT_OF_RANGE,
+   * naming the step and the count). */
+  int64_t max_documents;
 } bp_batch_stream_options;
 
 /* A new stream over `sources` (source_count 1-D arrays of integer tokens, all
@@ -789,7 +820,12 @@ typedef struct bp_batch_stream_options {
  * another format version) and INVALID_ARGUMENT naming both values for a state
  * of another stream or one past BP_BATCH_STREAM_LAST_STEP; INVALID_ARGUMENT
  * for a non-zero seed with seed_from_state; what bp_device_resolve reports for
- * the devices. The messages are the C++ BatchStream's, word for word. */
+ * the devices; INVALID_ARGUMENT for a `documents` that is no
+ * bp_documents_kind, and for STARTS with document_starts or
+ * document_start_counts NULL, and what the C++ BatchStream reports for the
+ * documents (a marker token the sources' dtype cannot hold, starts not
+ * increasing or outside their source, max_documents < 0). The messages are
+ * the C++ BatchStream's, word for word. */
 BACKPLANE_API bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
                                                const bp_batch_stream_options* options, bp_batch_stream** out);
 
@@ -808,6 +844,28 @@ BACKPLANE_API void bp_batch_stream_destroy(bp_batch_stream* stream);
  * names that step, so that a new stream can retry it. OUT_OF_RANGE after
  * BP_BATCH_STREAM_LAST_STEP was handed out. */
 BACKPLANE_API bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t capacity, size_t* count);
+
+/* API 0.8. The document pieces of one device's batch of `rows` windows: the
+ * runs of its x (the windows without their last token, rows * context tokens
+ * flattened) that lie in one document; every row starts a piece. The arrays
+ * are new handles on the batch's device (destroy each with
+ * bp_array_destroy). */
+typedef struct bp_batch_pieces {
+  bp_array* cu_seqlens;   /* int32 [max_documents + 1]: 0, each piece's end, then rows * context repeated */
+  bp_array* position_ids; /* int32 [rows, context]: 0 at each piece's first token, counting up */
+  int64_t max_seqlen;     /* the longest piece, in tokens */
+  int64_t pieces;         /* pieces in use: cu_seqlens[pieces] == rows * context */
+} bp_batch_pieces;
+
+/* API 0.8. As bp_batch_stream_next, for a stream made with documents: also
+ * each device's pieces, into pieces[0 .. *count) in the order of the
+ * devices; `capacity` counts both arrays. INVALID_ARGUMENT for a stream made
+ * without documents (it has no pieces: call bp_batch_stream_next), before
+ * any step is consumed. OUT_OF_RANGE for a step with more pieces than
+ * max_documents on a device, naming the step and the count, with the other
+ * failures of bp_batch_stream_next. */
+BACKPLANE_API bp_status bp_batch_stream_next_documents(bp_batch_stream* stream, bp_array** out,
+                                                       bp_batch_pieces* pieces, size_t capacity, size_t* count);
 
 /* API 0.7. The global step bp_batch_stream_next hands out next (the state's
  * "step"), in *out. */

@@ -16,14 +16,15 @@
 
 struct bp_batch_stream {
   bp_batch_stream(std::shared_ptr<backplane::Runtime> runtime, std::unique_ptr<backplane::BatchStream> stream,
-                  std::size_t devices)
-      : runtime(std::move(runtime)), stream(std::move(stream)), devices(devices) {}
+                  std::size_t devices, bool documents)
+      : runtime(std::move(runtime)), stream(std::move(stream)), devices(devices), documents(documents) {}
 
   // Declared first, destroyed last: the stream's threads stop while the
   // runtime (and its backends) still exist.
   std::shared_ptr<backplane::Runtime> runtime;
   std::unique_ptr<backplane::BatchStream> stream;
   std::size_t devices;    // arrays per step
+  bool documents;         // made with documents: its steps carry pieces
   std::mutex next_mutex;  // BatchStream::next has one consumer: C callers are serialised
 };
 
@@ -44,14 +45,59 @@ std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const 
   return live;
 }
 
-// The size of the struct as API 0.5 defined it, which callers built then
-// still pass; any other size must hold the whole struct of today.
+// The sizes of the struct as APIs 0.5 and 0.7 defined it, which callers
+// built then still pass; any other size must hold the whole struct of today.
+// 0.7 ended with seed_from_state: its size is that field's end (where
+// `documents` starts) rounded up to the struct's alignment.
 constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_batch_stream_options, seed_from_state);
+constexpr std::size_t kOptionsSize_0_7 = (offsetof(bp_batch_stream_options, documents) +
+                                          alignof(bp_batch_stream_options) - 1) /
+                                         alignof(bp_batch_stream_options) * alignof(bp_batch_stream_options);
+static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_token),
+              "a 0.7 struct ends before the first 0.8 field it cannot hold");
+
+// The documents of the C options (API 0.8) as the C++ ones. Only what C alone
+// can get wrong is checked here (a kind that is none, NULL arrays); what the
+// values mean is BatchStream's to check.
+DocumentBoundaries documents_of(const bp_batch_stream_options& options, std::size_t source_count,
+                                const char* function) {
+  switch (options.documents) {
+    case BP_DOCUMENTS_NONE:
+      return {};
+    case BP_DOCUMENTS_BOS:
+      return DocumentBoundaries::bos(options.document_token);
+    case BP_DOCUMENTS_EOS:
+      return DocumentBoundaries::eos(options.document_token);
+    case BP_DOCUMENTS_STARTS: {
+      if (source_count > 0) {
+        require_non_null(options.document_starts, function, "options->document_starts");
+        require_non_null(options.document_start_counts, function, "options->document_start_counts");
+      }
+      std::vector<std::vector<std::int64_t>> starts(source_count);
+      for (std::size_t j = 0; j < source_count; ++j) {
+        const std::size_t count = options.document_start_counts[j];
+        const std::int64_t* source_starts = options.document_starts[j];
+        if (count > 0 && source_starts == nullptr) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: options->document_starts[{}] is NULL and its count is {}", function, j, count));
+        }
+        starts[j].assign(source_starts, source_starts + count);
+      }
+      return DocumentBoundaries::given(std::move(starts));
+    }
+    default:
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: options->documents {} is not a bp_documents_kind (BP_DOCUMENTS_NONE 0, BOS 1, "
+                              "EOS 2, STARTS 3)",
+                              function, options.documents));
+  }
+}
 
 // The C options as the C++ ones: the zeros that mean a default here
 // (world_size, prefetch) become it; every other check is BatchStream's own,
 // so that a bad option reads the same on every face.
-BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& options, const char* function) {
+BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& options, std::size_t source_count,
+                              const char* function) {
   BatchStreamOptions cxx;
   cxx.batch_size = options.batch_size;
   cxx.context = options.context;
@@ -75,6 +121,10 @@ BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& o
   cxx.weights.assign(options.weights, options.weights + options.weight_count);
   cxx.threads = options.threads;
   cxx.release_pages = options.release_pages != 0;
+  if (options.struct_size >= sizeof(bp_batch_stream_options)) {
+    cxx.documents = documents_of(options, source_count, function);
+    cxx.max_documents = options.max_documents;
+  }
   return cxx;
 }
 
@@ -105,7 +155,7 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
     std::shared_ptr<Runtime> cxx = runtime_of(runtime, kFunction);
     require_non_null(options, kFunction, "options");
     require_non_null(out, kFunction, "out");
-    if (options->struct_size != kOptionsSize_0_5) {
+    if (options->struct_size != kOptionsSize_0_5 && options->struct_size != kOptionsSize_0_7) {
       require_struct_size(options->struct_size, sizeof(bp_batch_stream_options), kFunction, "options");
     }
     if (source_count > 0) require_non_null(sources, kFunction, "sources");
@@ -114,13 +164,14 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
     for (std::size_t i = 0; i < source_count; ++i) {
       arrays.push_back(*array_of(sources[i], kFunction));
     }
-    BatchStreamOptions cxx_options = options_of(*cxx, *options, kFunction);
+    BatchStreamOptions cxx_options = options_of(*cxx, *options, source_count, kFunction);
     const std::size_t devices = cxx_options.devices.empty() ? 1 : cxx_options.devices.size();
+    const bool documents = cxx_options.documents.kind != DocumentBoundaries::Kind::kNone;
     std::optional<BatchStreamState> resume;
     if (options->state != nullptr) resume = BatchStreamState::from_json(options->state);
     auto stream =
         std::make_unique<BatchStream>(*cxx, std::move(arrays), std::move(cxx_options), resume ? &*resume : nullptr);
-    *out = live_streams.add(std::make_shared<bp_batch_stream>(std::move(cxx), std::move(stream), devices));
+    *out = live_streams.add(std::make_shared<bp_batch_stream>(std::move(cxx), std::move(stream), devices, documents));
   });
 }
 
@@ -152,6 +203,55 @@ bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t c
     } catch (...) {  // out of host memory: hand out all of the step or nothing
       for (std::size_t i = 0; i < made; ++i) bp_array_destroy(out[i]);
       throw;
+    }
+  });
+}
+
+bp_status bp_batch_stream_next_documents(bp_batch_stream* stream, bp_array** out, bp_batch_pieces* pieces,
+                                         size_t capacity, size_t* count) {
+  return guarded([&] {
+    constexpr const char* kFunction = "bp_batch_stream_next_documents";
+    std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
+    require_non_null(count, kFunction, "count");
+    if (!live->documents) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: the stream was made without documents (options->documents BP_DOCUMENTS_NONE), so "
+                              "its batches have no pieces: call bp_batch_stream_next",
+                              kFunction));
+    }
+    require_capacity(live->devices, capacity, count, kFunction, "array handles and pieces (one per device)");
+    require_non_null(out, kFunction, "out");
+    require_non_null(pieces, kFunction, "pieces");
+    StreamBatch batch;
+    {
+      std::lock_guard lock(live->next_mutex);
+      batch = live->stream->next_batch();
+    }
+    if (batch.tokens.size() != live->devices || batch.documents.size() != live->devices) {
+      throw Error(ErrorCode::kInternal,
+                  fmt::format("{}: the stream handed out {} arrays and {} pieces for {} devices", kFunction,
+                              batch.tokens.size(), batch.documents.size(), live->devices));
+    }
+    // Out of host memory midway: hand out all of the step or nothing.
+    std::vector<bp_array*> made;
+    made.reserve(3 * live->devices);
+    try {
+      for (std::size_t device = 0; device < live->devices; ++device) {
+        DocumentPieces& documents = batch.documents[device];
+        made.push_back(new_array_handle(std::move(batch.tokens[device])));
+        made.push_back(new_array_handle(std::move(documents.cu_seqlens)));
+        made.push_back(new_array_handle(std::move(documents.position_ids)));
+      }
+    } catch (...) {
+      for (bp_array* handle : made) bp_array_destroy(handle);
+      throw;
+    }
+    for (std::size_t device = 0; device < live->devices; ++device) {
+      out[device] = made[3 * device];
+      pieces[device].cu_seqlens = made[3 * device + 1];
+      pieces[device].position_ids = made[3 * device + 2];
+      pieces[device].max_seqlen = batch.documents[device].max_seqlen;
+      pieces[device].pieces = batch.documents[device].pieces;
     }
   });
 }
