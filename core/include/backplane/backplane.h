@@ -864,8 +864,8 @@ typedef struct bp_batch_pieces {
  * any step is consumed. OUT_OF_RANGE for a step with more pieces than
  * max_documents on a device, naming the step and the count, with the other
  * failures of bp_batch_stream_next. */
-BACKPLANE_API bp_status bp_batch_stream_next_documents(bp_batch_stream* stream, bp_array** out,
-                                                       bp_batch_pieces* pieces, size_t capacity, size_t* count);
+BACKPLANE_API bp_status bp_batch_stream_next_documents(bp_batch_stream* stream, bp_array** out, bp_batch_pieces* pieces,
+                                                       size_t capacity, size_t* count);
 
 /* API 0.7. The global step bp_batch_stream_next hands out next (the state's
  * "step"), in *out. */

@@ -50,9 +50,9 @@ std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const 
 // 0.7 ended with seed_from_state: its size is that field's end (where
 // `documents` starts) rounded up to the struct's alignment.
 constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_batch_stream_options, seed_from_state);
-constexpr std::size_t kOptionsSize_0_7 = (offsetof(bp_batch_stream_options, documents) +
-                                          alignof(bp_batch_stream_options) - 1) /
-                                         alignof(bp_batch_stream_options) * alignof(bp_batch_stream_options);
+constexpr std::size_t kOptionsSize_0_7 =
+    (offsetof(bp_batch_stream_options, documents) + alignof(bp_batch_stream_options) - 1) /
+    alignof(bp_batch_stream_options) * alignof(bp_batch_stream_options);
 static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_token),
               "a 0.7 struct ends before the first 0.8 field it cannot hold");
 
@@ -62,12 +62,9 @@ static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_tok
 DocumentBoundaries documents_of(const bp_batch_stream_options& options, std::size_t source_count,
                                 const char* function) {
   switch (options.documents) {
-    case BP_DOCUMENTS_NONE:
-      return {};
-    case BP_DOCUMENTS_BOS:
-      return DocumentBoundaries::bos(options.document_token);
-    case BP_DOCUMENTS_EOS:
-      return DocumentBoundaries::eos(options.document_token);
+    case BP_DOCUMENTS_NONE: return {};
+    case BP_DOCUMENTS_BOS: return DocumentBoundaries::bos(options.document_token);
+    case BP_DOCUMENTS_EOS: return DocumentBoundaries::eos(options.document_token);
     case BP_DOCUMENTS_STARTS: {
       if (source_count > 0) {
         require_non_null(options.document_starts, function, "options->document_starts");
