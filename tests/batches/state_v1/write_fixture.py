@@ -9,7 +9,7 @@ regression the fixture exists to catch. It ran once, from a build:
         python3 tests/batches/state_v1/write_fixture.py
 
 The sources are the functions tokens_0 and tokens_1 below, which
-tests/batches/test_stream_state.cpp computes the same way."""
+tests/batches/test_state_fixtures.cpp computes the same way."""
 import json
 import os
 import struct

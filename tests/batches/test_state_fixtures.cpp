@@ -1,7 +1,8 @@
-// The growth rule's fixture: a version-1 state saved by the backplane of
-// the day version 1 was the newest (tests/batches/state_v1, and the script
-// that wrote it), which every later backplane must resume to the windows
-// that stream drew. A failure here is a broken checkpoint in a user's run.
+// The growth rule's fixtures: a state of each version saved by the
+// backplane of the day that version was the newest (tests/batches/state_vN,
+// and the script that wrote it), which every later backplane must resume to
+// the windows that stream drew. A failure here is a broken checkpoint in a
+// user's run.
 #include "support/placement_fixture.hpp"
 
 #include <backplane/array.hpp>
@@ -22,7 +23,7 @@ using namespace backplane::testing;
 
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(BP_TEST_SOURCE_DIR) / "tests/batches/state_v1";
+const std::filesystem::path kFixtures = std::filesystem::path(BP_TEST_SOURCE_DIR) / "tests/batches";
 
 std::string text_of(const std::filesystem::path& path) {
   std::ifstream file(path);
@@ -40,23 +41,33 @@ std::vector<std::uint16_t> fixture_tokens(int source) {
   return tokens;
 }
 
-}  // namespace
-
-TEST_CASE("[batches] a version-1 state saved by an earlier backplane resumes to the windows it drew") {
+// Resumes the fixture in `directory` and checks the windows and the first
+// batch it recorded.
+void resume_fixture(const std::filesystem::path& directory) {
   Runtime runtime(placement_options());
   const std::vector<std::uint16_t> first = fixture_tokens(0);
   const std::vector<std::uint16_t> second = fixture_tokens(1);
   const Device cpu{"cpu", 0};
   std::vector<Array> sources = {Array::from_host(runtime, cpu, DType::kU16, {20000}, first.data(), first.size() * 2),
                                 Array::from_host(runtime, cpu, DType::kU16, {7000}, second.data(), second.size() * 2)};
-  const nlohmann::json expected = nlohmann::json::parse(text_of(kFixture / "windows.json"));
+  const nlohmann::json expected = nlohmann::json::parse(text_of(directory / "windows.json"));
   BatchStreamOptions options;
   options.batch_size = expected["options"]["batch_size"];
   options.context = expected["options"]["context"];
   options.seed = expected["options"]["seed"];
   options.weights = expected["options"]["weights"].get<std::vector<double>>();
   options.devices = {cpu};
-  const BatchStreamState saved = BatchStreamState::from_json(text_of(kFixture / "state.json"));
+  if (expected.contains("documents")) {
+    // Documents start at every multiple of documents.every[j] in source j.
+    std::vector<std::vector<std::int64_t>> starts(2);
+    for (std::size_t source = 0; source < 2; ++source) {
+      const auto every = expected["documents"]["every"][source].get<std::int64_t>();
+      const auto tokens = static_cast<std::int64_t>(source == 0 ? first.size() : second.size());
+      for (std::int64_t start = 0; start < tokens; start += every) starts[source].push_back(start);
+    }
+    options.documents = DocumentBoundaries::given(std::move(starts));
+  }
+  const BatchStreamState saved = BatchStreamState::from_json(text_of(directory / "state.json"));
   BatchStream stream(runtime, sources, options, &saved);
   for (const auto& [step, windows] : expected["windows"].items()) {
     CAPTURE(step);
@@ -77,4 +88,14 @@ TEST_CASE("[batches] a version-1 state saved by an earlier backplane resumes to 
     }
   }
   CHECK(stream.state().step == 6);
+}
+
+}  // namespace
+
+TEST_CASE("[batches] a version-1 state saved by an earlier backplane resumes to the windows it drew") {
+  resume_fixture(kFixtures / "state_v1");
+}
+
+TEST_CASE("[batches] a version-2 state with documents saved by an earlier backplane resumes to the windows it drew") {
+  resume_fixture(kFixtures / "state_v2");
 }
