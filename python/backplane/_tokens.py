@@ -78,7 +78,7 @@ def _entry(runtime: Runtime, files: Any, index: int) -> Array:
     if status == _lib.BP_STATUS_NOT_FOUND:
         return array  # a format that records no documents
     _lib.check(status)
-    data = ctypes.string_at(starts.value, count.value * 8) if count.value else b""
+    data = ctypes.string_at(starts.value, count.value * 8) if count.value and starts.value else b""
     array._document_starts = numpy.frombuffer(data, dtype=numpy.int64)  # over bytes: read-only
     return array
 

@@ -303,7 +303,11 @@ void read_documents(const StateField& row, const Json& object, State& state) {
                     row.name, excerpt(*found)));
   };
   if (!found->is_object() || found->size() != 1) bad();
-  const auto& [key, value] = *found->items().begin();
+  // The entry is kept by value: a structured binding of items().begin()
+  // would name a key inside a temporary that ends with the statement.
+  const auto entry = found->begin();
+  const std::string& key = entry.key();
+  const Json& value = entry.value();
   State::Documents& documents = state.documents;
   if ((key == "bos" || key == "eos") && value.is_number_integer()) {
     if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad();
