@@ -1,12 +1,15 @@
 // The batch stream at its limits: a hostile state (nested 100,000 deep, or
 // holding huge values) is a short error that names the field; a stream
 // resumed at the last step hands it out and then stops with an error, with no
-// step count overflowing; a seed left unset follows the resumed state.
+// step count overflowing; a seed left unset follows the resumed state; a
+// thread that cannot start is named.
 #include "support/placement_fixture.hpp"
 
 #include <backplane/batch_stream.hpp>
 
 #include <fmt/format.h>
+
+#include <pthread.h>
 
 #include <string>
 #include <vector>
@@ -21,6 +24,30 @@ std::vector<std::uint16_t> counting_tokens(std::size_t count) {
   for (std::size_t index = 0; index < count; ++index) tokens[index] = static_cast<std::uint16_t>(index % 65521);
   return tokens;
 }
+
+// While alive, every thread the process starts asks for a stack larger than
+// any address space, so pthread_create fails with EAGAIN as it does at a
+// thread or memory limit (which root escapes, so a test cannot set one).
+class ThreadsCannotStart {
+ public:
+  ThreadsCannotStart() {
+    pthread_attr_t attr;
+    REQUIRE(pthread_getattr_default_np(&saved_) == 0);
+    REQUIRE(pthread_attr_init(&attr) == 0);
+    REQUIRE(pthread_attr_setstacksize(&attr, std::size_t{1} << 50) == 0);
+    REQUIRE(pthread_setattr_default_np(&attr) == 0);
+    pthread_attr_destroy(&attr);
+  }
+  ~ThreadsCannotStart() {
+    pthread_setattr_default_np(&saved_);
+    pthread_attr_destroy(&saved_);
+  }
+  ThreadsCannotStart(const ThreadsCannotStart&) = delete;
+  ThreadsCannotStart& operator=(const ThreadsCannotStart&) = delete;
+
+ private:
+  pthread_attr_t saved_{};
+};
 
 BatchStreamOptions small_options() {
   BatchStreamOptions options;
@@ -188,4 +215,26 @@ TEST_CASE("[batches] a world_size below 1 is refused naming it") {
   options.world_size = 0;
   const Error error = error_from([&] { BatchStream stream(runtime, {source}, options); });
   CHECK(std::string(error.what()) == "BatchStream: world_size must be at least 1, got 0");
+}
+
+TEST_CASE("[batches] a producer or gather thread that cannot start is named, never an internal error") {
+  Runtime runtime(placement_options());
+  const auto tokens = counting_tokens(1000);
+  const Array source = Array::from_host(runtime, kCpu0, DType::kU16, {1000}, tokens.data(), tokens.size() * 2);
+  BatchStreamOptions options = small_options();
+  options.threads = 1;  // no gather thread: the producer is the first to start
+  {
+    const ThreadsCannotStart limit;
+    const Error error = error_from([&] { BatchStream stream(runtime, {source}, options); });
+    CHECK(error.code() == ErrorCode::kUnavailable);
+    CHECK(std::string(error.what()) ==
+          "BatchStream: cannot start the producer thread: Resource temporarily unavailable");
+    options.threads = 2;
+    const Error gather = error_from([&] { BatchStream stream(runtime, {source}, options); });
+    CHECK(gather.code() == ErrorCode::kUnavailable);
+    CHECK(std::string(gather.what()) ==
+          "BatchStream: cannot start gather thread 2 of 2: Resource temporarily unavailable");
+  }
+  BatchStream stream(runtime, {source}, options);  // the limit gone, it starts
+  CHECK(stream.next().size() == 1);
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <system_error>
 
 namespace backplane::detail {
 namespace {
@@ -21,8 +22,16 @@ StepQueue::StepQueue(std::int64_t first_step, std::int64_t prefetch, Prepare pre
       prepare_(std::move(prepare)),
       trace_id_(trace_id),
       next_to_prepare_(first_step),
-      next_to_hand_out_(first_step),
-      producer_([this] { produce(); }) {}
+      next_to_hand_out_(first_step) {
+  try {
+    producer_ = std::thread([this] { produce(); });
+  } catch (const std::system_error& error) {
+    // Said as the gather pool says it: which thread, and what the system
+    // answered (a thread or address-space limit), never "internal error".
+    throw Error(ErrorCode::kUnavailable,
+                fmt::format("BatchStream: cannot start the producer thread: {}", error.what()));
+  }
+}
 
 StepQueue::~StepQueue() {
   {
