@@ -285,6 +285,61 @@ def _weight(index: int, value: Any) -> float:
         return math.inf if cast(int, value) > 0 else -math.inf  # an int or a Fraction beyond a double
 
 
+WeightsLike = Union[Sequence[float], Sequence[Tuple[int, Sequence[float]]]]
+
+
+class _Schedules(NamedTuple):
+    """schedule= and weights= as the C options hold them (the arrays stay
+    alive as long as the stream may be re-created)."""
+    entries: "ctypes.Array[_lib.bp_schedule_entry]"
+    weights: Optional["ctypes.Array[ctypes.c_double]"]
+    weight_steps: Optional["ctypes.Array[ctypes.c_int64]"]
+    largest_batch: int
+
+
+def _schedules(batch_size: Any, context: Any, schedule: Any, weights: Any, source_count: int) -> _Schedules:
+    """Python's types into C's: a schedule of (step, batch_size, context)
+    entries, and weights as one list or (step, list) entries. What the
+    values mean is the library's to check."""
+    entries: List[Tuple[int, int, int]] = []
+    if schedule is not None:
+        if isinstance(schedule, (str, bytes, Mapping)) or not isinstance(schedule, Sequence):
+            raise _invalid(f"schedule must be a list of (step, batch_size, context), got {type(schedule).__name__}")
+        for index, entry in enumerate(schedule):
+            if not isinstance(entry, Sequence) or isinstance(entry, (str, bytes)) or len(entry) != 3:
+                raise _invalid(f"schedule[{index}] = {_describe(entry)} is not (step, batch_size, context)")
+            entries.append((_int64(f"schedule[{index}] step", entry[0], "an int"),
+                            _int64(f"schedule[{index}] batch_size", entry[1], "a positive int"),
+                            _int64(f"schedule[{index}] context", entry[2], "a positive int")))
+    elif batch_size is None or context is None:
+        raise TypeError("batches() needs batch_size and context, or schedule=[(step, batch_size, context), ...]")
+    largest = max([batch_size or 0] + [entry[1] for entry in entries])
+    c_entries = (_lib.bp_schedule_entry * max(len(entries), 1))(
+        *[_lib.bp_schedule_entry(step=step, batch_size=size, context=length) for step, size, length in entries])
+    if weights is None:
+        return _Schedules(c_entries, None, None, largest)
+    if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, (Sequence, numpy.ndarray)):
+        raise _invalid(f"weights must be a list of numbers or of (step, weights), got {type(weights).__name__}")
+    scheduled = len(weights) > 0 and isinstance(weights[0], (tuple, list))
+    if not scheduled:
+        values = [_weight(index, value) for index, value in enumerate(weights)]
+        return _Schedules(c_entries, (ctypes.c_double * len(values))(*values), None, largest)
+    steps: List[int] = []
+    flat: List[float] = []
+    for index, entry in enumerate(weights):
+        if (not isinstance(entry, (tuple, list)) or len(entry) != 2
+                or not isinstance(entry[1], (Sequence, numpy.ndarray))):
+            raise _invalid(f"weights[{index}] = {_describe(entry)} is not (step, [weight, ...])")
+        steps.append(_int64(f"weights[{index}] step", entry[0], "an int"))
+        row = [_weight(position, value) for position, value in enumerate(entry[1])]
+        if len(row) != source_count:
+            # C takes the entries as one array of source_count each: a wrong
+            # length is said here, in the core's words.
+            raise _core(f"weights entry {index} (step {steps[-1]}): {len(row)} weights for {source_count} sources")
+        flat.extend(row)
+    return _Schedules(c_entries, (ctypes.c_double * len(flat))(*flat), (ctypes.c_int64 * len(steps))(*steps), largest)
+
+
 _DOCUMENTS_WANTED = ("None, 'index' (the sources' document_starts), {'bos': token}, {'eos': token}, or a list "
                      "of document starts (one 1-D integer array per source)")
 
@@ -373,11 +428,12 @@ class BatchStream:
     next() hands out the same step again.
     """
 
-    def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: int, context: int, *,
+    def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,
+                 context: Optional[int] = None, *, schedule: Optional[Sequence[Tuple[int, int, int]]] = None,
                  device: Union[None, DeviceLike, Sequence[DeviceLike]] = None, dtype: Any = DEFAULT_DTYPE,
                  seed: Optional[int] = None, prefetch: int = 2, steps: Optional[int] = None,
                  rank: Optional[int] = None, world_size: Optional[int] = None,
-                 weights: Optional[Sequence[float]] = None, threads: int = 0, release_pages: bool = False,
+                 weights: Optional[WeightsLike] = None, threads: int = 0, release_pages: bool = False,
                  documents: Any = None, max_documents: int = 0, state: Optional[StateLike] = None,
                  to: Union[None, str, Converter] = None, xy: str = "copies",
                  runtime: Optional[Runtime] = None) -> None:
@@ -403,8 +459,14 @@ class BatchStream:
         rank, world_size: this process's share of a data-parallel job
             (default: $RANK and $WORLD_SIZE when set, else 0 and 1); the
             ranks of a step hold distinct windows of one global batch.
+        schedule: batch size and context that change at given global
+            steps: [(step, batch_size, context), ...], steps increasing from
+            0; batch_size and context may then be left out (or given equal
+            to the first entry). Each step's x and y have that step's shape.
         weights: one per token array, the share of windows drawn from it
-            (default: in proportion to each array's length).
+            (default: in proportion to each array's length); or a mixture
+            that changes: [(step, [weight, ...]), ...], steps increasing
+            from 0.
         threads: gather threads (0: chosen from the machine).
         release_pages: give back the pages of gathered windows, so that a
             token file larger than RAM does not fill the process's resident
@@ -450,8 +512,8 @@ class BatchStream:
         self._runtime = runtime if runtime is not None else runtime_of(sources[0])
         # Here only what the C struct cannot say: Python types, values a C
         # field cannot hold, and the zeros C reads as "the default".
-        self._batch_size = _int64("batch_size", batch_size, "a positive int")
-        self._context = _int64("context", context, "a positive int")
+        self._batch_size = 0 if batch_size is None else _int64("batch_size", batch_size, "a positive int")
+        self._context = 0 if context is None else _int64("context", context, "a positive int")
         seed = None if seed is None else _integer("seed", seed, 0, _UINT64_LIMIT)
         self._limit = None if steps is None else _integer("steps", steps, 0)
         prefetch = _int64("prefetch", prefetch, f"an int in [1, {MAX_PREFETCH}]")
@@ -463,9 +525,8 @@ class BatchStream:
         rank, world_size = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
         targets = self._targets(device)
-        self._weights: Optional[ctypes.Array[ctypes.c_double]] = None
-        if weights is not None:
-            self._weights = self._weight_array(weights)
+        self._schedules = _schedules(batch_size, context, schedule, weights, len(sources))
+        weight_array, weight_steps = self._schedules.weights, self._schedules.weight_steps
         max_documents = _int64("max_documents", max_documents, "an int >= 0")
         self._document_options = _documents(documents, sources)
         self._documents = self._document_options.kind != _lib.BP_DOCUMENTS_NONE
@@ -505,8 +566,8 @@ class BatchStream:
             rank=rank,
             world_size=world_size,
             prefetch=prefetch,
-            weights=None if self._weights is None else ctypes.cast(self._weights, ctypes.POINTER(ctypes.c_double)),
-            weight_count=0 if self._weights is None else len(self._weights),
+            weights=None if weight_array is None else ctypes.cast(weight_array, ctypes.POINTER(ctypes.c_double)),
+            weight_count=0 if weight_array is None else len(weight_array),
             threads=threads,
             release_pages=int(release_pages),
             documents=self._document_options.kind,
@@ -516,6 +577,10 @@ class BatchStream:
             document_start_counts=None if not starts else ctypes.cast(self._start_counts,
                                                                       ctypes.POINTER(ctypes.c_size_t)),
             max_documents=max_documents,
+            schedule=ctypes.cast(self._schedules.entries, ctypes.POINTER(_lib.bp_schedule_entry)),
+            schedule_count=0 if schedule is None else len(schedule),
+            weight_steps=None if weight_steps is None else ctypes.cast(weight_steps, ctypes.POINTER(ctypes.c_int64)),
+            weight_step_count=0 if weight_steps is None else len(weight_steps),
         )
         self._arrays_per_step = max(len(targets), 1)
         self._out = (ctypes.c_void_p * self._arrays_per_step)()
@@ -564,13 +629,6 @@ class BatchStream:
             raise _invalid(f"to='numpy' needs host memory, but {device} is not host memory (backend {backend.name}"
                            f" declares DLPack device type {declared}): pass to='torch', to='jax' or a callable "
                            "that takes the Array")
-
-    @staticmethod
-    def _weight_array(weights: Sequence[float]) -> "ctypes.Array[ctypes.c_double]":
-        if isinstance(weights, (str, bytes, Mapping)) or not isinstance(weights, (Sequence, numpy.ndarray)):
-            raise _invalid(f"weights must be a list of numbers, got {type(weights).__name__}")
-        values = [_weight(index, value) for index, value in enumerate(weights)]
-        return (ctypes.c_double * len(values))(*values)
 
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and
@@ -735,10 +793,11 @@ class BatchStream:
         """This rank's windows at global step `step` (any step, without
         preparing it), in batch order."""
         global_step = _integer("step", step, 0)
-        sources = (ctypes.c_int32 * self._batch_size)()
-        starts = (ctypes.c_int64 * self._batch_size)()
+        capacity = self._schedules.largest_batch  # no step has more
+        sources = (ctypes.c_int32 * capacity)()
+        starts = (ctypes.c_int64 * capacity)()
         count = ctypes.c_size_t()
-        _lib.check(_lib.lib.bp_batch_stream_windows(self._live(), global_step, sources, starts, self._batch_size,
+        _lib.check(_lib.lib.bp_batch_stream_windows(self._live(), global_step, sources, starts, capacity,
                                                     ctypes.byref(count)))
         return [Window(sources[index], starts[index]) for index in range(count.value)]
 
@@ -764,7 +823,10 @@ class BatchStream:
 
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"at step {self._step}"
-        return f"<backplane.BatchStream B={self._batch_size} T={self._context} {state}>"
+        first = self._schedules.entries[0]
+        shape = (f"B={self._batch_size} T={self._context}" if self._batch_size else
+                 f"B={first.batch_size} T={first.context} (a schedule)")
+        return f"<backplane.BatchStream {shape} {state}>"
 
 
 # One signature for both spellings: batches(...) is BatchStream(...).

@@ -40,6 +40,7 @@ from ._lib_gen import bp_backend_info as bp_backend_info
 from ._lib_gen import bp_batch_pieces as bp_batch_pieces
 from ._lib_gen import bp_batch_stream_options as bp_batch_stream_options
 from ._lib_gen import bp_batch_stream_stats as bp_batch_stream_stats
+from ._lib_gen import bp_schedule_entry as bp_schedule_entry
 from ._lib_gen import bp_device as bp_device
 from ._lib_gen import bp_memory_stats as bp_memory_stats
 from ._lib_gen import bp_runtime_options as bp_runtime_options

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # ---- constants ----
 BP_API_VERSION_MAJOR = 0
-BP_API_VERSION_MINOR = 8
+BP_API_VERSION_MINOR = 9
 BP_API_VERSION_PATCH = 0
 BP_OK = 0
 BP_STATUS_INVALID_ARGUMENT = 1
@@ -202,6 +202,14 @@ class bp_save_options(ctypes.Structure):
     ]
 
 
+class bp_schedule_entry(ctypes.Structure):
+    _fields_ = [
+        ("step", ctypes.c_int64),
+        ("batch_size", ctypes.c_int64),
+        ("context", ctypes.c_int64),
+    ]
+
+
 class bp_batch_stream_options(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -225,6 +233,10 @@ class bp_batch_stream_options(ctypes.Structure):
         ("document_starts", ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))),
         ("document_start_counts", ctypes.POINTER(ctypes.c_size_t)),
         ("max_documents", ctypes.c_int64),
+        ("schedule", ctypes.POINTER(bp_schedule_entry)),
+        ("schedule_count", ctypes.c_size_t),
+        ("weight_steps", ctypes.POINTER(ctypes.c_int64)),
+        ("weight_step_count", ctypes.c_size_t),
     ]
 
 

@@ -48,6 +48,10 @@
  * creates a stream without documents); bp_batch_pieces and
  * bp_batch_stream_next_documents, each device's document pieces
  * (cu_seqlens, position_ids, max_seqlen) beside its windows.
+ * 0.9 schedules: bp_schedule_entry and bp_batch_stream_options.schedule
+ * and .schedule_count (batch size and context that change at given steps),
+ * .weight_steps and .weight_step_count (a mixture that changes); a 0.8
+ * struct_size still creates a stream without them. State version 3.
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -62,7 +66,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 8
+#define BP_API_VERSION_MINOR 9
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -756,6 +760,14 @@ typedef int32_t bp_documents_kind;
 
 /* Set struct_size to sizeof, zero what you do not set, then fill at least
  * batch_size and context. */
+/* API 0.9. From global step `step` on, each step has `batch_size` windows
+ * on each rank of `context` + 1 tokens. */
+typedef struct bp_schedule_entry {
+  int64_t step;
+  int64_t batch_size;
+  int64_t context;
+} bp_schedule_entry;
+
 typedef struct bp_batch_stream_options {
   size_t struct_size;
   int64_t batch_size; /* B: windows per step on this rank (>= 1) */
@@ -801,6 +813,19 @@ typedef struct bp_batch_stream_options {
    * exceeds. A step with more pieces fails at its next call (OUT_OF_RANGE,
    * naming the step and the count). */
   int64_t max_documents;
+  /* API 0.9 (read only when struct_size covers them; a 0.8 struct_size
+   * means neither schedule). Read during create only. */
+  /* schedule_count entries in strictly increasing step, the first at step
+   * 0; batch_size and context are then the first entry's (0, or the same
+   * values). 0: batch_size and context for every step. */
+  const bp_schedule_entry* schedule;
+  size_t schedule_count;
+  /* A mixture that changes: weight_step_count entries, entry k from step
+   * weight_steps[k] on (strictly increasing, the first 0) with the
+   * source_count weights at weights + k * source_count, so weight_count is
+   * weight_step_count * source_count. 0: `weights` for every step. */
+  const int64_t* weight_steps;
+  size_t weight_step_count;
 } bp_batch_stream_options;
 
 /* A new stream over `sources` (source_count 1-D arrays of integer tokens, all
@@ -824,8 +849,13 @@ typedef struct bp_batch_stream_options {
  * bp_documents_kind, and for STARTS with document_starts or
  * document_start_counts NULL, and what the C++ BatchStream reports for the
  * documents (a marker token the sources' dtype cannot hold, starts not
- * increasing or outside their source, max_documents < 0). The messages are
- * the C++ BatchStream's, word for word. */
+ * increasing or outside their source, max_documents < 0); INVALID_ARGUMENT
+ * for schedule or weight_steps NULL with a count, a weight_count other than
+ * weight_step_count * source_count, and what the C++ BatchStream reports
+ * for the schedules (an entry not after the one before it or the first not
+ * at step 0, a batch_size or context below 1, entries a resumed state
+ * started differently, a global batch the world_size cannot split). The
+ * messages are the C++ BatchStream's, word for word. */
 BACKPLANE_API bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sources, size_t source_count,
                                                const bp_batch_stream_options* options, bp_batch_stream** out);
 

@@ -6,18 +6,21 @@
 // exactly, so another implementation can reproduce the windows.
 //
 // Sampling: the windows of global step s are a pure function of (seed, s,
-// the sources' lengths, the weights, T, the global batch G = B * world_size):
-// step s is computed directly, never by replaying steps 0..s-1. Without
-// weights each epoch visits every window start of every source once, in a
-// keyed pseudo-random order; with weights each window's source is drawn with
-// that probability. The G windows of one global step are distinct. Rank r
-// takes global samples [r * B, (r + 1) * B).
+// the sources' lengths, the weights, T, the global batch G = B * world_size,
+// and the schedules that change B, T and the weights at given steps): step s
+// is computed directly, never by replaying steps 0..s-1. Without weights
+// each epoch visits every window start of every source once, in a keyed
+// pseudo-random order, across changes of B; with weights the samples are
+// dealt to the sources by weight, each source going through its own starts
+// in such an order, across changes of B and of the weights. Rank r takes
+// global samples [r * B, (r + 1) * B) of each step.
 //
 // Resume: state() is small and rank-independent. A stream created from a
 // saved state continues with bit-identical batches from the saved step, with
-// any rank and any world_size that keeps G (elastic resume); the seed, T, G,
-// the weights and the sources (sizes, dtypes, fingerprints of their bytes)
-// must match, or the constructor throws naming what differs.
+// any rank and any world_size that keeps each G (elastic resume); the seed,
+// the sources (sizes, dtypes, fingerprints of their bytes), the documents
+// and the schedule entries up to the saved step must match, or the
+// constructor throws naming what differs.
 //
 // Steps: a stream hands out global steps up to kLastStep; the next() after
 // that one throws kOutOfRange, so that no step count ever overflows.
@@ -71,6 +74,23 @@ struct BACKPLANE_API DocumentBoundaries {
   }
 };
 
+// From global step `step` on, each step has `batch_size` windows on each
+// rank (G = batch_size * world_size) of `context` + 1 tokens.
+struct ScheduleEntry {
+  std::int64_t step = 0;
+  std::int64_t batch_size = 0;
+  std::int64_t context = 0;
+  bool operator==(const ScheduleEntry&) const = default;
+};
+
+// From global step `step` on, the windows are dealt to the sources by these
+// weights (one per source, >= 0, not all zero).
+struct WeightsEntry {
+  std::int64_t step = 0;
+  std::vector<double> weights;
+  bool operator==(const WeightsEntry&) const = default;
+};
+
 struct BACKPLANE_API BatchStreamOptions {
   std::int64_t batch_size = 0;  // B: windows per step on this rank (>= 1)
   std::int64_t context = 0;     // T: each window is T + 1 tokens (>= 1)
@@ -106,6 +126,15 @@ struct BACKPLANE_API BatchStreamOptions {
   // can exceed. A step with more pieces than C fails (kOutOfRange, naming
   // the step and the count), never a wrong cu_seqlens.
   std::int64_t max_documents = 0;
+  // Batch size and context that change at given steps: entries in strictly
+  // increasing step, the first at step 0; batch_size and context are then
+  // the first entry's (leave them 0, or give the same values). Empty:
+  // batch_size and context for every step.
+  std::vector<ScheduleEntry> schedule;
+  // A mixture that changes at given steps, as `schedule`; `weights` is then
+  // the first entry's (leave it empty, or give the same). Empty: `weights`
+  // for every step.
+  std::vector<WeightsEntry> weight_schedule;
 };
 
 // The document pieces of one device's batch of `rows` windows: the runs of
@@ -147,14 +176,28 @@ struct BACKPLANE_API BatchStreamState {
     std::uint64_t fingerprint = 0;  // kStarts: FNV-1a 64 of every source's starts
     bool operator==(const Documents&) const = default;
   };
-  static constexpr std::int64_t kVersion = 2;
+  // A schedule entry as the state keeps it: the global batch, not a rank's.
+  struct Stage {
+    std::int64_t step = 0;
+    std::int64_t global_batch = 0;
+    std::int64_t context = 0;
+    bool operator==(const Stage&) const = default;
+  };
+  // How weighted windows are drawn (version 3). kPerSample, the rule of
+  // versions 1 and 2, is what an older state means; streams made by this
+  // version deal samples (kInterleaved).
+  enum class Mixture { kPerSample, kInterleaved };
+  static constexpr std::int64_t kVersion = 3;
   std::uint64_t seed = 0;
   std::int64_t step = 0;  // the next global step to hand out
-  std::int64_t global_batch = 0;
-  std::int64_t context = 0;
-  std::vector<double> weights;  // empty: unweighted
+  std::int64_t global_batch = 0;  // of the first schedule entry
+  std::int64_t context = 0;       // of the first schedule entry
+  std::vector<double> weights;    // of the first weights entry; empty: unweighted
   std::vector<Source> sources;
   Documents documents;
+  std::vector<Stage> schedule;               // entries after the first (version 3)
+  std::vector<WeightsEntry> weight_schedule;  // entries after the first (version 3)
+  Mixture mixture = Mixture::kPerSample;
 
   std::string to_json() const;
   // Throws kInvalidFile naming the field for malformed JSON, JSON nested
@@ -196,8 +239,9 @@ class BACKPLANE_API BatchStream {
   BatchStream(const BatchStream&) = delete;
   BatchStream& operator=(const BatchStream&) = delete;
 
-  // The next step's batch: one [B / devices, T + 1] array per device, ready
-  // to read. Blocks only while that step is still being prepared.
+  // The next step's batch: one [B / devices, T + 1] array per device (the B
+  // and T of that step), ready to read. Blocks only while that step is still
+  // being prepared.
   std::vector<Array> next();
   // The next step with its document pieces (empty without documents).
   StreamBatch next_batch();

@@ -73,8 +73,6 @@ BatchStreamState BatchStream::state() const { return impl_->plan.state_at(impl_-
 
 BatchStreamStats BatchStream::stats() const {
   BatchStreamStats stats = impl_->queue.stats(!impl_->inherited());
-  stats.windows =
-      static_cast<std::uint64_t>(stats.steps) * static_cast<std::uint64_t>(impl_->plan.options().batch_size);
   stats.gather_seconds = impl_->gather.seconds();
   if (stats.elapsed_seconds > 0) {
     stats.windows_per_second = static_cast<double>(stats.windows) / stats.elapsed_seconds;

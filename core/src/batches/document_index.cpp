@@ -61,7 +61,7 @@ void for_each_piece(std::span<const std::int64_t> starts, std::int64_t first, st
 }  // namespace
 
 DocumentIndex::DocumentIndex(const DocumentBoundaries& boundaries, std::span<const StreamSource> sources, DType dtype,
-                             std::int64_t context, GatherPool& pool) {
+                             GatherPool& pool) {
   described_.kind = boundaries.kind;
   switch (boundaries.kind) {
     case DocumentBoundaries::Kind::kNone: refuse("no boundaries given");
@@ -91,17 +91,19 @@ DocumentIndex::DocumentIndex(const DocumentBoundaries& boundaries, std::span<con
       break;
     }
   }
-  for (std::size_t source = 0; source < sources.size(); ++source) {
-    const std::uint64_t tokens = sources[source].tokens;
-    const std::vector<std::int64_t>& list = starts_[source];
-    // d begins a window that fits when d + context + 1 <= tokens.
-    const std::uint64_t fits_below = tokens > static_cast<std::uint64_t>(context) ? tokens - context : 0;
-    eligible_.push_back(static_cast<std::uint64_t>(std::lower_bound(list.begin(), list.end(), fits_below,
-                                                                    [](std::int64_t start, std::uint64_t bound) {
-                                                                      return static_cast<std::uint64_t>(start) < bound;
-                                                                    }) -
-                                                   list.begin()));
-  }
+  for (const StreamSource& source : sources) tokens_.push_back(source.tokens);
+}
+
+std::uint64_t DocumentIndex::eligible(std::size_t source, std::int64_t context) const noexcept {
+  const std::vector<std::int64_t>& list = starts_[source];
+  // d begins a window that fits when d + context + 1 <= tokens; the list
+  // increases, so those are a prefix of it.
+  const std::uint64_t tokens = tokens_[source];
+  const std::uint64_t fits_below = tokens > static_cast<std::uint64_t>(context) ? tokens - context : 0;
+  const auto end = std::lower_bound(list.begin(), list.end(), fits_below, [](std::int64_t start, std::uint64_t bound) {
+    return static_cast<std::uint64_t>(start) < bound;
+  });
+  return static_cast<std::uint64_t>(end - list.begin());
 }
 
 std::uint64_t DocumentIndex::count() const noexcept {

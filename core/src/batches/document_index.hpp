@@ -26,17 +26,16 @@ struct PieceLayout {
 
 class DocumentIndex {
  public:
-  // The document starts `boundaries` gives for `sources` (all of `dtype`),
-  // with windows of context + 1 tokens: given lists are checked (one per
-  // source, increasing, inside the source), markers are scanned for on
-  // `pool`. Throws Error(kInvalidArgument) naming `documents` for bad
-  // boundaries; `boundaries.kind` must not be kNone.
+  // The document starts `boundaries` gives for `sources` (all of `dtype`):
+  // given lists are checked (one per source, increasing, inside the source),
+  // markers are scanned for on `pool`. Throws Error(kInvalidArgument) naming
+  // `documents` for bad boundaries; `boundaries.kind` must not be kNone.
   DocumentIndex(const DocumentBoundaries& boundaries, std::span<const StreamSource> sources, DType dtype,
-                std::int64_t context, GatherPool& pool);
+                GatherPool& pool);
 
-  // Source j's document starts whose window fits: the first eligible(j) of
-  // starts(j), since the list increases.
-  std::uint64_t eligible(std::size_t source) const noexcept { return eligible_[source]; }
+  // Source j's document starts whose window of context + 1 tokens fits: the
+  // first eligible(j, context) of starts(j), since the list increases.
+  std::uint64_t eligible(std::size_t source, std::int64_t context) const noexcept;
   std::span<const std::int64_t> starts(std::size_t source) const noexcept { return starts_[source]; }
   std::uint64_t count() const noexcept;  // every source's starts
   // What the state records of the boundaries (a resume must match it).
@@ -54,7 +53,7 @@ class DocumentIndex {
 
  private:
   std::vector<std::vector<std::int64_t>> starts_;
-  std::vector<std::uint64_t> eligible_;
+  std::vector<std::uint64_t> tokens_;  // each source's length
   BatchStreamState::Documents described_;
 };
 

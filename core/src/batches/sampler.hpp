@@ -1,12 +1,17 @@
 // Where the windows of a step come from: a pure function of the seed, the
-// step, the sample's index in the global batch and the sources' sizes.
-// docs/batch-stream.md specifies it to the bit; keep the two in step.
+// step, the sample's index in the global batch, the sources' sizes and the
+// segments (the runs of steps with one batch size, context and mixture).
+// docs/batch-stream.md ("How windows are drawn") specifies it to the bit;
+// keep the two in step.
 #pragma once
+
+#include "batches/deal.hpp"
 
 #include <backplane/batch_stream.hpp>
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -30,28 +35,63 @@ class KeyedPermutation {
   std::array<std::uint64_t, kRounds> round_keys_;
 };
 
+// A run of steps with one global batch, one context and one mixture.
+struct Segment {
+  std::int64_t first_step = 0;     // b_m
+  std::uint64_t global_batch = 0;  // G
+  std::int64_t context = 0;        // T
+  std::vector<double> weights;     // empty: unweighted
+  // Where a window may start in each source, with this T: N_j.
+  std::vector<std::uint64_t> starts;
+};
+
 class WindowSampler {
  public:
-  // `starts[j]`: how many windows source j holds (its length - T). The caller
-  // checked what the constructor's contract needs: global_batch >= 1; without
-  // weights, global_batch <= the sum of starts; with weights, one weight per
-  // source and global_batch <= starts[j] for every source of positive weight.
-  WindowSampler(std::uint64_t seed, std::vector<std::uint64_t> starts, std::vector<double> weights,
-                std::uint64_t global_batch);
+  // `segments`: in increasing first_step, the first at 0. The caller checked
+  // what the draw needs: G >= 1 in every segment; without weights G <= the
+  // sum of starts; with weights one weight per source and G <= starts[j]
+  // for every source of positive weight; kPerSample only with one segment.
+  WindowSampler(std::uint64_t seed, std::vector<Segment> segments, BatchStreamState::Mixture mixture);
 
-  // Windows of global samples [first, first + out.size()) of global `step`.
+  // The segment global `step` is in.
+  const Segment& segment_at(std::uint64_t step) const noexcept;
+  // Windows of global samples [first, first + out.size()) of global `step`,
+  // in its segment's batch.
   void draw(std::uint64_t step, std::uint64_t first, std::span<Window> out) const;
 
  private:
+  // An epoch and how many of its places are taken.
+  struct Cursor {
+    std::uint64_t epoch = 0;
+    std::uint64_t taken = 0;
+  };
+  // A segment with what its draws start from.
+  struct Stretch {
+    Segment segment;
+    Count first_ordinal = 0;                 // O_m
+    std::vector<std::uint64_t> first_start;  // C_j: prefix sums of the starts
+    std::uint64_t total_starts = 0;          // N
+    Cursor cursor;                           // unweighted: at the first step
+    std::vector<Cursor> cursors;             // interleaved: each source's, at the first sample
+    std::optional<Deal> deal;                // interleaved
+    std::vector<double> cumulative;          // per sample: c_j
+  };
+
+  void prepare(std::vector<Segment> segments);
+  const Stretch& stretch_at(std::uint64_t step) const noexcept;
+  // The unweighted cursor of step `offset` of `stretch`, where its first
+  // sample draws.
+  static Cursor cursor_at(const Stretch& stretch, std::uint64_t offset) noexcept;
+  void draw_unweighted(const Stretch& stretch, std::uint64_t offset, std::uint64_t first, std::span<Window> out) const;
+  void draw_interleaved(const Stretch& stretch, std::uint64_t offset, std::uint64_t first,
+                        std::span<Window> out) const;
+  void draw_per_sample(const Stretch& stretch, std::uint64_t step, std::uint64_t first, std::span<Window> out) const;
   std::uint64_t random(std::uint64_t a, std::uint64_t b, std::uint64_t purpose, std::uint64_t stream) const noexcept;
   KeyedPermutation permutation(std::uint64_t size, std::uint64_t epoch, std::uint64_t stream) const;
 
   std::uint64_t seed_;
-  std::vector<std::uint64_t> starts_;
-  std::vector<std::uint64_t> first_start_;  // prefix sums of starts_
-  std::uint64_t total_starts_ = 0;
-  std::vector<double> cumulative_;  // normalised prefix sums of the weights; empty: unweighted
-  std::uint64_t global_batch_;
+  BatchStreamState::Mixture mixture_;
+  std::vector<Stretch> stretches_;
 };
 
 }  // namespace backplane::detail

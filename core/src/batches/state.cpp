@@ -3,10 +3,10 @@
 // checks it on resume. Reading is strict and follows the growth rule: every
 // field of the state's version present with its type, a field added by a
 // later version given its default (which means "as before"), a field this
-// reader does not know or a version newer than it refused, naming it. Nesting is bounded before a document is built,
-// and messages quote at most a short prefix of a bad value, so a hostile state costs a short error, never a deep
-// recursion or a huge message.
+// reader does not know or a version newer than it refused, naming it. The
+// JSON is read through state_json.hpp, which bounds nesting and quotes.
 #include "batches/state_fields.hpp"
+#include "batches/state_json.hpp"
 
 #include <backplane/batch_stream.hpp>
 #include <backplane/error.hpp>
@@ -23,130 +23,29 @@
 namespace backplane {
 namespace {
 
-using Json = nlohmann::json;
+using detail::count_field;
+using detail::excerpt;
+using detail::field;
+using detail::Json;
+using detail::listed;
+using detail::refuse_state;
+using detail::unsigned_field;
 
 constexpr const char* kFormat = "backplane.batch_stream";
-constexpr std::size_t kQuotedCharacters = 40;  // of a bad value, in a message
-constexpr std::size_t kListedWeights = 8;      // of a weights list, in a message
-
-[[noreturn]] void refuse(const std::string& why) {
-  throw Error(ErrorCode::kInvalidFile, fmt::format("batch stream state: {}", why));
-}
-
-// `text` cut to kQuotedCharacters, marked when cut.
-std::string shortened(std::string text) {
-  if (text.size() <= kQuotedCharacters) return text;
-  text.resize(kQuotedCharacters - 3);
-  return text + "...";
-}
-
-// A value as a message shows it: its JSON, ASCII only (control characters
-// escaped), at most kQuotedCharacters long. Only values of a document whose
-// depth is bounded get here, so dump()'s recursion is bounded too.
-std::string excerpt(const Json& value) { return shortened(value.dump(-1, ' ', true)); }
-
-// Weights as a resume message lists them: at most kListedWeights of them.
-std::string listed(const std::vector<double>& weights) {
-  const std::size_t shown = std::min(weights.size(), kListedWeights);
-  const std::span<const double> head(weights.data(), shown);
-  if (shown == weights.size()) return fmt::format("[{}]", fmt::join(head, ", "));
-  return fmt::format("[{}, ...] ({} weights)", fmt::join(head, ", "), weights.size());
-}
-
-// Walks the JSON without building it, to refuse nesting deeper than
-// kMaxJsonDepth and name the top-level field that holds it.
-class DepthCheck final : public nlohmann::json_sax<Json> {
- public:
-  bool too_deep = false;
-  bool malformed = false;
-  std::string field;  // the top-level key being read, when too_deep
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return enter(); }
-  bool key(string_t& name) override {
-    if (depth_ == 1) field = name;
-    return true;
-  }
-  bool end_object() override { return leave(); }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override { return leave(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    malformed = true;
-    return false;
-  }
-
- private:
-  bool enter() {
-    too_deep = ++depth_ > BatchStreamState::kMaxJsonDepth;
-    return !too_deep;
-  }
-  bool leave() {
-    if (--depth_ == 0) field.clear();
-    return true;
-  }
-  int depth_ = 0;
-};
-
-Json parse(std::string_view json) {
-  DepthCheck check;
-  (void)Json::sax_parse(json, &check);
-  if (check.too_deep) {
-    const std::string where = check.field.empty() ? "the state" : fmt::format("field {}", excerpt(check.field));
-    // By value: binding the member to fmt's reference parameter would emit it
-    // as an exported STB_GNU_UNIQUE symbol in unoptimised builds.
-    constexpr int kDepth = BatchStreamState::kMaxJsonDepth;
-    refuse(fmt::format("{} nests deeper than {} levels", where, kDepth));
-  }
-  if (check.malformed) refuse("not valid JSON");
-  Json parsed = Json::parse(json, nullptr, false);
-  if (parsed.is_discarded()) refuse("not valid JSON");
-  if (!parsed.is_object()) refuse(fmt::format("a JSON {}, not an object", parsed.type_name()));
-  return parsed;
-}
-
-const Json& field(const Json& object, const char* name, Json::value_t type, const char* type_name) {
-  const auto found = object.find(name);
-  if (found == object.end()) refuse(fmt::format("no field \"{}\"", name));
-  const bool ok = found->type() == type ||
-                  (type == Json::value_t::number_integer && found->type() == Json::value_t::number_unsigned);
-  if (!ok) refuse(fmt::format("field \"{}\" is {}, not {}", name, found->type_name(), type_name));
-  return *found;
-}
-
-std::uint64_t unsigned_field(const Json& object, const char* name) {
-  return field(object, name, Json::value_t::number_unsigned, "a whole number >= 0").get<std::uint64_t>();
-}
-
-std::int64_t count_field(const Json& object, const char* name) {
-  const Json& value = field(object, name, Json::value_t::number_integer, "a whole number");
-  if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-    refuse(fmt::format("field \"{}\" is {}, beyond 2^63 - 1", name, excerpt(value)));
-  }
-  const auto number = value.get<std::int64_t>();
-  if (number < 0) refuse(fmt::format("field \"{}\" is {}, below 0", name, number));
-  return number;
-}
-
 BatchStreamState::Source source_of(const Json& entry) {
-  if (!entry.is_object()) refuse(fmt::format("source {} is not an object", excerpt(entry)));
+  if (!entry.is_object()) refuse_state(fmt::format("source {} is not an object", excerpt(entry)));
   BatchStreamState::Source source;
   source.tokens = unsigned_field(entry, "tokens");
   const Json& dtype = field(entry, "dtype", Json::value_t::string, "a string");
   const std::optional<DType> parsed_dtype = dtype_from_name(dtype.get<std::string>());
-  if (!parsed_dtype) refuse(fmt::format("source dtype {} is not a dtype", excerpt(dtype)));
+  if (!parsed_dtype) refuse_state(fmt::format("source dtype {} is not a dtype", excerpt(dtype)));
   source.dtype = *parsed_dtype;
   const Json& fingerprint = field(entry, "fingerprint", Json::value_t::string, "a string");
   const std::string& digits = fingerprint.get_ref<const std::string&>();
   const bool hexadecimal =
       std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
   if (digits.size() != 16 || !hexadecimal) {
-    refuse(fmt::format("source fingerprint {} is not 16 hexadecimal digits", excerpt(fingerprint)));
+    refuse_state(fmt::format("source fingerprint {} is not 16 hexadecimal digits", excerpt(fingerprint)));
   }
   source.fingerprint = std::stoull(digits, nullptr, 16);
   return source;
@@ -198,10 +97,10 @@ void write_format(const StateField& row, const State&, Json& object) { object[ro
 
 void read_format(const StateField& row, const Json& object, State&) {
   const Json& format = field(object, row.name, Json::value_t::string, "a string");
-  if (format != kFormat) refuse(fmt::format("format {}, not \"{}\"", excerpt(format), kFormat));
+  if (format != kFormat) refuse_state(fmt::format("format {}, not \"{}\"", excerpt(format), kFormat));
 }
 
-// The newest version, by value (see parse() on the members' symbols).
+// The newest version, by value (see parse_state() on the members' symbols).
 constexpr std::int64_t kNewestVersion = State::kVersion;
 
 void write_version(const StateField& row, const State&, Json& object) { object[row.name] = kNewestVersion; }
@@ -210,12 +109,12 @@ void write_version(const StateField& row, const State&, Json& object) { object[r
 std::int64_t read_version_number(const StateField& row, const Json& object) {
   const std::int64_t version = count_field(object, row.name);
   if (version > kNewestVersion) {
-    refuse(
+    refuse_state(
         fmt::format("format version {} is newer than this backplane reads (versions 1 to {}): resume it with the "
                     "backplane that saved it, or a later one",
                     version, kNewestVersion));
   }
-  if (version < 1) refuse(fmt::format("format version {}; versions start at 1", version));
+  if (version < 1) refuse_state(fmt::format("format version {}; versions start at 1", version));
   return version;
 }
 
@@ -230,7 +129,7 @@ std::string step_in_range(const StateField&, const State& saved, const State&) {
 void read_weights(const StateField& row, const Json& object, State& state) {
   for (const Json& weight : field(object, row.name, Json::value_t::array, "an array")) {
     if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
-      refuse(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
+      refuse_state(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
     }
     state.weights.push_back(weight.get<double>());
   }
@@ -294,10 +193,10 @@ void write_documents(const StateField& row, const State& state, Json& object) {
 
 void read_documents(const StateField& row, const Json& object, State& state) {
   const auto found = object.find(row.name);
-  if (found == object.end()) refuse(fmt::format("no field \"{}\"", row.name));
+  if (found == object.end()) refuse_state(fmt::format("no field \"{}\"", row.name));
   if (found->is_null()) return;
   const auto bad = [&] {
-    refuse(
+    refuse_state(
         fmt::format("field \"{}\" is {}, not null, {{\"bos\": ID}}, {{\"eos\": ID}} or {{\"starts\": "
                     "FINGERPRINT}}",
                     row.name, excerpt(*found)));
@@ -330,9 +229,136 @@ std::string documents_match(const StateField& row, const State& saved, const Sta
                      documents_json(saved.documents).dump(), documents_json(stream.documents).dump());
 }
 
+// The entries of `entries` (each with a `step`) that start at or before
+// `step`: what a resumed stream must have drawn the same way.
+template <class Entry>
+std::span<const Entry> started(const std::vector<Entry>& entries, std::int64_t step) {
+  const auto end = std::find_if(entries.begin(), entries.end(), [&](const Entry& entry) { return entry.step > step; });
+  return {entries.data(), static_cast<std::size_t>(end - entries.begin())};
+}
+
+// A list of entries as whole numbers, [[step, ...], ...], each of `width`.
+const Json& entry_list(const StateField& row, const Json& object, std::size_t width) {
+  const Json& list = field(object, row.name, Json::value_t::array, "an array");
+  for (const Json& entry : list) {
+    if (!entry.is_array() || entry.size() != width) {
+      refuse_state(fmt::format("field \"{}\" holds {}, not an entry of {} values", row.name, excerpt(entry), width));
+    }
+  }
+  return list;
+}
+
+// An entry's step, after the first entry's (at 0) and increasing.
+std::int64_t entry_step(const StateField& row, const Json& value, std::int64_t after) {
+  const auto bad = [&] {
+    refuse_state(fmt::format("field \"{}\" has an entry at step {}, not after step {}", row.name, excerpt(value), after));
+  };
+  if (!value.is_number_integer()) bad();
+  if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad();
+  const auto step = value.get<std::int64_t>();
+  if (step <= after) bad();
+  return step;
+}
+
+std::int64_t positive(const StateField& row, const Json& value, const char* what) {
+  if (!value.is_number_integer() || (value.is_number_unsigned() &&
+                                     value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
+      value.get<std::int64_t>() < 1) {
+    refuse_state(fmt::format("field \"{}\" has a {} of {}, not a whole number >= 1", row.name, what, excerpt(value)));
+  }
+  return value.get<std::int64_t>();
+}
+
+void write_schedule(const StateField& row, const State& state, Json& object) {
+  Json& list = object[row.name] = Json::array();
+  for (const State::Stage& stage : state.schedule) list.push_back({stage.step, stage.global_batch, stage.context});
+}
+
+void read_schedule(const StateField& row, const Json& object, State& state) {
+  std::int64_t after = 0;
+  for (const Json& entry : entry_list(row, object, 3)) {
+    State::Stage stage;
+    stage.step = after = entry_step(row, entry[0], after);
+    stage.global_batch = positive(row, entry[1], "global batch");
+    stage.context = positive(row, entry[2], "context");
+    state.schedule.push_back(stage);
+  }
+}
+
+std::string describe(const State::Stage& stage) {
+  return fmt::format("step {}: global batch {}, context {}", stage.step, stage.global_batch, stage.context);
+}
+
+// Entries that started by the saved step must be the same: later ones may
+// differ, so a run can extend its plan.
+std::string schedule_match(const StateField&, const State& saved, const State& stream) {
+  const std::span<const State::Stage> was = started(saved.schedule, saved.step);
+  const std::span<const State::Stage> now = started(stream.schedule, saved.step);
+  for (std::size_t index = 0; index < std::max(was.size(), now.size()); ++index) {
+    if (index < was.size() && index < now.size() && was[index] == now[index]) continue;
+    return fmt::format("cannot resume at step {}: schedule entry {} of the state is {}, this stream's is {}",
+                       saved.step, index + 1, index < was.size() ? fmt::format("({})", describe(was[index])) : "none",
+                       index < now.size() ? fmt::format("({})", describe(now[index])) : "none");
+  }
+  return {};
+}
+
+void write_weight_schedule(const StateField& row, const State& state, Json& object) {
+  Json& list = object[row.name] = Json::array();
+  for (const WeightsEntry& entry : state.weight_schedule) list.push_back({entry.step, entry.weights});
+}
+
+void read_weight_schedule(const StateField& row, const Json& object, State& state) {
+  std::int64_t after = 0;
+  for (const Json& entry : entry_list(row, object, 2)) {
+    WeightsEntry read;
+    read.step = after = entry_step(row, entry[0], after);
+    if (!entry[1].is_array()) refuse_state(fmt::format("field \"{}\" has weights {}, not an array", row.name, excerpt(entry[1])));
+    for (const Json& weight : entry[1]) {
+      if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
+        refuse_state(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
+      }
+      read.weights.push_back(weight.get<double>());
+    }
+    state.weight_schedule.push_back(std::move(read));
+  }
+}
+
+std::string weight_schedule_match(const StateField&, const State& saved, const State& stream) {
+  const std::span<const WeightsEntry> was = started(saved.weight_schedule, saved.step);
+  const std::span<const WeightsEntry> now = started(stream.weight_schedule, saved.step);
+  const auto shown = [](std::span<const WeightsEntry> entries, std::size_t index) {
+    if (index >= entries.size()) return std::string("none");
+    return fmt::format("(step {}: {})", entries[index].step, listed(entries[index].weights));
+  };
+  for (std::size_t index = 0; index < std::max(was.size(), now.size()); ++index) {
+    if (index < was.size() && index < now.size() && was[index] == now[index]) continue;
+    return fmt::format("cannot resume at step {}: weights entry {} of the state is {}, this stream's is {}",
+                       saved.step, index + 1, shown(was, index), shown(now, index));
+  }
+  return {};
+}
+
+constexpr const char* kMixtureNames[] = {"per_sample", "interleaved"};
+
+void write_mixture(const StateField& row, const State& state, Json& object) {
+  object[row.name] = kMixtureNames[static_cast<int>(state.mixture)];
+}
+
+void read_mixture(const StateField& row, const Json& object, State& state) {
+  const Json& name = field(object, row.name, Json::value_t::string, "a string");
+  if (name == kMixtureNames[0]) {
+    state.mixture = State::Mixture::kPerSample;
+  } else if (name == kMixtureNames[1]) {
+    state.mixture = State::Mixture::kInterleaved;
+  } else {
+    refuse_state(fmt::format("field \"{}\" is {}, not \"per_sample\" or \"interleaved\"", row.name, excerpt(name)));
+  }
+}
+
 // The fields, in the order they are read and checked; `format` and
 // `version` come first, since the version says which rows a state has.
-constexpr std::array<StateField, 9> kFields{{
+constexpr std::array<StateField, 12> kFields{{
     {"format", "format", 1, write_format, read_format, nullptr},
     {"version", "version", 1, write_version, read_version, nullptr},
     {"seed", "seed", 1, write_member<&State::seed>, read_unsigned<&State::seed>, must_match<&State::seed>},
@@ -343,6 +369,10 @@ constexpr std::array<StateField, 9> kFields{{
     {"weights", "weights", 1, write_member<&State::weights>, read_weights, weights_match},
     {"sources", "sources", 1, write_sources, read_sources, sources_match},
     {"documents", "documents", 2, write_documents, read_documents, documents_match},
+    {"schedule", "schedule", 3, write_schedule, read_schedule, schedule_match},
+    {"weight_schedule", "weight schedule", 3, write_weight_schedule, read_weight_schedule, weight_schedule_match},
+    // A stream takes its state's mixture: nothing to match.
+    {"mixture", "mixture", 3, write_mixture, read_mixture, nullptr},
 }};
 
 // A key no row of the state's version names: refused, naming it and the
@@ -357,7 +387,7 @@ void refuse_unknown_fields(const Json& object, std::int64_t version) {
     for (const StateField& row : kFields) {
       if (row.since <= version) names.emplace_back(row.name);
     }
-    refuse(fmt::format("unknown field {} (a version {} state has {})", excerpt(Json(key)), version,
+    refuse_state(fmt::format("unknown field {} (a version {} state has {})", excerpt(Json(key)), version,
                        fmt::join(names, ", ")));
   }
 }
@@ -371,7 +401,7 @@ std::string BatchStreamState::to_json() const {
 }
 
 BatchStreamState BatchStreamState::from_json(std::string_view json) {
-  const Json parsed = parse(json);
+  const Json parsed = detail::parse_state(json);
   BatchStreamState state;
   // The format and the version first: the version says which rows follow.
   kFields[0].read(kFields[0], parsed, state);

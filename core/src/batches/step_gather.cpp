@@ -25,9 +25,10 @@ StepGather::StepGather(const StreamPlan& plan, std::uint64_t trace_id)
     : plan_(plan),
       trace_id_(trace_id),
       pool_(std::make_unique<GatherPool>(gather_thread_count(plan.options().threads))),
-      ahead_(static_cast<std::size_t>(plan.options().prefetch) + 1,
-             std::vector<Window>(static_cast<std::size_t>(plan.options().batch_size))),
-      drawn_until_(plan.first_step()) {}
+      ahead_(static_cast<std::size_t>(plan.options().prefetch) + 1),
+      drawn_until_(plan.first_step()) {
+  for (std::vector<Window>& slot : ahead_) slot.reserve(static_cast<std::size_t>(plan.largest_batch()));
+}
 
 double StepGather::seconds() const noexcept {
   return static_cast<double>(nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
@@ -43,8 +44,11 @@ std::span<const Window> StepGather::windows_of(std::int64_t step) {
   const std::int64_t last = std::min(step + plan_.options().prefetch, kLastStep);
   for (; drawn_until_ <= last; ++drawn_until_) {
     std::vector<Window>& drawn = slot(drawn_until_);
+    const StreamPlan::Shape shape = plan_.shape_at(drawn_until_);
+    drawn.resize(static_cast<std::size_t>(shape.batch_size));  // within the capacity of the largest
     plan_.draw(drawn_until_, drawn);
-    for (const Window& window : drawn) advise_will_need({plan_.first_token(window), plan_.window_bytes()});
+    const std::uint64_t bytes = plan_.window_bytes(shape.context);
+    for (const Window& window : drawn) advise_will_need({plan_.first_token(window), bytes});
   }
   return slot(step);
 }
@@ -55,14 +59,15 @@ PreparedStep StepGather::gather(std::int64_t step) {
   const Clock::time_point start = Clock::now();
   trace::Span gathering(trace::category::kBatchStream, trace::event::kGather, 0, start);
   const std::span<const Window> windows = windows_of(step);
+  const std::int64_t context = plan_.shape_at(step).context;
   const std::size_t share = windows.size() / plan_.targets().size();
   const DocumentIndex* documents = plan_.documents();
   for (std::size_t device = 0; device < plan_.targets().size(); ++device) {
     const std::span<const Window> rows = windows.subspan(device * share, share);
     PieceLayout layout;
-    if (documents != nullptr) layout = layout_for(device, rows, step);
-    prepared.arrays.push_back(gather_for(device, rows, step));
-    if (documents != nullptr) prepared.documents.push_back(send_pieces(device, rows, layout, step));
+    if (documents != nullptr) layout = layout_for(device, rows, context, step);
+    prepared.arrays.push_back(gather_for(device, rows, context, step));
+    if (documents != nullptr) prepared.documents.push_back(send_pieces(device, rows, layout, context, step));
   }
   prepared.issued = Clock::now();
   if (gathering.active()) {
@@ -86,11 +91,13 @@ PreparedStep StepGather::gather(std::int64_t step) {
   return prepared;
 }
 
-Array StepGather::gather_for(std::size_t device, std::span<const Window> windows, std::int64_t step) {
+Array StepGather::gather_for(std::size_t device, std::span<const Window> windows, std::int64_t context,
+                             std::int64_t step) {
   const std::shared_ptr<LiveDevice>& target = plan_.targets()[device];
   const DType from = plan_.from();
   const DType to = plan_.to();
-  const std::int64_t length = plan_.window_tokens();
+  const std::int64_t length = context + 1;
+  const std::uint64_t window_bytes = plan_.window_bytes(context);
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(windows.size()), length};
   const Extent extent = extent_of(to, shape, "BatchStream");
   std::vector<const std::byte*> rows(windows.size());
@@ -106,7 +113,7 @@ Array StepGather::gather_for(std::size_t device, std::span<const Window> windows
                            for (std::size_t index = 0; index < rows.size(); ++index) {
                              const StreamSource& source =
                                  plan_.sources()[static_cast<std::size_t>(windows[index].source)];
-                             drop_pages({rows[index], plan_.window_bytes()}, {source.data, source.array.nbytes()});
+                             drop_pages({rows[index], window_bytes}, {source.data, source.array.nbytes()});
                            }
                          }};
   return send_rows(
@@ -118,25 +125,25 @@ Array StepGather::gather_for(std::size_t device, std::span<const Window> windows
       trace::event::kBatch);
 }
 
-PieceLayout StepGather::layout_for(std::size_t device, std::span<const Window> windows, std::int64_t step) const {
+PieceLayout StepGather::layout_for(std::size_t device, std::span<const Window> windows, std::int64_t context,
+                                   std::int64_t step) const {
   try {
-    return plan_.documents()->layout(windows, plan_.options().context, plan_.options().max_documents);
+    return plan_.documents()->layout(windows, context, plan_.options().max_documents);
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kOutOfRange) throw;
     throw Error(ErrorCode::kOutOfRange,
                 fmt::format("BatchStream: step {} on {}: its {} windows cut into {}; raise max_documents (at most "
                             "rows x context = {}, which no step exceeds)",
                             step, plan_.targets()[device]->selector(), windows.size(), error.what(),
-                            static_cast<std::int64_t>(windows.size()) * plan_.options().context));
+                            static_cast<std::int64_t>(windows.size()) * context));
   }
 }
 
 DocumentPieces StepGather::send_pieces(std::size_t device, std::span<const Window> windows, const PieceLayout& layout,
-                                       std::int64_t step) {
+                                       std::int64_t context, std::int64_t step) {
   // cu_seqlens and position_ids in one int32 buffer, one copy: the first
   // C + 1 elements and the rows x T after them, each a view of it.
   const std::shared_ptr<LiveDevice>& target = plan_.targets()[device];
-  const std::int64_t context = plan_.options().context;
   const auto offsets = static_cast<std::int64_t>(layout.cu_seqlens.size());
   const auto rows = static_cast<std::int64_t>(windows.size());
   const std::int64_t length = offsets + rows * context;

@@ -56,18 +56,20 @@ class StepGather {
 
  private:
   std::span<const Window> windows_of(std::int64_t step);
-  Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t step);
+  Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t context, std::int64_t step);
   // The pieces of a device's windows, laid out before its tokens are sent
   // (so a step with too many fails before any copy).
-  PieceLayout layout_for(std::size_t device, std::span<const Window> windows, std::int64_t step) const;
+  PieceLayout layout_for(std::size_t device, std::span<const Window> windows, std::int64_t context,
+                         std::int64_t step) const;
   DocumentPieces send_pieces(std::size_t device, std::span<const Window> windows, const PieceLayout& layout,
-                             std::int64_t step);
+                             std::int64_t context, std::int64_t step);
 
   const StreamPlan& plan_;
   const std::uint64_t trace_id_;
   std::unique_ptr<GatherPool> pool_;
   // The windows of step s, drawn ahead, at ahead_[s % ahead_.size()]: the
-  // step being gathered and the `prefetch` after it.
+  // step being gathered and the `prefetch` after it (each slot holds as many
+  // as the largest step has, so a schedule allocates nothing per step).
   std::vector<std::vector<Window>> ahead_;
   std::int64_t drawn_until_;  // the first step not drawn yet
   std::atomic<std::uint64_t> nanoseconds_{0};

@@ -142,10 +142,12 @@ StreamBatch StepQueue::next() {
   changed_.notify_all();
   lock.unlock();
   std::uint64_t bytes = 0;
+  std::uint64_t windows = 0;
   try {
     for (const Array& array : entry->prepared.arrays) {
       array.block_until_ready();
       bytes += array.nbytes();
+      windows += static_cast<std::uint64_t>(array.shape().front());  // its rows: this step's share of B
     }
     // One buffer holds both of a device's piece arrays.
     for (const DocumentPieces& pieces : entry->prepared.documents) pieces.cu_seqlens.block_until_ready();
@@ -164,6 +166,7 @@ StreamBatch StepQueue::next() {
   const std::int64_t step = entry->prepared.step;
   next_to_hand_out_.store(step + 1);
   ++stats_.steps;
+  stats_.windows += windows;
   stats_.bytes += bytes;
   stats_.wait_seconds += seconds(now - start);
   // On the caller's track: the step from the previous batch in hand to this

@@ -54,7 +54,7 @@ class StepQueue {
   // The step next() hands out next. Lock-free: a child forked while the
   // producer held the lock can still read it.
   std::int64_t step() const noexcept { return next_to_hand_out_.load(); }
-  // The handoff's share of the stats: steps, bytes, wait, transfer and
+  // The handoff's share of the stats: steps, windows, bytes, wait, transfer and
   // elapsed seconds. `lock`: false in a forked child, where no other thread
   // uses the queue and the lock may have been held by one left in the parent.
   BatchStreamStats stats(bool lock) const;

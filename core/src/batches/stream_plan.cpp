@@ -53,32 +53,163 @@ StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStream
   if (const std::string loss = value_loss(from_, to_); !loss.empty()) refuse(ErrorCode::kInvalidArgument, loss);
   if (!options_.seed) options_.seed = resume != nullptr ? resume->seed : 0;
   identity_.seed = *options_.seed;
-  identity_.global_batch = global_batch_;
-  identity_.context = options_.context;
+  identity_.global_batch = entries_.front().batch_size * options_.world_size;
+  identity_.context = entries_.front().context;
   identity_.weights = options_.weights;
-  if (documents_) identity_.documents = documents_->described();
-  if (resume != nullptr) {
-    check_resumable(*resume, identity_);
-    first_step_ = resume->step;
+  for (std::size_t entry = 1; entry < entries_.size(); ++entry) {
+    const ScheduleEntry& later = entries_[entry];
+    identity_.schedule.push_back({later.step, later.batch_size * options_.world_size, later.context});
   }
-  std::vector<std::uint64_t> starts;
-  for (const StreamSource& source : sources_) starts.push_back(source.starts);
-  sampler_ = std::make_unique<WindowSampler>(identity_.seed, std::move(starts), options_.weights,
-                                             static_cast<std::uint64_t>(global_batch_));
+  if (weight_entries_.size() > 1) identity_.weight_schedule.assign(weight_entries_.begin() + 1, weight_entries_.end());
+  identity_.mixture = BatchStreamState::Mixture::kInterleaved;
+  if (documents_) identity_.documents = documents_->described();
+  if (resume != nullptr) check_resume(*resume);
+  sampler_ = std::make_unique<WindowSampler>(identity_.seed, segments(), identity_.mixture);
+}
+
+void StreamPlan::check_resume(const BatchStreamState& saved) {
+  // A weighted stream goes on drawing by the rule its state was drawn by.
+  if (!identity_.weights.empty()) identity_.mixture = saved.mixture;
+  // Elastic resume: said before the field checks, which would only see two
+  // global batches differ.
+  const auto splits = [&](std::size_t entry, std::int64_t step, std::int64_t global_batch) {
+    if (global_batch % options_.world_size == 0) return;
+    const std::string where = entries_.size() > 1 || !saved.schedule.empty()
+                                  ? fmt::format("schedule entry {} (step {}) of the state", entry, step)
+                                  : std::string("the state");
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("cannot resume: {} has a global batch of {}, which world_size {} cannot split", where,
+                       global_batch, options_.world_size));
+  };
+  splits(0, 0, saved.global_batch);
+  for (std::size_t stage = 0; stage < saved.schedule.size(); ++stage) {
+    if (saved.schedule[stage].step <= saved.step) {
+      splits(stage + 1, saved.schedule[stage].step, saved.schedule[stage].global_batch);
+    }
+  }
+  check_resumable(saved, identity_);
+  if (identity_.mixture == BatchStreamState::Mixture::kPerSample &&
+      (entries_.size() > 1 || weight_entries_.size() > 1)) {
+    refuse(ErrorCode::kInvalidArgument,
+           "cannot resume: the state's weighted windows were drawn by the rule of states version 1 and 2 (each "
+           "sample picks its source at random), which keeps no place per source to carry across a schedule or a "
+           "weight schedule; resume it without them");
+  }
+  first_step_ = saved.step;
+}
+
+std::string StreamPlan::entry_label(std::size_t entry) const {
+  if (options_.schedule.empty()) return {};
+  return fmt::format("schedule entry {} (step {}): ", entry, entries_[entry].step);
+}
+
+void StreamPlan::check_schedule() {
+  const std::vector<ScheduleEntry>& schedule = options_.schedule;
+  if (schedule.empty()) {
+    if (options_.batch_size < 1) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("batch_size must be at least 1, got {}", options_.batch_size));
+    }
+    if (options_.context < 1) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("context must be at least 1, got {}", options_.context));
+    }
+    entries_.push_back({0, options_.batch_size, options_.context});
+  } else {
+    for (std::size_t index = 0; index < schedule.size(); ++index) {
+      const ScheduleEntry& entry = schedule[index];
+      if (index == 0 && entry.step != 0) {
+        refuse(ErrorCode::kInvalidArgument,
+               fmt::format("schedule entry 0 starts at step {}; the first entry starts at step 0", entry.step));
+      }
+      if (index > 0 && entry.step <= schedule[index - 1].step) {
+        refuse(ErrorCode::kInvalidArgument,
+               fmt::format("schedule entry {} starts at step {}, not after entry {}'s step {}; the steps must "
+                           "increase",
+                           index, entry.step, index - 1, schedule[index - 1].step));
+      }
+      if (entry.batch_size < 1) {
+        refuse(ErrorCode::kInvalidArgument, fmt::format("schedule entry {} (step {}): batch_size must be at least "
+                                                        "1, got {}",
+                                                        index, entry.step, entry.batch_size));
+      }
+      if (entry.context < 1) {
+        refuse(ErrorCode::kInvalidArgument,
+               fmt::format("schedule entry {} (step {}): context must be at least 1, got {}", index, entry.step,
+                           entry.context));
+      }
+    }
+    const ScheduleEntry& first = schedule.front();
+    if ((options_.batch_size != 0 && options_.batch_size != first.batch_size) ||
+        (options_.context != 0 && options_.context != first.context)) {
+      refuse(ErrorCode::kInvalidArgument,
+             fmt::format("batch_size {} and context {} differ from the schedule's first entry (batch_size {}, "
+                         "context {}); leave them 0 (Python: out) or give the same",
+                         options_.batch_size, options_.context, first.batch_size, first.context));
+    }
+    options_.batch_size = first.batch_size;
+    options_.context = first.context;
+    entries_ = schedule;
+  }
+  for (std::size_t index = 0; index < entries_.size(); ++index) {
+    const ScheduleEntry& entry = entries_[index];
+    if (entry.context == INT64_MAX) {
+      refuse(ErrorCode::kInvalidArgument,
+             fmt::format("{}context must be below 2^63 - 1 (a window is context + 1 tokens), got {}",
+                         entry_label(index), entry.context));
+    }
+  }
+}
+
+void StreamPlan::check_weights(std::size_t source_count) {
+  std::vector<WeightsEntry>& schedule = options_.weight_schedule;
+  const bool scheduled = !schedule.empty();
+  if (scheduled) {
+    for (std::size_t index = 0; index < schedule.size(); ++index) {
+      if (index == 0 && schedule[index].step != 0) {
+        refuse(ErrorCode::kInvalidArgument,
+               fmt::format("weights entry 0 starts at step {}; the first entry starts at step 0", schedule[index].step));
+      }
+      if (index > 0 && schedule[index].step <= schedule[index - 1].step) {
+        refuse(ErrorCode::kInvalidArgument,
+               fmt::format("weights entry {} starts at step {}, not after entry {}'s step {}; the steps must "
+                           "increase",
+                           index, schedule[index].step, index - 1, schedule[index - 1].step));
+      }
+    }
+    if (!options_.weights.empty() && options_.weights != schedule.front().weights) {
+      refuse(ErrorCode::kInvalidArgument,
+             "weights differ from the weight schedule's first entry; leave them empty or give the same");
+    }
+    weight_entries_ = schedule;
+  } else if (!options_.weights.empty()) {
+    weight_entries_.push_back({0, options_.weights});
+  }
+  for (std::size_t entry = 0; entry < weight_entries_.size(); ++entry) {
+    const std::vector<double>& weights = weight_entries_[entry].weights;
+    const std::string label =
+        scheduled ? fmt::format("weights entry {} (step {}): ", entry, weight_entries_[entry].step) : std::string();
+    if (weights.size() != source_count) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("{}{} weights for {} sources", label, weights.size(),
+                                                      source_count));
+    }
+    double sum = 0;
+    for (std::size_t index = 0; index < weights.size(); ++index) {
+      const double weight = weights[index];
+      if (!std::isfinite(weight) || weight < 0) {
+        refuse(ErrorCode::kInvalidArgument,
+               fmt::format("{}weight {} (of source {}) is not a finite number >= 0", label, weight, index));
+      }
+      sum += weight;
+    }
+    if (!(sum > 0) || !std::isfinite(sum)) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("{}the weights are all zero (or sum to infinity)", label));
+    }
+  }
+  if (!weight_entries_.empty()) options_.weights = weight_entries_.front().weights;
 }
 
 void StreamPlan::check_options(std::size_t source_count) {
   if (source_count == 0) refuse(ErrorCode::kInvalidArgument, "no token sources given");
-  if (options_.batch_size < 1) {
-    refuse(ErrorCode::kInvalidArgument, fmt::format("batch_size must be at least 1, got {}", options_.batch_size));
-  }
-  if (options_.context < 1) {
-    refuse(ErrorCode::kInvalidArgument, fmt::format("context must be at least 1, got {}", options_.context));
-  }
-  if (options_.context == INT64_MAX) {
-    refuse(ErrorCode::kInvalidArgument,
-           fmt::format("context must be below 2^63 - 1 (a window is context + 1 tokens), got {}", options_.context));
-  }
+  check_schedule();
   if (options_.world_size < 1) {
     refuse(ErrorCode::kInvalidArgument, fmt::format("world_size must be at least 1, got {}", options_.world_size));
   }
@@ -90,28 +221,14 @@ void StreamPlan::check_options(std::size_t source_count) {
     refuse(ErrorCode::kInvalidArgument,
            fmt::format("prefetch must be in [1, {}], got {}", kMaxPrefetch, options_.prefetch));
   }
-  if (__builtin_mul_overflow(options_.batch_size, options_.world_size, &global_batch_)) {
-    refuse(ErrorCode::kInvalidArgument,
-           fmt::format("batch_size {} x world_size {} overflows", options_.batch_size, options_.world_size));
-  }
-  if (!options_.weights.empty()) {
-    if (options_.weights.size() != source_count) {
-      refuse(ErrorCode::kInvalidArgument,
-             fmt::format("{} weights for {} sources", options_.weights.size(), source_count));
-    }
-    double sum = 0;
-    for (std::size_t index = 0; index < options_.weights.size(); ++index) {
-      const double weight = options_.weights[index];
-      if (!std::isfinite(weight) || weight < 0) {
-        refuse(ErrorCode::kInvalidArgument,
-               fmt::format("weight {} (of source {}) is not a finite number >= 0", weight, index));
-      }
-      sum += weight;
-    }
-    if (!(sum > 0) || !std::isfinite(sum)) {
-      refuse(ErrorCode::kInvalidArgument, "the weights are all zero (or sum to infinity)");
+  for (std::size_t index = 0; index < entries_.size(); ++index) {
+    std::int64_t global_batch = 0;
+    if (__builtin_mul_overflow(entries_[index].batch_size, options_.world_size, &global_batch)) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} x world_size {} overflows", entry_label(index),
+                                                      entries_[index].batch_size, options_.world_size));
     }
   }
+  check_weights(source_count);
   if (options_.max_documents < 0) {
     refuse(ErrorCode::kInvalidArgument,
            fmt::format("max_documents must be at least 0 (0: rows x context), got {}", options_.max_documents));
@@ -138,14 +255,15 @@ void StreamPlan::choose_devices(Runtime& runtime) {
     }
     targets_.push_back(placement_->device(devices[index]));
   }
-  if (options_.batch_size % static_cast<std::int64_t>(targets_.size()) != 0) {
-    refuse(ErrorCode::kInvalidArgument,
-           fmt::format("batch_size {} does not split evenly over {} devices", options_.batch_size, targets_.size()));
+  for (std::size_t index = 0; index < entries_.size(); ++index) {
+    if (entries_[index].batch_size % static_cast<std::int64_t>(targets_.size()) != 0) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} does not split evenly over {} devices",
+                                                      entry_label(index), entries_[index].batch_size, targets_.size()));
+    }
   }
 }
 
 void StreamPlan::open_sources(std::vector<Array> sources) {
-  const std::int64_t window = window_tokens();
   const MemoryMappings mappings = MemoryMappings::of_this_process();
   for (std::size_t index = 0; index < sources.size(); ++index) {
     const ArrayState& state = ArrayAccess::state(sources[index], "BatchStream");
@@ -174,7 +292,6 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
     source.array = sources[index];
     source.data = storage.host + state.offset;
     source.tokens = state.elements;
-    source.starts = static_cast<std::int64_t>(source.tokens) >= window ? source.tokens - options_.context : 0;
     const HostRange range{source.data, state.nbytes};
     source.droppable = mappings.pages_are_releasable(range);
     if (options_.release_pages && !source.droppable) {
@@ -190,70 +307,134 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
   }
   const auto longest = std::max_element(sources_.begin(), sources_.end(),
                                         [](const auto& a, const auto& b) { return a.tokens < b.tokens; });
-  if (longest->starts == 0) {
-    refuse(ErrorCode::kOutOfRange,
-           fmt::format("a window of context + 1 = {} tokens is longer than every source (the longest has {})", window,
-                       longest->tokens));
+  for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
+    const std::int64_t window = entries_[entry].context + 1;
+    if (longest->tokens < static_cast<std::uint64_t>(window)) {
+      refuse(ErrorCode::kOutOfRange,
+             fmt::format("{}a window of context + 1 = {} tokens is longer than every source (the longest has {})",
+                         entry_label(entry), window, longest->tokens));
+    }
   }
 }
 
 void StreamPlan::find_documents() {
-  const std::int64_t rows = options_.batch_size / static_cast<std::int64_t>(targets_.size());
-  std::int64_t tokens = 0;
-  if (__builtin_mul_overflow(rows, options_.context, &tokens) || tokens > INT32_MAX) {
-    refuse(ErrorCode::kInvalidArgument,
-           fmt::format("documents: a device's batch of {} rows x context {} is more than the 2^31 - 1 tokens that "
-                       "int32 cu_seqlens can count",
-                       rows, options_.context));
+  const auto devices = static_cast<std::int64_t>(targets_.size());
+  std::int64_t largest = 0;
+  for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
+    const std::int64_t rows = entries_[entry].batch_size / devices;
+    std::int64_t tokens = 0;
+    if (__builtin_mul_overflow(rows, entries_[entry].context, &tokens) || tokens > INT32_MAX) {
+      refuse(ErrorCode::kInvalidArgument,
+             fmt::format("{}documents: a device's batch of {} rows x context {} is more than the 2^31 - 1 tokens "
+                         "that int32 cu_seqlens can count",
+                         entry_label(entry), rows, entries_[entry].context));
+    }
+    largest = std::max(largest, tokens);
   }
-  if (options_.max_documents == 0) options_.max_documents = tokens;
+  if (options_.max_documents == 0) options_.max_documents = largest;
   GatherPool pool(gather_thread_count(options_.threads));
-  documents_.emplace(options_.documents, sources_, from_, options_.context, pool);
-  for (std::size_t index = 0; index < sources_.size(); ++index) {
-    sources_[index].starts = documents_->eligible(index);
-    const bool drawn = options_.weights.empty() || options_.weights[index] > 0;
-    if (drawn && sources_[index].starts == 0) {
+  documents_.emplace(options_.documents, sources_, from_, pool);
+  for (const Segment& segment : segments()) {
+    for (std::size_t index = 0; index < sources_.size(); ++index) {
+      const bool drawn = segment.weights.empty() || segment.weights[index] > 0;
+      if (!drawn || segment.starts[index] != 0) continue;
       const std::span<const std::int64_t> starts = documents_->starts(index);
+      const auto entry = static_cast<std::size_t>(
+          std::find_if(entries_.begin(), entries_.end(),
+                       [&](const ScheduleEntry& at) { return at.context == segment.context; }) -
+          entries_.begin());
       refuse(ErrorCode::kOutOfRange,
-             fmt::format("documents: no document of source {} starts a window of context + 1 = {} tokens that fits "
-                         "(it has {} tokens and {} document starts{})",
-                         index, window_tokens(), sources_[index].tokens, starts.size(),
+             fmt::format("{}documents: no document of source {} starts a window of context + 1 = {} tokens that "
+                         "fits (it has {} tokens and {} document starts{})",
+                         entry_label(entry), index, segment.context + 1, sources_[index].tokens, starts.size(),
                          starts.empty() ? "" : fmt::format(", the first at {}", starts.front())));
     }
   }
 }
 
+std::uint64_t StreamPlan::starts_of(std::size_t source, std::int64_t context) const noexcept {
+  if (documents_) return documents_->eligible(source, context);
+  const std::uint64_t tokens = sources_[source].tokens;
+  return tokens > static_cast<std::uint64_t>(context) ? tokens - static_cast<std::uint64_t>(context) : 0;
+}
+
+std::vector<Segment> StreamPlan::segments() const {
+  // A segment starts wherever either schedule starts an entry.
+  std::vector<std::int64_t> firsts;
+  for (const ScheduleEntry& entry : entries_) firsts.push_back(entry.step);
+  for (const WeightsEntry& entry : weight_entries_) firsts.push_back(entry.step);
+  std::sort(firsts.begin(), firsts.end());
+  firsts.erase(std::unique(firsts.begin(), firsts.end()), firsts.end());
+  std::vector<Segment> segments;
+  for (const std::int64_t first : firsts) {
+    const auto in_effect = [first](const auto& entries) {
+      return std::prev(std::upper_bound(entries.begin(), entries.end(), first,
+                                        [](std::int64_t step, const auto& entry) { return step < entry.step; }));
+    };
+    const ScheduleEntry& shape = *in_effect(entries_);
+    Segment segment;
+    segment.first_step = first;
+    segment.global_batch = static_cast<std::uint64_t>(shape.batch_size * options_.world_size);
+    segment.context = shape.context;
+    if (!weight_entries_.empty()) segment.weights = in_effect(weight_entries_)->weights;
+    for (std::size_t source = 0; source < sources_.size(); ++source) {
+      segment.starts.push_back(starts_of(source, shape.context));
+    }
+    segments.push_back(std::move(segment));
+  }
+  return segments;
+}
+
 void StreamPlan::check_window_counts() const {
   const char* what = documents_ ? "document starts whose window fits" : "window starts";
-  std::uint64_t total_starts = 0;
-  for (const StreamSource& source : sources_) total_starts += source.starts;
-  if (options_.weights.empty()) {
-    if (static_cast<std::uint64_t>(global_batch_) > total_starts) {
-      refuse(
-          ErrorCode::kOutOfRange,
-          fmt::format("{} distinct windows per global step (batch_size {} x world_size {}) do not fit in the {} {} of "
-                      "the sources",
-                      global_batch_, options_.batch_size, options_.world_size, total_starts, what));
+  for (const Segment& segment : segments()) {
+    const auto entry = static_cast<std::size_t>(
+        std::prev(std::upper_bound(entries_.begin(), entries_.end(), segment.first_step,
+                                   [](std::int64_t step, const ScheduleEntry& at) { return step < at.step; })) -
+        entries_.begin());
+    const std::string label = entry_label(entry);
+    if (segment.weights.empty()) {
+      std::uint64_t total_starts = 0;
+      for (const std::uint64_t count : segment.starts) total_starts += count;
+      if (segment.global_batch > total_starts) {
+        refuse(ErrorCode::kOutOfRange,
+               fmt::format("{}{} distinct windows per global step (batch_size {} x world_size {}) do not fit in the "
+                           "{} {} of the sources",
+                           label, segment.global_batch, entries_[entry].batch_size, options_.world_size,
+                           total_starts, what));
+      }
+      continue;
     }
-    return;
-  }
-  for (std::size_t index = 0; index < sources_.size(); ++index) {
-    if (options_.weights[index] > 0 && sources_[index].starts < static_cast<std::uint64_t>(global_batch_)) {
-      refuse(ErrorCode::kOutOfRange,
-             fmt::format("source {} has {} {}, fewer than the {} windows of a global step; with weights every "
-                         "source of positive weight needs at least that many",
-                         index, sources_[index].starts, what, global_batch_));
+    for (std::size_t index = 0; index < sources_.size(); ++index) {
+      if (segment.weights[index] > 0 && segment.starts[index] < segment.global_batch) {
+        refuse(ErrorCode::kOutOfRange,
+               fmt::format("{}source {} has {} {}, fewer than the {} windows of a global step; with weights every "
+                           "source of positive weight needs at least that many",
+                           label, index, segment.starts[index], what, segment.global_batch));
+      }
     }
   }
 }
 
-std::uint64_t StreamPlan::window_bytes() const noexcept {
-  return static_cast<std::uint64_t>(window_tokens()) * (dtype_bits(from_) / 8);
+StreamPlan::Shape StreamPlan::shape_at(std::int64_t step) const noexcept {
+  const auto entry = std::prev(std::upper_bound(entries_.begin(), entries_.end(), step,
+                                                [](std::int64_t at, const ScheduleEntry& e) { return at < e.step; }));
+  return {entry->batch_size, entry->context};
+}
+
+std::int64_t StreamPlan::largest_batch() const noexcept {
+  std::int64_t largest = 0;
+  for (const ScheduleEntry& entry : entries_) largest = std::max(largest, entry.batch_size);
+  return largest;
+}
+
+std::uint64_t StreamPlan::window_bytes(std::int64_t context) const noexcept {
+  return static_cast<std::uint64_t>(context + 1) * (dtype_bits(from_) / 8);
 }
 
 void StreamPlan::draw(std::int64_t step, std::span<Window> out) const {
-  sampler_->draw(static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(options_.rank * options_.batch_size),
-                 out);
+  const Shape shape = shape_at(step);
+  sampler_->draw(static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(options_.rank * shape.batch_size), out);
   // The sampler draws a document's place in its source's list of starts.
   if (!documents_) return;
   for (Window& window : out) {
@@ -264,7 +445,7 @@ void StreamPlan::draw(std::int64_t step, std::span<Window> out) const {
 
 std::vector<Window> StreamPlan::windows(std::int64_t step) const {
   if (step < 0) refuse(ErrorCode::kOutOfRange, fmt::format("step {} is negative", step));
-  std::vector<Window> drawn(static_cast<std::size_t>(options_.batch_size));
+  std::vector<Window> drawn(static_cast<std::size_t>(shape_at(step).batch_size));
   draw(step, drawn);
   return drawn;
 }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace backplane::detail {
@@ -28,6 +29,12 @@ class StreamPlan {
   // that cannot be streamed, and a state this stream cannot resume.
   StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options, const BatchStreamState* resume);
 
+  // One step's share on this rank: B windows of T + 1 tokens.
+  struct Shape {
+    std::int64_t batch_size = 0;
+    std::int64_t context = 0;
+  };
+
   const BatchStreamOptions& options() const noexcept { return options_; }
   Placement& placement() const noexcept { return *placement_; }
   const std::vector<std::shared_ptr<LiveDevice>>& targets() const noexcept { return targets_; }
@@ -35,14 +42,17 @@ class StreamPlan {
   DType from() const noexcept { return from_; }  // the sources' dtype
   DType to() const noexcept { return to_; }      // what the batches hold
   std::int64_t first_step() const noexcept { return first_step_; }
-  std::int64_t window_tokens() const noexcept { return options_.context + 1; }
+  // The B and T of global `step` (>= 0), as the schedule has them.
+  Shape shape_at(std::int64_t step) const noexcept;
+  // The most windows a step has on this rank, over the whole schedule.
+  std::int64_t largest_batch() const noexcept;
   // The sources' documents; null without documents.
   const DocumentIndex* documents() const noexcept { return documents_ ? &*documents_ : nullptr; }
-  // Bytes of one window in the sources.
-  std::uint64_t window_bytes() const noexcept;
+  // Bytes of a window of context + 1 tokens in the sources.
+  std::uint64_t window_bytes(std::int64_t context) const noexcept;
 
-  // This rank's windows of global `step` (>= 0), batch_size of them, in
-  // batch order, into `out`.
+  // This rank's windows of global `step` (>= 0), in batch order, into `out`,
+  // which holds shape_at(step).batch_size of them.
   void draw(std::int64_t step, std::span<Window> out) const;
   // As draw(), refusing a negative step (kOutOfRange).
   std::vector<Window> windows(std::int64_t step) const;
@@ -55,18 +65,31 @@ class StreamPlan {
 
  private:
   void check_options(std::size_t source_count);
+  void check_schedule();
+  void check_weights(std::size_t source_count);
   void choose_devices(Runtime& runtime);
   void open_sources(std::vector<Array> sources);
   void find_documents();
   void check_window_counts() const;
+  void check_resume(const BatchStreamState& saved);
+  // The runs of steps with one B, T and mixture, each with its sources'
+  // window starts.
+  std::vector<Segment> segments() const;
+  // Source j's window starts with context T: N_j.
+  std::uint64_t starts_of(std::size_t source, std::int64_t context) const noexcept;
+  // "schedule entry 1 (step 1000): ", or "" for the plain options.
+  std::string entry_label(std::size_t entry) const;
 
   BatchStreamOptions options_;
+  // The schedule and the weight schedule, the plain options as one entry
+  // each (no weights entry: unweighted).
+  std::vector<ScheduleEntry> entries_;
+  std::vector<WeightsEntry> weight_entries_;
   std::shared_ptr<Placement> placement_;
   std::vector<std::shared_ptr<LiveDevice>> targets_;
   std::vector<StreamSource> sources_;
   DType from_ = DType::kU8;
   DType to_ = DType::kU8;
-  std::int64_t global_batch_ = 0;
   std::int64_t first_step_ = 0;
   BatchStreamState identity_;  // the state of this stream but for its step
   std::optional<DocumentIndex> documents_;

@@ -45,8 +45,9 @@ std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const 
   return live;
 }
 
-// The sizes of the struct as APIs 0.5 and 0.7 defined it, which callers
-// built then still pass; any other size must hold the whole struct of today.
+// The sizes of the struct as APIs 0.5, 0.7 and 0.8 defined it, which
+// callers built then still pass; any other size must hold the whole struct
+// of today.
 // 0.7 ended with seed_from_state: its size is that field's end (where
 // `documents` starts) rounded up to the struct's alignment.
 constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_batch_stream_options, seed_from_state);
@@ -55,6 +56,8 @@ constexpr std::size_t kOptionsSize_0_7 =
     alignof(bp_batch_stream_options) * alignof(bp_batch_stream_options);
 static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_token),
               "a 0.7 struct ends before the first 0.8 field it cannot hold");
+// 0.8 ended with max_documents, whose end is aligned for `schedule`.
+constexpr std::size_t kOptionsSize_0_8 = offsetof(bp_batch_stream_options, schedule);
 
 // The documents of the C options (API 0.8) as the C++ ones. Only what C alone
 // can get wrong is checked here (a kind that is none, NULL arrays); what the
@@ -90,6 +93,29 @@ DocumentBoundaries documents_of(const bp_batch_stream_options& options, std::siz
   }
 }
 
+// The schedules of the C options (API 0.9) into `cxx`. Only the arrays'
+// shapes are checked here; what the entries mean is BatchStream's to check.
+void schedules_of(const bp_batch_stream_options& options, std::size_t source_count, const char* function,
+                  BatchStreamOptions& cxx) {
+  if (options.schedule_count > 0) require_non_null(options.schedule, function, "options->schedule");
+  for (std::size_t k = 0; k < options.schedule_count; ++k) {
+    const bp_schedule_entry& entry = options.schedule[k];
+    cxx.schedule.push_back({entry.step, entry.batch_size, entry.context});
+  }
+  if (options.weight_step_count == 0) return;
+  require_non_null(options.weight_steps, function, "options->weight_steps");
+  if (options.weight_count != options.weight_step_count * source_count) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: options->weight_count {} is not weight_step_count {} x {} sources", function,
+                            options.weight_count, options.weight_step_count, source_count));
+  }
+  for (std::size_t k = 0; k < options.weight_step_count; ++k) {
+    const double* first = options.weights + k * source_count;
+    cxx.weight_schedule.push_back({options.weight_steps[k], std::vector<double>(first, first + source_count)});
+  }
+  cxx.weights.clear();
+}
+
 // The C options as the C++ ones: the zeros that mean a default here
 // (world_size, prefetch) become it; every other check is BatchStream's own,
 // so that a bad option reads the same on every face.
@@ -118,10 +144,11 @@ BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& o
   cxx.weights.assign(options.weights, options.weights + options.weight_count);
   cxx.threads = options.threads;
   cxx.release_pages = options.release_pages != 0;
-  if (options.struct_size >= sizeof(bp_batch_stream_options)) {
+  if (options.struct_size >= kOptionsSize_0_8) {
     cxx.documents = documents_of(options, source_count, function);
     cxx.max_documents = options.max_documents;
   }
+  if (options.struct_size >= sizeof(bp_batch_stream_options)) schedules_of(options, source_count, function, cxx);
   return cxx;
 }
 
@@ -152,7 +179,8 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
     std::shared_ptr<Runtime> cxx = runtime_of(runtime, kFunction);
     require_non_null(options, kFunction, "options");
     require_non_null(out, kFunction, "out");
-    if (options->struct_size != kOptionsSize_0_5 && options->struct_size != kOptionsSize_0_7) {
+    if (options->struct_size != kOptionsSize_0_5 && options->struct_size != kOptionsSize_0_7 &&
+        options->struct_size != kOptionsSize_0_8) {
       require_struct_size(options->struct_size, sizeof(bp_batch_stream_options), kFunction, "options");
     }
     if (source_count > 0) require_non_null(sources, kFunction, "sources");
