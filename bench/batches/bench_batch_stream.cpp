@@ -8,7 +8,8 @@
 //      window each on the same file;
 //   3. warm: the caller's time per step of next() against take_windows on
 //      the caller's thread, and a training loop with a fixed fake step;
-//   4. resume: making a stream at step 1,000,000 and taking its first batch.
+//   4. resume: making a stream at step 1,000,000 and taking its first batch,
+//      without a schedule and inside one of three entries.
 //
 //   bench_batch_stream PLUGIN_DIR [--file-mib=1024] [--batches=32,256]
 //       [--context=1024] [--steps=200] [--cold-steps=40] [--threads=0]
@@ -69,11 +70,25 @@ void drop_cache(const TokenFile& file) {
   ::close(fd);
 }
 
+// A sampler of one segment of `batch` windows over sources of `starts`.
+detail::WindowSampler sampler_of(std::vector<std::uint64_t> starts, std::vector<double> weights, std::uint64_t batch,
+                                 BatchStreamState::Mixture mixture = BatchStreamState::Mixture::kInterleaved) {
+  detail::Segment segment;
+  segment.global_batch = batch;
+  segment.context = 1;
+  segment.weights = std::move(weights);
+  segment.starts = std::move(starts);
+  return detail::WindowSampler(1, {segment}, mixture);
+}
+
 void sampling(std::uint64_t starts) {
   constexpr std::uint64_t kBatch = 256;
   constexpr int kSteps = 4000;
-  const detail::WindowSampler permuted(1, {starts}, {}, kBatch);
-  const detail::WindowSampler weighted(1, {starts / 2, starts - starts / 2}, {0.3, 0.7}, kBatch);
+  const detail::WindowSampler permuted = sampler_of({starts}, {}, kBatch);
+  const std::vector<std::uint64_t> halves = {starts / 2, starts - starts / 2};
+  const detail::WindowSampler weighted = sampler_of(halves, {0.3, 0.7}, kBatch);
+  const detail::WindowSampler per_sample =
+      sampler_of(halves, {0.3, 0.7}, kBatch, BatchStreamState::Mixture::kPerSample);
   std::vector<Window> out(kBatch);
   std::uint64_t sink = 0;
   const double independent = bench::median_seconds(5, [&] {
@@ -93,13 +108,15 @@ void sampling(std::uint64_t starts) {
   };
   const double permutation = time(permuted);
   const double with_weights = time(weighted);
+  const double drawn_per_sample = time(per_sample);
   bench::keep(sink);
   const double draws = kSteps * static_cast<double>(kBatch);
   fmt::print(
       "sampling, {} starts, B=256: independent Philox draws {:.1f} ns/window; keyed permutation {:.1f} "
-      "ns/window ({:.2f}x); weighted (2 sources) {:.1f} ns/window\n",
+      "ns/window ({:.2f}x); weighted (2 sources), dealt {:.1f} ns/window, per sample (states version 1 and 2) "
+      "{:.1f} ns/window\n",
       starts, independent / draws * 1e9, permutation / draws * 1e9, permutation / independent,
-      with_weights / draws * 1e9);
+      with_weights / draws * 1e9, drawn_per_sample / draws * 1e9);
 }
 
 // Windows per second of `pass` over `steps` steps of B windows, the file cold.
@@ -259,6 +276,25 @@ void resume(Runtime& runtime, const TokenFile& file) {
       "resume at step 1,000,000 to the first batch (B=256, T=1024): {:.2f} ms; a fresh stream at step 0: "
       "{:.2f} ms ({:.2f}x)\n",
       seconds * 1e3, fresh * 1e3, seconds / fresh);
+
+  // Inside a schedule of three entries (a batch-size ramp, then a longer
+  // context), with a mixture that changes twice: the same step, found by
+  // counting each source's draws in closed form.
+  Array other = map_tokens(runtime, file);
+  BatchStreamOptions scheduled;
+  scheduled.schedule = {{0, 64, 512}, {2000, 128, 512}, {500'000, 256, 1024}};
+  scheduled.weight_schedule = {{0, {0.8, 0.2}}, {300'000, {0.5, 0.5}}, {900'000, {0.3, 0.7}}};
+  scheduled.devices = options.devices;
+  BatchStreamState inside = BatchStream(runtime, {source, other}, scheduled).state();
+  inside.step = 1'000'000;
+  const double scheduled_seconds = bench::median_seconds(7, [&] {
+    BatchStream stream(runtime, {source, other}, scheduled, &inside);
+    bench::keep(stream.next());
+  });
+  fmt::print(
+      "resume at step 1,000,000 inside a 3-entry schedule with 3 mixtures (B=256, T=1024 there): {:.2f} ms "
+      "({:.2f}x a stream at step 0 without one); goal <= 10 ms\n",
+      scheduled_seconds * 1e3, scheduled_seconds / fresh);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // The sampler: Philox against NumPy's, the keyed permutation, distinct
-// windows per step, whole epochs, and weighted shares.
+// windows per step, whole epochs, weighted shares (dealt, and the per-sample
+// rule of version 1 and 2 states), the deal's counts against a walk, and
+// segments: an epoch that runs on across a batch-size change.
 #include "batches/philox.hpp"
 #include "batches/sampler.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <set>
 #include <utility>
 #include <vector>
@@ -19,6 +22,19 @@ std::array<std::uint64_t, KeyedPermutation::kRounds> keys(std::uint64_t seed) {
   std::array<std::uint64_t, KeyedPermutation::kRounds> out{};
   for (std::size_t round = 0; round < out.size(); ++round) out[round] = philox4x64_10({seed, round, 0, 0}, {1, 2})[0];
   return out;
+}
+
+using Mixture = BatchStreamState::Mixture;
+
+// A sampler of one segment: G windows a step over sources of `starts`.
+WindowSampler one_segment(std::uint64_t seed, std::vector<std::uint64_t> starts, std::vector<double> weights,
+                          std::uint64_t global_batch, Mixture mixture = Mixture::kInterleaved) {
+  Segment segment;
+  segment.global_batch = global_batch;
+  segment.context = 1;
+  segment.weights = std::move(weights);
+  segment.starts = std::move(starts);
+  return WindowSampler(seed, {segment}, mixture);
 }
 
 std::vector<Window> draw(const WindowSampler& sampler, std::uint64_t step, std::uint64_t first, std::size_t count) {
@@ -66,7 +82,7 @@ TEST_CASE("[batches] the keyed permutation handles sizes near 2^63 without overf
 TEST_CASE("[batches] unweighted: a step's windows are distinct and an epoch visits every start once") {
   // Three sources of 7, 0 and 13 starts: 20 starts, 6 windows a step,
   // 3 steps an epoch (2 starts left out of each epoch, a different 2 each).
-  const WindowSampler sampler(42, {7, 0, 13}, {}, 6);
+  const WindowSampler sampler = one_segment(42, {7, 0, 13}, {}, 6);
   for (std::uint64_t epoch = 0; epoch < 4; ++epoch) {
     std::set<std::pair<int, std::int64_t>> visited;
     for (std::uint64_t step = epoch * 3; step < epoch * 3 + 3; ++step) {
@@ -82,7 +98,7 @@ TEST_CASE("[batches] unweighted: a step's windows are distinct and an epoch visi
 }
 
 TEST_CASE("[batches] a rank's slice of a step is the same windows as that slice of the whole step") {
-  const WindowSampler sampler(7, {1000}, {}, 16);
+  const WindowSampler sampler = one_segment(7, {1000}, {}, 16);
   const std::vector<Window> whole = draw(sampler, 12345, 0, 16);
   const std::vector<Window> part = draw(sampler, 12345, 8, 4);
   for (std::size_t index = 0; index < part.size(); ++index) {
@@ -91,9 +107,9 @@ TEST_CASE("[batches] a rank's slice of a step is the same windows as that slice 
 }
 
 TEST_CASE("[batches] different seeds and steps give different windows; the same give the same") {
-  const WindowSampler one(1, {100000}, {}, 32);
-  const WindowSampler again(1, {100000}, {}, 32);
-  const WindowSampler other(2, {100000}, {}, 32);
+  const WindowSampler one = one_segment(1, {100000}, {}, 32);
+  const WindowSampler again = one_segment(1, {100000}, {}, 32);
+  const WindowSampler other = one_segment(2, {100000}, {}, 32);
   const auto starts = [](const std::vector<Window>& windows) {
     std::vector<std::int64_t> out;
     for (const Window& window : windows) out.push_back(window.start);
@@ -104,9 +120,9 @@ TEST_CASE("[batches] different seeds and steps give different windows; the same 
   CHECK(starts(draw(one, 5, 0, 32)) != starts(draw(one, 6, 0, 32)));
 }
 
-TEST_CASE("[batches] weighted: shares converge to the weights, and a step's windows stay distinct") {
+TEST_CASE("[batches] per sample (states version 1, 2): shares converge to the weights, a step's windows are distinct") {
   const std::vector<double> weights = {0.7, 0.0, 0.2, 0.1};
-  const WindowSampler sampler(9, {5000, 5000, 300, 5000}, weights, 100);
+  const WindowSampler sampler = one_segment(9, {5000, 5000, 300, 5000}, weights, 100, Mixture::kPerSample);
   std::vector<double> counts(weights.size(), 0);
   const int steps = 100;  // 10,000 windows
   for (int step = 0; step < steps; ++step) {
@@ -128,8 +144,129 @@ TEST_CASE("[batches] weighted: shares converge to the weights, and a step's wind
 }
 
 TEST_CASE("[batches] weighted: a last source of weight zero is never drawn, whatever the rounding") {
-  const WindowSampler sampler(3, {50, 50, 50}, {0.1, 0.2, 0.0}, 10);
+  const WindowSampler sampler = one_segment(3, {50, 50, 50}, {0.1, 0.2, 0.0}, 10);
   for (std::uint64_t step = 0; step < 2000; ++step) {
     for (const Window& window : draw(sampler, step, 0, 10)) CHECK(window.source != 2);
   }
+}
+
+TEST_CASE("[batches] floor_sum is the sum it names, for the golden-ratio step and small ones") {
+  const auto naive = [](std::uint64_t n, std::uint64_t m, std::uint64_t a, std::uint64_t b) {
+    Count sum = 0;
+    for (std::uint64_t i = 0; i < n; ++i) sum += (Count{a} * i + b) / m;
+    return sum;
+  };
+  for (std::uint64_t n : {0ULL, 1ULL, 2ULL, 7ULL, 100ULL, 1000ULL}) {
+    for (std::uint64_t m : {1ULL, 3ULL, 17ULL, 1000ULL}) {
+      for (std::uint64_t a : {0ULL, 1ULL, 5ULL, 999ULL, 12345ULL}) {
+        for (std::uint64_t b : {0ULL, 2ULL, 1001ULL}) {
+          CAPTURE(n);
+          CAPTURE(m);
+          CAPTURE(a);
+          CAPTURE(b);
+          CHECK(floor_sum(n, m, a, b) == naive(n, m, a, b));
+        }
+      }
+    }
+  }
+  // With m = 2^64 the terms are the carries of n * kGolden + b past 2^64.
+  const Count period = Count{1} << 64;
+  Count carries = 0;
+  const std::uint64_t b = 0xFEDCBA9876543210;
+  for (std::uint64_t i = 0; i < 5000; ++i) carries += (Count{kGolden} * i + b) >> 64;
+  CHECK(floor_sum(5000, period, kGolden, b) == carries);
+}
+
+TEST_CASE("[batches] the deal's counts equal a walk over the samples, past 2^64 too") {
+  const std::vector<double> weights = {0.5, 0.0, 0.3, 0.2};
+  const Deal deal(weights, 0x0123456789ABCDEF);
+  for (const Count first : {Count{0}, Count{777}, (Count{1} << 64) - 300, (Count{5} << 64) + 12}) {
+    std::vector<Count> walked(weights.size(), 0);
+    for (Count ordinal = first; ordinal < first + 1000; ++ordinal) walked[deal.source_of(ordinal)] += 1;
+    std::vector<Count> counted(weights.size());
+    deal.counts(first, 1000, counted);
+    CHECK(counted == walked);
+    CHECK(walked[1] == 0);
+  }
+  // A whole period of 2^64 samples, and one more: each source's exact share
+  // of 2^64 (its K_j - K_{j-1}), then the one sample's source.
+  std::vector<Count> period(weights.size());
+  deal.counts(3, (Count{1} << 64) + 1, period);
+  Count total = 0;
+  for (const Count count : period) total += count;
+  CHECK(total == (Count{1} << 64) + 1);
+}
+
+TEST_CASE("[batches] dealt: each source's share within a handful of its weight, and its draws whole epochs") {
+  // Source 2 has 300 starts and a fifth of 100 windows a step: its epoch
+  // turns every 15 steps, inside a step.
+  const std::vector<double> weights = {0.7, 0.0, 0.2, 0.1};
+  const std::vector<std::uint64_t> starts = {5000, 5000, 300, 5000};
+  const WindowSampler sampler = one_segment(9, starts, weights, 100);
+  std::vector<std::vector<std::int64_t>> drawn(weights.size());
+  for (std::uint64_t step = 0; step < 100; ++step) {
+    for (const Window& window : draw(sampler, step, 0, 100)) {
+      drawn[static_cast<std::size_t>(window.source)].push_back(window.start);
+    }
+    for (std::size_t source = 0; source < weights.size(); ++source) {
+      CAPTURE(source);
+      const double expected = weights[source] * 100.0 * static_cast<double>(step + 1);
+      CHECK(std::abs(static_cast<double>(drawn[source].size()) - expected) <= 5.0);
+    }
+  }
+  CHECK(drawn[1].empty());
+  // Each run of N_j draws of a source visits each of its starts once.
+  for (std::size_t source : {0UL, 2UL, 3UL}) {
+    const std::vector<std::int64_t>& list = drawn[source];
+    for (std::size_t first = 0; first + starts[source] <= list.size(); first += starts[source]) {
+      const std::set<std::int64_t> epoch(list.begin() + static_cast<std::ptrdiff_t>(first),
+                                         list.begin() + static_cast<std::ptrdiff_t>(first + starts[source]));
+      CHECK(epoch.size() == starts[source]);
+    }
+  }
+}
+
+TEST_CASE("[batches] segments: an epoch runs on across a batch-size change, and a context change ends it") {
+  // 100 starts; 8 windows a step for 5 steps (40 places), then 20 a step:
+  // the epoch goes on at place 40 and holds 3 more steps (100 - 40 = 60).
+  Segment small;
+  small.global_batch = 8;
+  small.context = 4;
+  small.starts = {100};
+  Segment large = small;
+  large.first_step = 5;
+  large.global_batch = 20;
+  const WindowSampler sampler(5, {small, large}, Mixture::kInterleaved);
+  std::set<std::int64_t> epoch;
+  for (std::uint64_t step = 0; step < 8; ++step) {
+    const std::size_t count = step < 5 ? 8 : 20;
+    for (const Window& window : draw(sampler, step, 0, count)) CHECK(epoch.insert(window.start).second);
+  }
+  CHECK(epoch.size() == 100);  // 5 x 8 + 3 x 20: every start once
+  // Step 8 starts the next epoch: another order of the same starts.
+  std::set<std::int64_t> next;
+  for (const Window& window : draw(sampler, 8, 0, 20)) next.insert(window.start);
+  CHECK(next.size() == 20);
+  CHECK(sampler.segment_at(4).global_batch == 8);
+  CHECK(sampler.segment_at(5).global_batch == 20);
+  CHECK(sampler.segment_at(1'000'000).global_batch == 20);
+
+  // The same plan with the context changing at step 5 (and N with it):
+  // step 5 starts epoch 1, which at a batch of 20 is what step 0 of a
+  // stream made with that segment alone would draw in its epoch 1 (step 5).
+  Segment longer = large;
+  longer.context = 9;
+  longer.starts = {95};
+  const WindowSampler changed(5, {small, longer}, Mixture::kInterleaved);
+  Segment alone = longer;
+  alone.first_step = 0;
+  const WindowSampler reference(5, {alone}, Mixture::kInterleaved);
+  // In `reference`, epoch 1 begins at step 95 / 20 = 4.
+  const auto starts = [](const std::vector<Window>& windows) {
+    std::vector<std::int64_t> out;
+    for (const Window& window : windows) out.push_back(window.start);
+    return out;
+  };
+  CHECK(starts(draw(changed, 5, 0, 20)) == starts(draw(reference, 4, 0, 20)));
+  CHECK(starts(draw(changed, 6, 0, 20)) == starts(draw(reference, 5, 0, 20)));
 }

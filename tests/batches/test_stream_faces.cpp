@@ -65,6 +65,12 @@ BatchStreamOptions cxx_options(Runtime& runtime, const Json& options) {
   cxx.release_pages = options.value("release_pages", false);
   if (options.contains("documents")) cxx.documents = documents_of(options["documents"]);
   cxx.max_documents = options.value("max_documents", std::int64_t{0});
+  for (const Json& entry : options.value("schedule", Json::array())) {
+    cxx.schedule.push_back({entry[0].get<std::int64_t>(), entry[1].get<std::int64_t>(), entry[2].get<std::int64_t>()});
+  }
+  for (const Json& entry : options.value("weight_schedule", Json::array())) {
+    cxx.weight_schedule.push_back({entry[0].get<std::int64_t>(), entry[1].get<std::vector<double>>()});
+  }
   return cxx;
 }
 
@@ -81,7 +87,9 @@ std::optional<std::string> state_of(Runtime& runtime, const Array& source, const
   if (test.contains("state_nested")) return nested_state(test["state_nested"]);
   if (test.contains("saved_with")) {
     const BatchStream saved(runtime, {source}, cxx_options(runtime, merged(defaults, test["saved_with"])));
-    return saved.state().to_json();
+    BatchStreamState state = saved.state();
+    state.step = test.value("saved_step", std::int64_t{0});
+    return state.to_json();
   }
   if (test.contains("state_step")) {
     const BatchStream saved(runtime, {source}, cxx_options(runtime, merged(defaults, test["options"])));
@@ -162,7 +170,17 @@ Outcome through_c(const Json& options, std::uint64_t tokens, const std::optional
     REQUIRE(bp_device_resolve(runtime, selector.get<std::string>().c_str(), &device) == BP_OK);
     devices.push_back(device);
   }
-  const std::vector<double> weights = options.value("weights", std::vector<double>{});
+  std::vector<double> weights = options.value("weights", std::vector<double>{});
+  std::vector<bp_schedule_entry> schedule;
+  for (const Json& entry : options.value("schedule", Json::array())) {
+    schedule.push_back({entry[0].get<std::int64_t>(), entry[1].get<std::int64_t>(), entry[2].get<std::int64_t>()});
+  }
+  // C lays a weight schedule out as one array, source_count weights an entry.
+  std::vector<std::int64_t> weight_steps;
+  for (const Json& entry : options.value("weight_schedule", Json::array())) {
+    weight_steps.push_back(entry[0].get<std::int64_t>());
+    for (const Json& weight : entry[1]) weights.push_back(weight.get<double>());
+  }
   bp_batch_stream_options c{};
   c.struct_size = sizeof(c);
   c.batch_size = options.value("batch_size", std::int64_t{0});
@@ -188,6 +206,10 @@ Outcome through_c(const Json& options, std::uint64_t tokens, const std::optional
   c.document_starts = documents.pointers.data();
   c.document_start_counts = documents.counts.data();
   c.max_documents = options.value("max_documents", std::int64_t{0});
+  c.schedule = schedule.data();
+  c.schedule_count = schedule.size();
+  c.weight_steps = weight_steps.data();
+  c.weight_step_count = weight_steps.size();
   bp_batch_stream* stream = nullptr;
   const bp_status status = bp_batch_stream_create(runtime, &source, 1, &c, &stream);
   Outcome outcome{bp_status_name(status), status == BP_OK ? "" : bp_last_error()};

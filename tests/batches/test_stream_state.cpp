@@ -52,15 +52,56 @@ TEST_CASE("[batches] a state survives JSON exactly, 64-bit seeds and counts incl
 // tests/batches/state_v1, resumes without "documents").
 TEST_CASE("[batches] a state field this backplane does not know is refused, naming it") {
   std::string json = sample_state().to_json();
-  json.insert(json.size() - 1, R"(,"schedule":[[0,32,1024]])");
+  json.insert(json.size() - 1, R"(,"curriculum":[[0,1]])");
   CHECK(error_for(json) ==
-        "batch stream state: unknown field \"schedule\" (a version 2 state has format, version, seed, step, "
-        "global_batch, context, weights, sources, documents)");
-  std::string older = sample_state().to_json();
+        "batch stream state: unknown field \"curriculum\" (a version 3 state has format, version, seed, step, "
+        "global_batch, context, weights, sources, documents, schedule, weight_schedule, mixture)");
+  // The same state as version 2 wrote it: without the fields version 3 added.
+  std::string version_2 = sample_state().to_json();
+  version_2.replace(version_2.find("\"version\":3"), 11, "\"version\":2");
+  for (const std::string_view added : {",\"schedule\":[]", ",\"weight_schedule\":[]", ",\"mixture\":\"per_sample\""}) {
+    version_2.erase(version_2.find(added), added.size());
+  }
+  CHECK(BatchStreamState::from_json(version_2).mixture == BatchStreamState::Mixture::kPerSample);
+  std::string older = version_2;
   older.replace(older.find("\"version\":2"), 11, "\"version\":1");
   CHECK(error_for(older) ==
         "batch stream state: unknown field \"documents\" (a version 1 state has format, version, seed, step, "
         "global_batch, context, weights, sources)");
+}
+
+TEST_CASE("[batches] the schedule fields read back what was written, and bad entries are refused by field") {
+  BatchStreamState state = sample_state();
+  state.schedule = {{1000, 512, 1024}, {150'000, 512, 4096}};
+  state.weight_schedule = {{180'000, {0.5, 0.5}}};
+  state.mixture = BatchStreamState::Mixture::kInterleaved;
+  const std::string json = state.to_json();
+  CHECK(contains(json, R"("schedule":[[1000,512,1024],[150000,512,4096]])"));
+  CHECK(contains(json, R"("weight_schedule":[[180000,[0.5,0.5]]])"));
+  CHECK(contains(json, R"("mixture":"interleaved")"));
+  const BatchStreamState back = BatchStreamState::from_json(json);
+  CHECK(back.schedule == state.schedule);
+  CHECK(back.weight_schedule == state.weight_schedule);
+  CHECK(back.mixture == BatchStreamState::Mixture::kInterleaved);
+  const auto replace = [&](std::string_view from, std::string_view to) {
+    std::string copy = json;
+    copy.replace(copy.find(from), from.size(), to);
+    return copy;
+  };
+  CHECK(error_for(replace("[150000,512,4096]", "[1000,512,4096]")) ==
+        "batch stream state: field \"schedule\" has an entry at step 1000, not after step 1000");
+  CHECK(error_for(replace("[1000,512,1024]", "[0,512,1024]")) ==
+        "batch stream state: field \"schedule\" has an entry at step 0, not after step 0");
+  CHECK(error_for(replace("[1000,512,1024]", "[1000,0,1024]")) ==
+        "batch stream state: field \"schedule\" has a global batch of 0, not a whole number >= 1");
+  CHECK(error_for(replace("[1000,512,1024]", "[1000,512]")) ==
+        "batch stream state: field \"schedule\" holds [1000,512], not an entry of 3 values");
+  CHECK(error_for(replace("[[180000,[0.5,0.5]]]", "[[180000,0.5]]")) ==
+        "batch stream state: field \"weight_schedule\" has weights 0.5, not an array");
+  CHECK(error_for(replace("[0.5,0.5]]", "[0.5,-2.0]]")) ==
+        "batch stream state: weight -2.0 is not a finite number >= 0");
+  CHECK(error_for(replace("\"interleaved\"", "\"random\"")) ==
+        "batch stream state: field \"mixture\" is \"random\", not \"per_sample\" or \"interleaved\"");
 }
 
 TEST_CASE("[batches] the documents field reads back what was written, and bad values are refused") {
@@ -91,9 +132,9 @@ TEST_CASE("[batches] malformed states are refused, naming what is wrong") {
     copy.replace(copy.find(from), from.size(), to);
     return copy;
   };
-  CHECK(contains(error_for(replace("\"version\":2", "\"version\":3")),
-                 "format version 3 is newer than this backplane reads (versions 1 to 2)"));
-  CHECK(contains(error_for(replace("\"version\":2", "\"version\":0")), "format version 0; versions start at 1"));
+  CHECK(contains(error_for(replace("\"version\":3", "\"version\":4")),
+                 "format version 4 is newer than this backplane reads (versions 1 to 3)"));
+  CHECK(contains(error_for(replace("\"version\":3", "\"version\":0")), "format version 0; versions start at 1"));
   CHECK(contains(error_for(replace("\"step\":1000000", "\"step\":-3")), "\"step\" is -3, below 0"));
   CHECK(contains(error_for(replace("\"step\":1000000", "\"step\":\"7\"")), "\"step\" is string"));
   CHECK(contains(error_for(replace("\"step\":1000000,", "")), "no field \"step\""));

@@ -43,6 +43,8 @@ class BatchStreamFacesTest(unittest.TestCase):
 
     def stream(self, options, state=None):
         options = dict(options)
+        if "weight_schedule" in options:
+            options["weights"] = [(step, weights) for step, weights in options.pop("weight_schedule")]
         return backplane.batches(self.tokens, options.pop("batch_size"), options.pop("context"),
                                  device=options.pop("devices"), dtype=options.pop("dtype", None), state=state,
                                  **options)
@@ -54,7 +56,9 @@ class BatchStreamFacesTest(unittest.TestCase):
             return nested_state(case["state_nested"]["field"], case["state_nested"]["depth"])
         if "saved_with" in case:
             with self.stream({**defaults, **case["saved_with"]}) as saved:
-                return saved.state_dict()
+                state = saved.state_dict()
+            state["step"] = case.get("saved_step", 0)
+            return state
         if "state_step" in case:
             with self.stream({**defaults, **case["options"]}) as saved:
                 state = saved.state_dict()

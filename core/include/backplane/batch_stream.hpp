@@ -189,13 +189,13 @@ struct BACKPLANE_API BatchStreamState {
   enum class Mixture { kPerSample, kInterleaved };
   static constexpr std::int64_t kVersion = 3;
   std::uint64_t seed = 0;
-  std::int64_t step = 0;  // the next global step to hand out
+  std::int64_t step = 0;          // the next global step to hand out
   std::int64_t global_batch = 0;  // of the first schedule entry
   std::int64_t context = 0;       // of the first schedule entry
   std::vector<double> weights;    // of the first weights entry; empty: unweighted
   std::vector<Source> sources;
   Documents documents;
-  std::vector<Stage> schedule;               // entries after the first (version 3)
+  std::vector<Stage> schedule;                // entries after the first (version 3)
   std::vector<WeightsEntry> weight_schedule;  // entries after the first (version 3)
   Mixture mixture = Mixture::kPerSample;
 

@@ -49,9 +49,9 @@ Deal::Deal(std::span<const double> weights, std::uint64_t offset) : offset_(offs
     running += weights[source];
     const double share = running / sum;
     // share < 1 scales to below 2^64 exactly; the cast rounds down.
-    bounds_.push_back(source >= last || share >= 1.0 ? kPeriod
-                                                     : static_cast<Count>(static_cast<std::uint64_t>(
-                                                           std::ldexp(share, 64))));
+    bounds_.push_back(source >= last || share >= 1.0
+                          ? kPeriod
+                          : static_cast<Count>(static_cast<std::uint64_t>(std::ldexp(share, 64))));
   }
 }
 

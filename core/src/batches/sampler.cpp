@@ -181,8 +181,8 @@ void WindowSampler::draw_unweighted(const Stretch& stretch, std::uint64_t offset
   const std::vector<std::uint64_t>& first_start = stretch.first_start;
   for (std::size_t index = 0; index < out.size(); ++index) {
     const std::uint64_t position = order(base + index);
-    const auto source = static_cast<std::size_t>(
-        std::upper_bound(first_start.begin(), first_start.end(), position) - first_start.begin() - 1);
+    const auto source = static_cast<std::size_t>(std::upper_bound(first_start.begin(), first_start.end(), position) -
+                                                 first_start.begin() - 1);
     out[index] = {static_cast<std::int32_t>(source), static_cast<std::int64_t>(position - first_start[source])};
   }
 }

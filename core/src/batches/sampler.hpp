@@ -83,8 +83,7 @@ class WindowSampler {
   // sample draws.
   static Cursor cursor_at(const Stretch& stretch, std::uint64_t offset) noexcept;
   void draw_unweighted(const Stretch& stretch, std::uint64_t offset, std::uint64_t first, std::span<Window> out) const;
-  void draw_interleaved(const Stretch& stretch, std::uint64_t offset, std::uint64_t first,
-                        std::span<Window> out) const;
+  void draw_interleaved(const Stretch& stretch, std::uint64_t offset, std::uint64_t first, std::span<Window> out) const;
   void draw_per_sample(const Stretch& stretch, std::uint64_t step, std::uint64_t first, std::span<Window> out) const;
   std::uint64_t random(std::uint64_t a, std::uint64_t b, std::uint64_t purpose, std::uint64_t stream) const noexcept;
   KeyedPermutation permutation(std::uint64_t size, std::uint64_t epoch, std::uint64_t stream) const;

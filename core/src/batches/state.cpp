@@ -251,7 +251,8 @@ const Json& entry_list(const StateField& row, const Json& object, std::size_t wi
 // An entry's step, after the first entry's (at 0) and increasing.
 std::int64_t entry_step(const StateField& row, const Json& value, std::int64_t after) {
   const auto bad = [&] {
-    refuse_state(fmt::format("field \"{}\" has an entry at step {}, not after step {}", row.name, excerpt(value), after));
+    refuse_state(
+        fmt::format("field \"{}\" has an entry at step {}, not after step {}", row.name, excerpt(value), after));
   };
   if (!value.is_number_integer()) bad();
   if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad();
@@ -261,8 +262,8 @@ std::int64_t entry_step(const StateField& row, const Json& value, std::int64_t a
 }
 
 std::int64_t positive(const StateField& row, const Json& value, const char* what) {
-  if (!value.is_number_integer() || (value.is_number_unsigned() &&
-                                     value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
+  if (!value.is_number_integer() ||
+      (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
       value.get<std::int64_t>() < 1) {
     refuse_state(fmt::format("field \"{}\" has a {} of {}, not a whole number >= 1", row.name, what, excerpt(value)));
   }
@@ -313,7 +314,8 @@ void read_weight_schedule(const StateField& row, const Json& object, State& stat
   for (const Json& entry : entry_list(row, object, 2)) {
     WeightsEntry read;
     read.step = after = entry_step(row, entry[0], after);
-    if (!entry[1].is_array()) refuse_state(fmt::format("field \"{}\" has weights {}, not an array", row.name, excerpt(entry[1])));
+    if (!entry[1].is_array())
+      refuse_state(fmt::format("field \"{}\" has weights {}, not an array", row.name, excerpt(entry[1])));
     for (const Json& weight : entry[1]) {
       if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
         refuse_state(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
@@ -333,8 +335,8 @@ std::string weight_schedule_match(const StateField&, const State& saved, const S
   };
   for (std::size_t index = 0; index < std::max(was.size(), now.size()); ++index) {
     if (index < was.size() && index < now.size() && was[index] == now[index]) continue;
-    return fmt::format("cannot resume at step {}: weights entry {} of the state is {}, this stream's is {}",
-                       saved.step, index + 1, shown(was, index), shown(now, index));
+    return fmt::format("cannot resume at step {}: weights entry {} of the state is {}, this stream's is {}", saved.step,
+                       index + 1, shown(was, index), shown(now, index));
   }
   return {};
 }
@@ -388,7 +390,7 @@ void refuse_unknown_fields(const Json& object, std::int64_t version) {
       if (row.since <= version) names.emplace_back(row.name);
     }
     refuse_state(fmt::format("unknown field {} (a version {} state has {})", excerpt(Json(key)), version,
-                       fmt::join(names, ", ")));
+                             fmt::join(names, ", ")));
   }
 }
 

@@ -165,8 +165,9 @@ void StreamPlan::check_weights(std::size_t source_count) {
   if (scheduled) {
     for (std::size_t index = 0; index < schedule.size(); ++index) {
       if (index == 0 && schedule[index].step != 0) {
-        refuse(ErrorCode::kInvalidArgument,
-               fmt::format("weights entry 0 starts at step {}; the first entry starts at step 0", schedule[index].step));
+        refuse(
+            ErrorCode::kInvalidArgument,
+            fmt::format("weights entry 0 starts at step {}; the first entry starts at step 0", schedule[index].step));
       }
       if (index > 0 && schedule[index].step <= schedule[index - 1].step) {
         refuse(ErrorCode::kInvalidArgument,
@@ -188,8 +189,8 @@ void StreamPlan::check_weights(std::size_t source_count) {
     const std::string label =
         scheduled ? fmt::format("weights entry {} (step {}): ", entry, weight_entries_[entry].step) : std::string();
     if (weights.size() != source_count) {
-      refuse(ErrorCode::kInvalidArgument, fmt::format("{}{} weights for {} sources", label, weights.size(),
-                                                      source_count));
+      refuse(ErrorCode::kInvalidArgument,
+             fmt::format("{}{} weights for {} sources", label, weights.size(), source_count));
     }
     double sum = 0;
     for (std::size_t index = 0; index < weights.size(); ++index) {
@@ -400,8 +401,8 @@ void StreamPlan::check_window_counts() const {
         refuse(ErrorCode::kOutOfRange,
                fmt::format("{}{} distinct windows per global step (batch_size {} x world_size {}) do not fit in the "
                            "{} {} of the sources",
-                           label, segment.global_batch, entries_[entry].batch_size, options_.world_size,
-                           total_starts, what));
+                           label, segment.global_batch, entries_[entry].batch_size, options_.world_size, total_starts,
+                           what));
       }
       continue;
     }
