@@ -233,7 +233,7 @@ TEST_CASE("[batches] a producer or gather thread that cannot start is named, nev
     const Error gather = error_from([&] { BatchStream stream(runtime, {source}, options); });
     CHECK(gather.code() == ErrorCode::kUnavailable);
     CHECK(std::string(gather.what()) ==
-          "BatchStream: cannot start gather thread 2 of 2: Resource temporarily unavailable");
+          "BatchStream: cannot start gather thread 1 of 2: Resource temporarily unavailable");
   }
   BatchStream stream(runtime, {source}, options);  // the limit gone, it starts
   CHECK(stream.next().size() == 1);
