@@ -51,11 +51,22 @@ void resume_fixture(const std::filesystem::path& directory) {
   std::vector<Array> sources = {Array::from_host(runtime, cpu, DType::kU16, {20000}, first.data(), first.size() * 2),
                                 Array::from_host(runtime, cpu, DType::kU16, {7000}, second.data(), second.size() * 2)};
   const nlohmann::json expected = nlohmann::json::parse(text_of(directory / "windows.json"));
+  const nlohmann::json& given = expected["options"];
   BatchStreamOptions options;
-  options.batch_size = expected["options"]["batch_size"];
-  options.context = expected["options"]["context"];
-  options.seed = expected["options"]["seed"];
-  options.weights = expected["options"]["weights"].get<std::vector<double>>();
+  if (given.contains("schedule")) {
+    for (const auto& entry : given["schedule"]) options.schedule.push_back({entry[0], entry[1], entry[2]});
+  } else {
+    options.batch_size = given["batch_size"];
+    options.context = given["context"];
+  }
+  options.seed = given["seed"];
+  if (given["weights"][0].is_array()) {  // a weight schedule: [step, weights] entries
+    for (const auto& entry : given["weights"]) {
+      options.weight_schedule.push_back({entry[0], entry[1].get<std::vector<double>>()});
+    }
+  } else {
+    options.weights = given["weights"].get<std::vector<double>>();
+  }
   options.devices = {cpu};
   if (expected.contains("documents")) {
     // Documents start at every multiple of documents.every[j] in source j.
@@ -98,4 +109,8 @@ TEST_CASE("[batches] a version-1 state saved by an earlier backplane resumes to 
 
 TEST_CASE("[batches] a version-2 state with documents saved by an earlier backplane resumes to the windows it drew") {
   resume_fixture(kFixtures / "state_v2");
+}
+
+TEST_CASE("[batches] a version-3 state inside a schedule and a weight schedule resumes to the windows it drew") {
+  resume_fixture(kFixtures / "state_v3");
 }

@@ -330,8 +330,17 @@ void batch_stream_state(Bytes data) {
   const BatchStreamState again = BatchStreamState::from_json(state.to_json());
   require(again.seed == state.seed && again.step == state.step && again.global_batch == state.global_batch &&
               again.context == state.context && again.weights == state.weights &&
-              again.sources.size() == state.sources.size() && again.documents == state.documents,
+              again.sources.size() == state.sources.size() && again.documents == state.documents &&
+              again.schedule == state.schedule && again.weight_schedule == state.weight_schedule &&
+              again.mixture == state.mixture,
           "to_json round-trips");
+  // A schedule's entries start after step 0 and increase, each with a
+  // global batch and a context of at least 1.
+  std::int64_t after = 0;
+  for (const BatchStreamState::Stage& stage : state.schedule) {
+    require(stage.step > after && stage.global_batch >= 1 && stage.context >= 1, "schedule entries are ordered");
+    after = stage.step;
+  }
   for (std::size_t index = 0; index < state.sources.size(); ++index) {
     require(again.sources[index].tokens == state.sources[index].tokens &&
                 again.sources[index].dtype == state.sources[index].dtype &&

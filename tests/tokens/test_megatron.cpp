@@ -118,6 +118,28 @@ std::filesystem::path write_dataset(const TempDir& directory, const std::string&
   return directory / name;
 }
 
+// PREFIX.idx and PREFIX.bin of one document of one sequence of `count`
+// tokens of dtype `code`, `width` bytes each, their bytes 0, 1, 2, ...
+std::filesystem::path write_typed_dataset(const TempDir& directory, const std::string& name, std::uint8_t code,
+                                          std::size_t width, std::uint32_t count) {
+  std::string index("MMIDIDX\0\0", 9);
+  append_u64(index, 1);
+  index += static_cast<char>(code);
+  append_u64(index, 1);  // sequences
+  append_u64(index, 2);  // document indices: 0, 1
+  append_u32(index, count);
+  append_u64(index, 0);
+  append_u64(index, 0);
+  append_u64(index, 1);
+  std::vector<std::uint8_t> data(count * width);
+  for (std::size_t byte = 0; byte < data.size(); ++byte) data[byte] = static_cast<std::uint8_t>(byte * 7 + 1);
+  write_bytes(directory, name + ".idx",
+              {reinterpret_cast<const std::byte*>(index.data()),
+               reinterpret_cast<const std::byte*>(index.data()) + index.size()});
+  write_bytes(directory, name + ".bin", as_bytes_vector(data));
+  return directory / name;
+}
+
 std::string load_error(Runtime& runtime, const std::filesystem::path& path) {
   return error_from([&] { (void)load_tokens(runtime, path); }).what();
 }
@@ -140,6 +162,27 @@ TEST_CASE("[tokens][megatron] megatron-core's datasets load equal to its own rea
       REQUIRE(from.has_value());
       CHECK(from->path == kFixtures / (name + ".bin"));  // zero-copy: a view of the .bin
     }
+  }
+}
+
+TEST_CASE("[tokens][megatron] every integer dtype code loads as its dtype, the .bin's bytes zero-copy") {
+  const TempDir directory;
+  Runtime runtime(placement_options());
+  const struct {
+    std::uint8_t code;
+    DType dtype;
+  } codes[] = {{1, DType::kU8},  {2, DType::kI8},  {3, DType::kI16},
+               {4, DType::kI32}, {5, DType::kI64}, {8, DType::kU16}};
+  for (const auto& [code, dtype] : codes) {
+    CAPTURE(static_cast<int>(code));
+    const std::size_t width = dtype_bits(dtype) / 8;
+    const std::filesystem::path prefix = write_typed_dataset(directory, fmt::format("code{}", code), code, width, 10);
+    const Array tokens = load_tokens(runtime, prefix);
+    CHECK(tokens.dtype() == dtype);
+    CHECK(tokens.shape() == std::vector<std::int64_t>{10});
+    const std::vector<std::byte> bin = read_file(prefix.string() + ".bin");
+    REQUIRE(tokens.nbytes() == bin.size());
+    CHECK(std::memcmp(tokens.host_data(), bin.data(), bin.size()) == 0);
   }
 }
 
