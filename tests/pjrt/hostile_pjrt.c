@@ -9,11 +9,14 @@
  *   HOSTILE_CRASH         PJRT_Client_Create dereferences NULL
  *   HOSTILE_HANG          PJRT_Client_Create never returns
  *   HOSTILE_ERROR         PJRT_Client_Create fails FAILED_PRECONDITION with a message
+ *   HOSTILE_OPTIONS       PJRT_Client_Create refuses the option "preallocate" by name (as a platform
+ *                         without it may), then fails saying what it was asked
  * Built against the pjrt_c_api.h the adapter uses. Every call the adapter
  * does not expect to reach answers UNIMPLEMENTED. */
 #include <pjrt_c_api.h>
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -79,6 +82,20 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   raise(SIGSEGV);
 #elif defined(HOSTILE_HANG)
   for (;;) pause();
+#elif defined(HOSTILE_OPTIONS)
+  static const char* asked_preallocate = "never";
+  static char said[160];
+  size_t index;
+  for (index = 0; index < args->num_options; ++index) {
+    const PJRT_NamedValue* option = &args->create_options[index];
+    if (option->name_size == strlen("preallocate") && memcmp(option->name, "preallocate", option->name_size) == 0) {
+      asked_preallocate = option->type != PJRT_NamedValue_kBool ? "not a bool" : option->bool_value ? "true" : "false";
+      return make_error(PJRT_Error_Code_INVALID_ARGUMENT, "hostile fixture: unknown option preallocate");
+    }
+  }
+  snprintf(said, sizeof(said), "hostile fixture: asked preallocate=%s, refused it, then asked with %zu option(s)",
+           asked_preallocate, args->num_options);
+  return make_error(PJRT_Error_Code_FAILED_PRECONDITION, said);
 #endif
   return make_error(PJRT_Error_Code_FAILED_PRECONDITION, "hostile fixture: no devices are visible to this plugin");
 }

@@ -152,6 +152,17 @@ TEST_CASE("[pjrt][discovery] Client_Create's error code and message become the r
         "hostile_fixture 42)");
 }
 
+// GPU plugins preallocate most of the device unless told not to: the
+// adapter asks every client for preallocate=false, and asks again without it
+// when a platform refuses the option by name.
+TEST_CASE("[pjrt][discovery] Client_Create is asked not to preallocate, and asked again without it if it refuses") {
+  const BackendInfo info = discovered(fixture("options"));
+  CHECK(info.status == BackendStatus::kUnavailable);
+  CHECK(info.reason ==
+        "hostile fixture: asked preallocate=false, refused it, then asked with 0 option(s) (FAILED_PRECONDITION, "
+        "PJRT 0.81, hostile_fixture 42)");
+}
+
 TEST_CASE("[pjrt][discovery] a library whose Client_Create crashes is failed by the probe process") {
   const KeepSegvInChild keep_segv;
   const BackendInfo info = discovered(fixture("crash"), {}, ProbeIsolation::kProcess);
