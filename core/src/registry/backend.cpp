@@ -112,6 +112,7 @@ void Backend::adopt_snapshot(ProbeSnapshot snapshot) {
   take_statement(answer);
   for (DeviceInfo& device : snapshot.devices) device.backend = name_;
   snapshot_ = std::make_unique<const ProbeSnapshot>(std::move(snapshot));
+  snapshot_devices_ = static_cast<int>(snapshot_->devices.size());
 }
 
 void Backend::throw_device_count_error(const PluginResult<std::int32_t>& count) const {
