@@ -247,9 +247,6 @@ TEST_CASE("[batches] segments: an epoch runs on across a batch-size change, and 
   std::set<std::int64_t> next;
   for (const Window& window : draw(sampler, 8, 0, 20)) next.insert(window.start);
   CHECK(next.size() == 20);
-  CHECK(sampler.segment_at(4).global_batch == 8);
-  CHECK(sampler.segment_at(5).global_batch == 20);
-  CHECK(sampler.segment_at(1'000'000).global_batch == 20);
 
   // The same plan with the context changing at step 5 (and N with it):
   // step 5 starts epoch 1, which at a batch of 20 is what step 0 of a

@@ -86,19 +86,21 @@ void resume_fixture(const std::filesystem::path& directory) {
     for (const Window& window : stream.windows(std::stoll(step))) drawn.emplace_back(window.source, window.start);
     CHECK(drawn == windows.get<std::vector<std::pair<std::int32_t, std::int64_t>>>());
   }
-  // And the batch it hands out first is step 5's windows, token for token.
+  // And the batch it hands out first is the saved step's windows, token for
+  // token (every fixture's step has windows of 31 + 1 tokens).
   const std::vector<Array> batch = stream.next();
   REQUIRE(batch.size() == 1);
   const std::vector<std::uint16_t> values = batch[0].to_vector<std::uint16_t>();  // the sources' dtype
-  const auto& step5 = expected["windows"]["5"];
-  for (std::size_t row = 0; row < step5.size(); ++row) {
-    const std::vector<std::uint16_t>& tokens = step5[row][0] == 0 ? first : second;
-    const auto start = step5[row][1].get<std::size_t>();
+  const auto& saved_step = expected["windows"][std::to_string(saved.step)];
+  REQUIRE(values.size() == saved_step.size() * 32);
+  for (std::size_t row = 0; row < saved_step.size(); ++row) {
+    const std::vector<std::uint16_t>& tokens = saved_step[row][0] == 0 ? first : second;
+    const auto start = saved_step[row][1].get<std::size_t>();
     for (std::size_t column = 0; column < 32; ++column) {
       REQUIRE(values[row * 32 + column] == tokens[start + column]);
     }
   }
-  CHECK(stream.state().step == 6);
+  CHECK(stream.state().step == saved.step + 1);
 }
 
 }  // namespace

@@ -100,6 +100,17 @@ TEST_CASE("[batches] the schedule fields read back what was written, and bad ent
         "batch stream state: field \"weight_schedule\" has weights 0.5, not an array");
   CHECK(error_for(replace("[0.5,0.5]]", "[0.5,-2.0]]")) ==
         "batch stream state: weight -2.0 is not a finite number >= 0");
+  CHECK(error_for(replace("[1000,512,1024]", "[\"x\",512,1024]")) ==
+        "batch stream state: field \"schedule\" has an entry at step \"x\", not a whole number below 2^63");
+  CHECK(error_for(replace("[[180000,[0.5,0.5]]]", "[[180000,[0.5]]]")) ==
+        "batch stream state: field \"weight_schedule\" has weights [0.5] at step 180000, not 2 weights that are not "
+        "all zero, as field \"weights\" has");
+  CHECK(error_for(replace("[0.5,0.5]]", "[0.0,0.0]]")) ==
+        "batch stream state: field \"weight_schedule\" has weights [0.0,0.0] at step 180000, not 2 weights that are "
+        "not all zero, as field \"weights\" has");
+  CHECK(error_for(replace("\"weights\":[0.25,0.75]", "\"weights\":[]")) ==
+        "batch stream state: field \"weight_schedule\" has an entry at step 180000, but field \"weights\" is [] "
+        "(unweighted)");
   CHECK(error_for(replace("\"interleaved\"", "\"random\"")) ==
         "batch stream state: field \"mixture\" is \"random\", not \"per_sample\" or \"interleaved\"");
 }

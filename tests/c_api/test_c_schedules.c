@@ -137,6 +137,12 @@ static void bad_schedule_arrays_are_refused_naming_the_field(void) {
                  "bp_batch_stream_create: options->weight_count 3 is not weight_step_count 2 x 2 "
                  "sources");
   options = scheduled_options();
+  options.weight_step_count = ((size_t)1 << (sizeof(size_t) * 8 - 1)) + 1; /* x 2 sources wraps to 2 */
+  options.weight_count = 2;
+  CHECK(bp_batch_stream_create(runtime, (const bp_array* const*)sources, 2, &options, &stream) ==
+        BP_STATUS_INVALID_ARGUMENT);
+  CHECK_CONTAINS(bp_last_error(), "options->weight_count 2 is not weight_step_count");
+  options = scheduled_options();
   options.schedule = NULL;
   CHECK(bp_batch_stream_create(runtime, (const bp_array* const*)sources, 2, &options, &stream) ==
         BP_STATUS_INVALID_ARGUMENT);

@@ -97,12 +97,26 @@ class BatchStreamFacesTest(unittest.TestCase):
             (dict(prefetch=2**64), "batches(): prefetch must be an int in [1, 64], got 18446744073709551616"),
             (dict(context="16"), "batches(): context must be a positive int, got '16'"),
             (dict(weights=[True]), "batches(): weights[0] = True is not a number"),
+            (dict(weights=[(0, [1.0]), (5, ["x"])]), "batches(): weights[1][1][0] = 'x' is not a number"),
+            (dict(weights=[(0, [1.0]), (5, "1")]), "batches(): weights[1] = (5, '1') is not (step, [weight, ...])"),
+            (dict(schedule=[(0, 4)]), "batches(): schedule[0] = (0, 4) is not (step, batch_size, context)"),
+            (dict(schedule=[(0, 4, 1.5)]), "batches(): schedule[0] context must be a positive int, got 1.5"),
         ]
         for options, message in cases:
             with self.subTest(options=options):
                 with self.assertRaises(backplane.InvalidArgumentError) as caught:
                     self.stream({**defaults, **options})
                 self.assertEqual(caught.exception.message, message)
+
+    def test_an_empty_schedule_is_none_and_then_batch_size_and_context_are_needed(self):
+        with self.assertRaises(TypeError) as caught:
+            backplane.batches(self.tokens, device="cpu:1", schedule=[])
+        self.assertIn("needs batch_size and context, or schedule=", str(caught.exception))
+        with backplane.batches(self.tokens, 4, 15, device="cpu:1", schedule=[]) as stream:
+            self.assertEqual(len(stream.windows(0)), 4)
+            self.assertIn("B=4 T=15", repr(stream))
+        with backplane.batches(self.tokens, 4, 15, device="cpu:1", schedule=[(0, 4, 15), (9, 8, 15)]) as stream:
+            self.assertIn("B=4 T=15 at first (a schedule)", repr(stream))
 
     def test_a_weight_beyond_a_double_is_infinite_and_the_core_refuses_it(self):
         second = self.runtime.array(numpy.arange(1000, dtype=numpy.uint16), device="cpu:0")

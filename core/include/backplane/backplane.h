@@ -758,8 +758,6 @@ typedef int32_t bp_documents_kind;
 #define BP_DOCUMENTS_EOS ((bp_documents_kind)2)    /* a document starts at 0 and after every document_token */
 #define BP_DOCUMENTS_STARTS ((bp_documents_kind)3) /* document_starts lists them */
 
-/* Set struct_size to sizeof, zero what you do not set, then fill at least
- * batch_size and context. */
 /* API 0.9. From global step `step` on, each step has `batch_size` windows
  * on each rank of `context` + 1 tokens. */
 typedef struct bp_schedule_entry {
@@ -768,6 +766,8 @@ typedef struct bp_schedule_entry {
   int64_t context;
 } bp_schedule_entry;
 
+/* Set struct_size to sizeof, zero what you do not set, then fill at least
+ * batch_size and context, or a schedule. */
 typedef struct bp_batch_stream_options {
   size_t struct_size;
   int64_t batch_size; /* B: windows per step on this rank (>= 1) */

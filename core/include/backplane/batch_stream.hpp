@@ -204,7 +204,7 @@ struct BACKPLANE_API BatchStreamState {
   // deeper than kMaxJsonDepth, a missing or mistyped field, or another format
   // version. Messages quote at most a short prefix of a bad value.
   static BatchStreamState from_json(std::string_view json);
-  // The deepest nesting from_json reads (the state itself nests 3 deep).
+  // The deepest nesting from_json reads (the state itself nests 4 deep).
   static constexpr int kMaxJsonDepth = 16;
 };
 

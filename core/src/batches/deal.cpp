@@ -35,23 +35,27 @@ Count floor_sum(Count n, Count m, Count a, Count b) noexcept {
   }
 }
 
-Deal::Deal(std::span<const double> weights, std::uint64_t offset) : offset_(offset) {
-  // c_j as the spec sums them: left to right in doubles,
-  // normalised, exactly 1 from the last source of positive weight on.
+std::vector<double> cumulative_shares(std::span<const double> weights) {
   double sum = 0;
   for (const double weight : weights) sum += weight;
   std::size_t last = 0;
   for (std::size_t source = 0; source < weights.size(); ++source) {
     if (weights[source] > 0) last = source;
   }
+  std::vector<double> shares;
   double running = 0;
   for (std::size_t source = 0; source < weights.size(); ++source) {
     running += weights[source];
-    const double share = running / sum;
-    // share < 1 scales to below 2^64 exactly; the cast rounds down.
-    bounds_.push_back(source >= last || share >= 1.0
-                          ? kPeriod
-                          : static_cast<Count>(static_cast<std::uint64_t>(std::ldexp(share, 64))));
+    shares.push_back(source >= last ? 1.0 : running / sum);
+  }
+  return shares;
+}
+
+Deal::Deal(std::span<const double> weights, std::uint64_t offset) : offset_(offset) {
+  for (const double share : cumulative_shares(weights)) {
+    // K_j = floor(c_j * 2^64): a share below 1 scales to below 2^64
+    // exactly, and the cast rounds down.
+    bounds_.push_back(share >= 1.0 ? kPeriod : Count{static_cast<std::uint64_t>(std::ldexp(share, 64))});
   }
 }
 

@@ -24,6 +24,12 @@ using Count = Wide;
 // visits every value once per 2^64 samples).
 inline constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15;
 
+// c_j of docs/batch-stream.md ("Weighted"): the weights summed left to right
+// in doubles and divided by their sum, exactly 1 from the last source of
+// positive weight on (so rounding leaves no gap below 1 that a source of
+// weight 0 could fill). Both weighted rules, dealt and per sample, start here.
+std::vector<double> cumulative_shares(std::span<const double> weights);
+
 class Deal {
  public:
   // `weights`: one per source, >= 0, not all zero (checked by the caller).

@@ -84,44 +84,34 @@ void WindowSampler::prepare(std::vector<Segment> segments) {
       if (mixture_ == BatchStreamState::Mixture::kInterleaved) {
         stretch.deal.emplace(segment.weights, offset);
       } else {
-        double sum = 0;
-        for (const double weight : segment.weights) sum += weight;
-        double running = 0;
-        for (const double weight : segment.weights) {
-          running += weight;
-          stretch.cumulative.push_back(running / sum);
-        }
-        // Rounding must not leave a gap below 1 that a source of weight 0
-        // fills: from the last source of positive weight on, the bound is 1.
-        const auto& weights = segment.weights;
-        const auto last = static_cast<std::size_t>(
-            weights.rend() - std::find_if(weights.rbegin(), weights.rend(), [](double weight) { return weight > 0; }));
-        for (std::size_t source = last == 0 ? 0 : last - 1; source < stretch.cumulative.size(); ++source) {
-          stretch.cumulative[source] = 1.0;
-        }
+        stretch.cumulative = cumulative_shares(segment.weights);
       }
     }
     if (index + 1 < segments.size()) {
-      // Where the next segment starts: after this one's last step.
       const auto steps = static_cast<std::uint64_t>(segments[index + 1].first_step - segment.first_step);
-      const Count samples = Count{steps} * segment.global_batch;
-      if (segment.weights.empty()) {
-        cursor = cursor_at(stretch, steps - 1);
-        cursor.taken += segment.global_batch;
-      } else if (stretch.deal) {
-        std::vector<Count> drawn(cursors.size());
-        stretch.deal->counts(ordinal, samples, drawn);
-        for (std::size_t source = 0; source < cursors.size(); ++source) {
-          if (drawn[source] == 0) continue;
-          const Count total = cursors[source].taken + drawn[source];
-          const std::uint64_t starts = segment.starts[source];
-          cursors[source] = {cursors[source].epoch + static_cast<std::uint64_t>(total / starts),
-                             static_cast<std::uint64_t>(total % starts)};
-        }
-      }
-      ordinal += samples;
+      carry(stretch, steps, cursor, cursors);
+      ordinal += Count{steps} * segment.global_batch;
     }
     stretches_.push_back(std::move(stretch));
+  }
+}
+
+void WindowSampler::carry(const Stretch& stretch, std::uint64_t steps, Cursor& cursor, std::vector<Cursor>& cursors) {
+  const Segment& segment = stretch.segment;
+  if (segment.weights.empty()) {
+    cursor = cursor_at(stretch, steps - 1);
+    cursor.taken += segment.global_batch;
+    return;
+  }
+  if (!stretch.deal) return;  // per sample: one segment, nothing to carry
+  std::vector<Count> drawn(cursors.size());
+  stretch.deal->counts(stretch.first_ordinal, Count{steps} * segment.global_batch, drawn);
+  for (std::size_t source = 0; source < cursors.size(); ++source) {
+    if (drawn[source] == 0) continue;  // a source of weight 0 may have no starts
+    const Count total = cursors[source].taken + drawn[source];
+    const std::uint64_t starts = segment.starts[source];
+    cursors[source] = {cursors[source].epoch + static_cast<std::uint64_t>(total / starts),
+                       static_cast<std::uint64_t>(total % starts)};
   }
 }
 
@@ -132,8 +122,6 @@ const WindowSampler::Stretch& WindowSampler::stretch_at(std::uint64_t step) cons
       });
   return *std::prev(after);
 }
-
-const Segment& WindowSampler::segment_at(std::uint64_t step) const noexcept { return stretch_at(step).segment; }
 
 std::uint64_t WindowSampler::random(std::uint64_t a, std::uint64_t b, std::uint64_t purpose,
                                     std::uint64_t stream) const noexcept {

@@ -53,8 +53,6 @@ class WindowSampler {
   // for every source of positive weight; kPerSample only with one segment.
   WindowSampler(std::uint64_t seed, std::vector<Segment> segments, BatchStreamState::Mixture mixture);
 
-  // The segment global `step` is in.
-  const Segment& segment_at(std::uint64_t step) const noexcept;
   // Windows of global samples [first, first + out.size()) of global `step`,
   // in its segment's batch.
   void draw(std::uint64_t step, std::uint64_t first, std::span<Window> out) const;
@@ -78,6 +76,8 @@ class WindowSampler {
   };
 
   void prepare(std::vector<Segment> segments);
+  // The cursors after `steps` steps of `stretch`, from where it started.
+  static void carry(const Stretch& stretch, std::uint64_t steps, Cursor& cursor, std::vector<Cursor>& cursors);
   const Stretch& stretch_at(std::uint64_t step) const noexcept;
   // The unweighted cursor of step `offset` of `stretch`, where its first
   // sample draws.

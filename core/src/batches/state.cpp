@@ -126,13 +126,20 @@ std::string step_in_range(const StateField&, const State& saved, const State&) {
   return fmt::format("cannot resume at step {} (the last step is 2^63 - {})", saved.step, INT64_MAX - kLastStep + 1);
 }
 
-void read_weights(const StateField& row, const Json& object, State& state) {
-  for (const Json& weight : field(object, row.name, Json::value_t::array, "an array")) {
+// A JSON array of weights, each a finite number >= 0.
+std::vector<double> weights_of(const Json& list) {
+  std::vector<double> weights;
+  for (const Json& weight : list) {
     if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
       refuse_state(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
     }
-    state.weights.push_back(weight.get<double>());
+    weights.push_back(weight.get<double>());
   }
+  return weights;
+}
+
+void read_weights(const StateField& row, const Json& object, State& state) {
+  state.weights = weights_of(field(object, row.name, Json::value_t::array, "an array"));
 }
 
 std::string weights_match(const StateField& row, const State& saved, const State& stream) {
@@ -250,14 +257,15 @@ const Json& entry_list(const StateField& row, const Json& object, std::size_t wi
 
 // An entry's step, after the first entry's (at 0) and increasing.
 std::int64_t entry_step(const StateField& row, const Json& value, std::int64_t after) {
-  const auto bad = [&] {
+  if (!value.is_number_integer() ||
+      (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))) {
     refuse_state(
-        fmt::format("field \"{}\" has an entry at step {}, not after step {}", row.name, excerpt(value), after));
-  };
-  if (!value.is_number_integer()) bad();
-  if (value.is_number_unsigned() && value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad();
+        fmt::format("field \"{}\" has an entry at step {}, not a whole number below 2^63", row.name, excerpt(value)));
+  }
   const auto step = value.get<std::int64_t>();
-  if (step <= after) bad();
+  if (step <= after) {
+    refuse_state(fmt::format("field \"{}\" has an entry at step {}, not after step {}", row.name, step, after));
+  }
   return step;
 }
 
@@ -286,22 +294,26 @@ void read_schedule(const StateField& row, const Json& object, State& state) {
   }
 }
 
-std::string describe(const State::Stage& stage) {
-  return fmt::format("step {}: global batch {}, context {}", stage.step, stage.global_batch, stage.context);
-}
-
 // Entries that started by the saved step must be the same: later ones may
-// differ, so a run can extend its plan.
-std::string schedule_match(const StateField&, const State& saved, const State& stream) {
-  const std::span<const State::Stage> was = started(saved.schedule, saved.step);
-  const std::span<const State::Stage> now = started(stream.schedule, saved.step);
+// differ, so a run can extend its plan. `shown` describes one entry.
+template <class Entry, class Shown>
+std::string entries_match(const char* what, const std::vector<Entry>& saved_entries,
+                          const std::vector<Entry>& stream_entries, std::int64_t step, Shown&& shown) {
+  const std::span<const Entry> was = started(saved_entries, step);
+  const std::span<const Entry> now = started(stream_entries, step);
   for (std::size_t index = 0; index < std::max(was.size(), now.size()); ++index) {
     if (index < was.size() && index < now.size() && was[index] == now[index]) continue;
-    return fmt::format("cannot resume at step {}: schedule entry {} of the state is {}, this stream's is {}",
-                       saved.step, index + 1, index < was.size() ? fmt::format("({})", describe(was[index])) : "none",
-                       index < now.size() ? fmt::format("({})", describe(now[index])) : "none");
+    return fmt::format("cannot resume at step {}: {} entry {} of the state is {}, this stream's is {}", step, what,
+                       index + 1, index < was.size() ? fmt::format("({})", shown(was[index])) : "none",
+                       index < now.size() ? fmt::format("({})", shown(now[index])) : "none");
   }
   return {};
+}
+
+std::string schedule_match(const StateField&, const State& saved, const State& stream) {
+  return entries_match("schedule", saved.schedule, stream.schedule, saved.step, [](const State::Stage& stage) {
+    return fmt::format("step {}: global batch {}, context {}", stage.step, stage.global_batch, stage.context);
+  });
 }
 
 void write_weight_schedule(const StateField& row, const State& state, Json& object) {
@@ -314,31 +326,32 @@ void read_weight_schedule(const StateField& row, const Json& object, State& stat
   for (const Json& entry : entry_list(row, object, 2)) {
     WeightsEntry read;
     read.step = after = entry_step(row, entry[0], after);
-    if (!entry[1].is_array())
+    if (!entry[1].is_array()) {
       refuse_state(fmt::format("field \"{}\" has weights {}, not an array", row.name, excerpt(entry[1])));
-    for (const Json& weight : entry[1]) {
-      if (!weight.is_number() || !std::isfinite(weight.get<double>()) || weight.get<double>() < 0) {
-        refuse_state(fmt::format("weight {} is not a finite number >= 0", excerpt(weight)));
-      }
-      read.weights.push_back(weight.get<double>());
+    }
+    read.weights = weights_of(entry[1]);
+    // Field "weights" (read before) holds the first entry: each later one
+    // has as many weights, not all zero.
+    if (state.weights.empty()) {
+      refuse_state(fmt::format("field \"{}\" has an entry at step {}, but field \"weights\" is [] (unweighted)",
+                               row.name, read.step));
+    }
+    const bool all_zero =
+        std::all_of(read.weights.begin(), read.weights.end(), [](double weight) { return weight == 0; });
+    if (read.weights.size() != state.weights.size() || all_zero) {
+      refuse_state(
+          fmt::format("field \"{}\" has weights {} at step {}, not {} weights that are not all zero, as "
+                      "field \"weights\" has",
+                      row.name, excerpt(entry[1]), read.step, state.weights.size()));
     }
     state.weight_schedule.push_back(std::move(read));
   }
 }
 
 std::string weight_schedule_match(const StateField&, const State& saved, const State& stream) {
-  const std::span<const WeightsEntry> was = started(saved.weight_schedule, saved.step);
-  const std::span<const WeightsEntry> now = started(stream.weight_schedule, saved.step);
-  const auto shown = [](std::span<const WeightsEntry> entries, std::size_t index) {
-    if (index >= entries.size()) return std::string("none");
-    return fmt::format("(step {}: {})", entries[index].step, listed(entries[index].weights));
-  };
-  for (std::size_t index = 0; index < std::max(was.size(), now.size()); ++index) {
-    if (index < was.size() && index < now.size() && was[index] == now[index]) continue;
-    return fmt::format("cannot resume at step {}: weights entry {} of the state is {}, this stream's is {}", saved.step,
-                       index + 1, shown(was, index), shown(now, index));
-  }
-  return {};
+  return entries_match(
+      "weights", saved.weight_schedule, stream.weight_schedule, saved.step,
+      [](const WeightsEntry& entry) { return fmt::format("step {}: {}", entry.step, listed(entry.weights)); });
 }
 
 constexpr const char* kMixtureNames[] = {"per_sample", "interleaved"};

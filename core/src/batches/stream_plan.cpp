@@ -4,6 +4,7 @@
 #include "batches/stream_plan.hpp"
 
 #include "batches/state_fields.hpp"
+#include "batches/state_json.hpp"
 #include "placement/array_state.hpp"
 #include "placement/gather.hpp"
 
@@ -33,6 +34,33 @@ std::uint64_t fingerprint(const std::byte* data, std::uint64_t size) {
   add(data, head);
   add(data + (size - std::min(size, kEdge)), std::min(size, kEdge));
   return hash;
+}
+
+// Refuses entries (each with a `step`) that do not start at step 0 and
+// increase: "schedule entry 2 starts at step 10, not after entry 1's ...".
+template <class Entry>
+void check_ordered(const std::vector<Entry>& entries, const char* what) {
+  for (std::size_t index = 0; index < entries.size(); ++index) {
+    const std::int64_t step = entries[index].step;
+    if (index == 0 && step != 0) {
+      refuse(ErrorCode::kInvalidArgument,
+             fmt::format("{} entry 0 starts at step {}; the first entry starts at step 0", what, step));
+    }
+    if (index > 0 && step <= entries[index - 1].step) {
+      refuse(ErrorCode::kInvalidArgument,
+             fmt::format("{} entry {} starts at step {}, not after entry {}'s step {}; the steps must increase", what,
+                         index, step, index - 1, entries[index - 1].step));
+    }
+  }
+}
+
+// The entry of `entries` in effect at `step`: the last that starts at or
+// before it (entries start at step 0).
+template <class Entry>
+std::size_t entry_at(const std::vector<Entry>& entries, std::int64_t step) {
+  const auto after = std::upper_bound(entries.begin(), entries.end(), step,
+                                      [](std::int64_t at, const Entry& entry) { return at < entry.step; });
+  return static_cast<std::size_t>(after - entries.begin()) - 1;
 }
 
 }  // namespace
@@ -103,6 +131,13 @@ std::string StreamPlan::entry_label(std::size_t entry) const {
   return fmt::format("schedule entry {} (step {}): ", entry, entries_[entry].step);
 }
 
+std::string StreamPlan::segment_label(const Segment& segment) const {
+  std::string label = entry_label(entry_at(entries_, segment.first_step));
+  if (options_.weight_schedule.empty()) return label;
+  const std::size_t weights = entry_at(weight_entries_, segment.first_step);
+  return label + fmt::format("weights entry {} (step {}): ", weights, weight_entries_[weights].step);
+}
+
 void StreamPlan::check_schedule() {
   const std::vector<ScheduleEntry>& schedule = options_.schedule;
   if (schedule.empty()) {
@@ -114,18 +149,9 @@ void StreamPlan::check_schedule() {
     }
     entries_.push_back({0, options_.batch_size, options_.context});
   } else {
+    check_ordered(schedule, "schedule");
     for (std::size_t index = 0; index < schedule.size(); ++index) {
       const ScheduleEntry& entry = schedule[index];
-      if (index == 0 && entry.step != 0) {
-        refuse(ErrorCode::kInvalidArgument,
-               fmt::format("schedule entry 0 starts at step {}; the first entry starts at step 0", entry.step));
-      }
-      if (index > 0 && entry.step <= schedule[index - 1].step) {
-        refuse(ErrorCode::kInvalidArgument,
-               fmt::format("schedule entry {} starts at step {}, not after entry {}'s step {}; the steps must "
-                           "increase",
-                           index, entry.step, index - 1, schedule[index - 1].step));
-      }
       if (entry.batch_size < 1) {
         refuse(ErrorCode::kInvalidArgument, fmt::format("schedule entry {} (step {}): batch_size must be at least "
                                                         "1, got {}",
@@ -160,27 +186,10 @@ void StreamPlan::check_schedule() {
 }
 
 void StreamPlan::check_weights(std::size_t source_count) {
-  std::vector<WeightsEntry>& schedule = options_.weight_schedule;
-  const bool scheduled = !schedule.empty();
+  const bool scheduled = !options_.weight_schedule.empty();
   if (scheduled) {
-    for (std::size_t index = 0; index < schedule.size(); ++index) {
-      if (index == 0 && schedule[index].step != 0) {
-        refuse(
-            ErrorCode::kInvalidArgument,
-            fmt::format("weights entry 0 starts at step {}; the first entry starts at step 0", schedule[index].step));
-      }
-      if (index > 0 && schedule[index].step <= schedule[index - 1].step) {
-        refuse(ErrorCode::kInvalidArgument,
-               fmt::format("weights entry {} starts at step {}, not after entry {}'s step {}; the steps must "
-                           "increase",
-                           index, schedule[index].step, index - 1, schedule[index - 1].step));
-      }
-    }
-    if (!options_.weights.empty() && options_.weights != schedule.front().weights) {
-      refuse(ErrorCode::kInvalidArgument,
-             "weights differ from the weight schedule's first entry; leave them empty or give the same");
-    }
-    weight_entries_ = schedule;
+    check_ordered(options_.weight_schedule, "weights");
+    weight_entries_ = options_.weight_schedule;
   } else if (!options_.weights.empty()) {
     weight_entries_.push_back({0, options_.weights});
   }
@@ -204,6 +213,12 @@ void StreamPlan::check_weights(std::size_t source_count) {
     if (!(sum > 0) || !std::isfinite(sum)) {
       refuse(ErrorCode::kInvalidArgument, fmt::format("{}the weights are all zero (or sum to infinity)", label));
     }
+  }
+  if (scheduled && !options_.weights.empty() && options_.weights != weight_entries_.front().weights) {
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("weights {} differ from the weight schedule's first entry, {}; leave them empty or give the "
+                       "same",
+                       listed(options_.weights), listed(weight_entries_.front().weights)));
   }
   if (!weight_entries_.empty()) options_.weights = weight_entries_.front().weights;
 }
@@ -340,14 +355,10 @@ void StreamPlan::find_documents() {
       const bool drawn = segment.weights.empty() || segment.weights[index] > 0;
       if (!drawn || segment.starts[index] != 0) continue;
       const std::span<const std::int64_t> starts = documents_->starts(index);
-      const auto entry = static_cast<std::size_t>(
-          std::find_if(entries_.begin(), entries_.end(),
-                       [&](const ScheduleEntry& at) { return at.context == segment.context; }) -
-          entries_.begin());
       refuse(ErrorCode::kOutOfRange,
              fmt::format("{}documents: no document of source {} starts a window of context + 1 = {} tokens that "
                          "fits (it has {} tokens and {} document starts{})",
-                         entry_label(entry), index, segment.context + 1, sources_[index].tokens, starts.size(),
+                         segment_label(segment), index, segment.context + 1, sources_[index].tokens, starts.size(),
                          starts.empty() ? "" : fmt::format(", the first at {}", starts.front())));
     }
   }
@@ -368,16 +379,12 @@ std::vector<Segment> StreamPlan::segments() const {
   firsts.erase(std::unique(firsts.begin(), firsts.end()), firsts.end());
   std::vector<Segment> segments;
   for (const std::int64_t first : firsts) {
-    const auto in_effect = [first](const auto& entries) {
-      return std::prev(std::upper_bound(entries.begin(), entries.end(), first,
-                                        [](std::int64_t step, const auto& entry) { return step < entry.step; }));
-    };
-    const ScheduleEntry& shape = *in_effect(entries_);
+    const ScheduleEntry& shape = entries_[entry_at(entries_, first)];
     Segment segment;
     segment.first_step = first;
     segment.global_batch = static_cast<std::uint64_t>(shape.batch_size * options_.world_size);
     segment.context = shape.context;
-    if (!weight_entries_.empty()) segment.weights = in_effect(weight_entries_)->weights;
+    if (!weight_entries_.empty()) segment.weights = weight_entries_[entry_at(weight_entries_, first)].weights;
     for (std::size_t source = 0; source < sources_.size(); ++source) {
       segment.starts.push_back(starts_of(source, shape.context));
     }
@@ -389,11 +396,8 @@ std::vector<Segment> StreamPlan::segments() const {
 void StreamPlan::check_window_counts() const {
   const char* what = documents_ ? "document starts whose window fits" : "window starts";
   for (const Segment& segment : segments()) {
-    const auto entry = static_cast<std::size_t>(
-        std::prev(std::upper_bound(entries_.begin(), entries_.end(), segment.first_step,
-                                   [](std::int64_t step, const ScheduleEntry& at) { return step < at.step; })) -
-        entries_.begin());
-    const std::string label = entry_label(entry);
+    const std::size_t entry = entry_at(entries_, segment.first_step);
+    const std::string label = segment_label(segment);
     if (segment.weights.empty()) {
       std::uint64_t total_starts = 0;
       for (const std::uint64_t count : segment.starts) total_starts += count;
@@ -418,9 +422,8 @@ void StreamPlan::check_window_counts() const {
 }
 
 StreamPlan::Shape StreamPlan::shape_at(std::int64_t step) const noexcept {
-  const auto entry = std::prev(std::upper_bound(entries_.begin(), entries_.end(), step,
-                                                [](std::int64_t at, const ScheduleEntry& e) { return at < e.step; }));
-  return {entry->batch_size, entry->context};
+  const ScheduleEntry& entry = entries_[entry_at(entries_, step)];
+  return {entry.batch_size, entry.context};
 }
 
 std::int64_t StreamPlan::largest_batch() const noexcept {

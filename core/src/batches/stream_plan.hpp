@@ -79,6 +79,9 @@ class StreamPlan {
   std::uint64_t starts_of(std::size_t source, std::int64_t context) const noexcept;
   // "schedule entry 1 (step 1000): ", or "" for the plain options.
   std::string entry_label(std::size_t entry) const;
+  // The entries a segment runs under, as entry_label has them, with its
+  // weights entry when the weights have a schedule.
+  std::string segment_label(const Segment& segment) const;
 
   BatchStreamOptions options_;
   // The schedule and the weight schedule, the plain options as one entry

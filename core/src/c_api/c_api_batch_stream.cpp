@@ -104,7 +104,8 @@ void schedules_of(const bp_batch_stream_options& options, std::size_t source_cou
   }
   if (options.weight_step_count == 0) return;
   require_non_null(options.weight_steps, function, "options->weight_steps");
-  if (options.weight_count != options.weight_step_count * source_count) {
+  std::size_t expected = 0;
+  if (__builtin_mul_overflow(options.weight_step_count, source_count, &expected) || options.weight_count != expected) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: options->weight_count {} is not weight_step_count {} x {} sources", function,
                             options.weight_count, options.weight_step_count, source_count));

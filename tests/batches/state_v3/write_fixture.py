@@ -1,6 +1,7 @@
 """Writes tests/batches/state_v3: a version-3 batch stream state with a
 schedule (a batch-size ramp, then a longer context), a weight schedule and
-documents, saved by the backplane of the day version 3 was the newest
+documents, saved at step 1500 (past an entry of each schedule, before the
+context change) by the backplane of the day version 3 was the newest
 (2026-12), and the windows that stream drew at chosen steps, so that every
 later backplane is tested to resume it to the same windows (the growth rule
 of docs/batch-stream.md). Never rerun it to "update" the fixture: a change in
@@ -23,7 +24,8 @@ import backplane
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPTIONS = {"schedule": [[0, 6, 31], [50, 8, 31], [2000, 8, 63]], "seed": 31337,
            "weights": [[0, [0.6, 0.4]], [1000, [0.3, 0.7]]]}
-STEPS = [5, 6, 7, 49, 50, 999, 1000, 1999, 2000, 1000000, 123456789]
+STEPS = [5, 49, 50, 999, 1000, 1500, 1501, 1999, 2000, 1000000, 123456789]
+SAVED_AT = 1500  # past the schedule's entry at 50 and the weights' at 1000
 
 
 def tokens_0():
@@ -44,7 +46,7 @@ def main():
                                    documents=[list(range(0, 20000, 37)), list(range(0, 7000, 23))],
                                    schedule=[tuple(entry) for entry in OPTIONS["schedule"]], seed=OPTIONS["seed"],
                                    weights=[(step, weights) for step, weights in OPTIONS["weights"]])
-    for _ in range(5):
+    for _ in range(SAVED_AT):
         next(iter(stream))
     state = stream.state_dict()
     windows = {str(step): [[window.source, window.start] for window in stream.windows(step)] for step in STEPS}
