@@ -180,6 +180,7 @@ static void an_api_0_8_options_struct_has_no_schedules(void) {
 }
 
 int main(void) {
+  c_test_program = "test_c_schedules";
   RUN(a_stream_follows_its_schedule_and_resumes_inside_it);
   RUN(bad_schedule_arrays_are_refused_naming_the_field);
   RUN(an_api_0_8_options_struct_has_no_schedules);
