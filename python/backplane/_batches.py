@@ -27,7 +27,8 @@ import json
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, NamedTuple, Optional, Sequence, Tuple,
+                    TypedDict, TypeVar, Union, cast, overload)
 
 import numpy
 
@@ -40,7 +41,19 @@ from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64
 from ._errors import OutOfRangeError
 from ._runtime import DeviceLike, Runtime, runtime_of
 
+if TYPE_CHECKING:
+    import numpy.typing
+    import torch
+    from typing_extensions import Unpack
+
+    NumpyPair = Tuple[numpy.typing.NDArray[Any], numpy.typing.NDArray[Any]]
+    TorchPair = Tuple[torch.Tensor, torch.Tensor]
+
 Converter = Callable[[Array], Any]
+# What next() hands out: (x, y) of the type to= makes, typed for the common
+# calls (see BatchStream.__init__'s overloads), Any for the others.
+Item = TypeVar("Item")
+Tensor = TypeVar("Tensor")
 MAX_PREFETCH = _lib.BP_BATCH_STREAM_MAX_PREFETCH
 _UINT32_LIMIT = 1 << 32
 _UINT64_LIMIT = 1 << 64
@@ -179,7 +192,29 @@ def _jax_from_host(array: Array) -> Any:
     return jnp.asarray(_host_view(array))
 
 
-class BatchStream:
+class BatchOptions(TypedDict, total=False):
+    """The keyword arguments of batches() that do not change what x and y
+    are, for the type checker (BatchStream.__init__ says what each does).
+    Every name and type here is one of __init__'s; a test holds the two
+    lists equal."""
+
+    schedule: Optional[Sequence[Tuple[int, int, int]]]
+    dtype: Any
+    seed: Optional[int]
+    prefetch: int
+    steps: Optional[int]
+    rank: Optional[int]
+    world_size: Optional[int]
+    weights: Optional[WeightsLike]
+    threads: int
+    release_pages: bool
+    max_documents: int
+    state: Optional[StateLike]
+    xy: str
+    runtime: Optional[Runtime]
+
+
+class BatchStream(Generic[Item]):
     """An iterator of training batches over one or more token arrays; what
     batches() returns (batches is this class).
 
@@ -193,6 +228,34 @@ class BatchStream:
     step that fails is not consumed: when the conversion raises, the next
     next() hands out the same step again.
     """
+
+    # The overloads give editors and type checkers the type of x and y: NumPy
+    # arrays by default, torch tensors for to="torch", what a callable
+    # returns; a list of devices, documents or to="jax" hand out Any. The
+    # implementation below is the one signature that runs and checks.
+    @overload
+    def __init__(self: BatchStream[NumpyPair], tokens: Union[Array, Sequence[Array]],
+                 batch_size: Optional[int] = None, context: Optional[int] = None, *,
+                 device: Optional[DeviceLike] = None, documents: None = None, to: Optional[Literal["numpy"]] = None,
+                 **options: Unpack[BatchOptions]) -> None: ...
+
+    @overload
+    def __init__(self: BatchStream[TorchPair], tokens: Union[Array, Sequence[Array]],
+                 batch_size: Optional[int] = None, context: Optional[int] = None, *,
+                 device: Optional[DeviceLike] = None, documents: None = None, to: Literal["torch"],
+                 **options: Unpack[BatchOptions]) -> None: ...
+
+    @overload
+    def __init__(self: BatchStream[Tuple[Tensor, Tensor]], tokens: Union[Array, Sequence[Array]],
+                 batch_size: Optional[int] = None, context: Optional[int] = None, *,
+                 device: Optional[DeviceLike] = None, documents: None = None, to: Callable[[Array], Tensor],
+                 **options: Unpack[BatchOptions]) -> None: ...
+
+    @overload
+    def __init__(self: BatchStream[Any], tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,
+                 context: Optional[int] = None, *, device: Union[None, DeviceLike, Sequence[DeviceLike]] = None,
+                 documents: Any = None, to: Union[None, str, Converter] = None,
+                 **options: Unpack[BatchOptions]) -> None: ...
 
     def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,
                  context: Optional[int] = None, *, schedule: Optional[Sequence[Tuple[int, int, int]]] = None,
@@ -419,10 +482,10 @@ class BatchStream:
             _lib.lib.bp_batch_stream_destroy(old)
 
     # --- the iterator --------------------------------------------------------
-    def __iter__(self) -> "BatchStream":
+    def __iter__(self) -> BatchStream[Item]:
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> Item:
         # The training loop's hot path: one C call, then the conversion, all
         # under the lock that makes next() safe from any thread.
         with self._next_lock:
@@ -450,9 +513,9 @@ class BatchStream:
                 raise
             self._pending = None
             self._step += 1
-        return pairs if self._many else pairs[0]
+        return cast(Item, pairs if self._many else pairs[0])
 
-    def _next_with_documents(self, handle: ctypes.c_void_p) -> Any:
+    def _next_with_documents(self, handle: ctypes.c_void_p) -> Item:
         """__next__ for a stream with documents (under its lock): (x, y,
         Documents) per device."""
         arrays, pieces = self._pending, self._pending_pieces
@@ -477,7 +540,7 @@ class BatchStream:
             raise
         self._pending = self._pending_pieces = None
         self._step += 1
-        return triples if self._many else triples[0]
+        return cast(Item, triples if self._many else triples[0])
 
     def __len__(self) -> int:
         """The steps left to hand out when `steps` was given (steps - step:
@@ -581,7 +644,7 @@ class BatchStream:
         if getattr(self, "_swap", None) is not None:
             self.close()
 
-    def __enter__(self) -> "BatchStream":
+    def __enter__(self) -> BatchStream[Item]:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

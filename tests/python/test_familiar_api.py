@@ -1,7 +1,9 @@
 """The names a PyTorch or NumPy user reaches for first: set_default_device and
 is_available at module level, devices() of an unavailable backend, len() of
-a stream with steps=, a dir() of the package's own names, and array() with a
-dtype converting values as NumPy does."""
+a stream with steps=, a dir() of the package's own names, array() with a
+dtype converting values as NumPy does, and x, y typed for editors (the types
+themselves are checked by mypy in typed_batches.py)."""
+import inspect
 import os
 import tempfile
 import unittest
@@ -34,6 +36,28 @@ class ModuleFunctionsTest(unittest.TestCase):
             self.assertNotIn(leaked, names)
         for public in backplane.__all__:
             self.assertIn(public, names)
+
+
+class TypedBatchesTest(unittest.TestCase):
+    def test_the_typed_options_are_the_signatures_keywords(self):
+        # BatchOptions types batches()' options for editors; a keyword added
+        # to the signature but not there would be an error in every caller's
+        # type checker, one there but not in the signature a TypeError.
+        from backplane._batches import BatchOptions
+        keywords = {name for name, parameter in inspect.signature(backplane.BatchStream.__init__).parameters.items()
+                    if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+        typed_by_overloads = {"device", "documents", "to"}
+        self.assertEqual(set(BatchOptions.__annotations__) | typed_by_overloads, keywords)
+
+    @unittest.skipIf(numpy is None, "numpy is not installed")
+    def test_the_class_takes_the_item_type(self):
+        # BatchStream[...] in a user's annotation must not fail at run time.
+        self.assertIsNotNone(backplane.BatchStream[tuple])
+        tokens = backplane.array(numpy.arange(64, dtype=numpy.uint16), device="cpu:0")
+        with backplane.batches(tokens, 2, 4, device="cpu:0", seed=1) as stream:
+            x, y = next(stream)
+        self.assertIsInstance(x, numpy.ndarray)
+        self.assertIsInstance(y, numpy.ndarray)
 
 
 class UnavailableDevicesTest(unittest.TestCase):
