@@ -10,7 +10,7 @@ training step of --compute-ms (a busy wait) runs between steps, so the
 stream's threads keep the pipeline full; the time next() still waits for
 data (stats().wait_seconds, which a busy machine makes noisy) is taken out,
 leaving the caller's own time: the C call, the DLPack conversion and, for
-copies, the two copies.
+copies, the two copies (for JAX, until x and y are ready).
 Rows: the median over --rounds rounds of the mean next() time, views then
 copies, and the ratio copies / views; then to='jax' against to='numpy', both
 with the default xy and dtype (int64; int32 for JAX, whose 64-bit types are
@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import List
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 
@@ -38,6 +38,12 @@ def busy_wait(seconds: float) -> None:
 
 def per_step(tokens: backplane.Array, args: argparse.Namespace, to: str, xy: str) -> float:
     """The mean caller's time of next() over --steps steps (after a warm-up)."""
+    # JAX hands out arrays before they are computed: wait for them, so that
+    # the time counts the work and not only its dispatch.
+    ready: Optional[Callable[[Any], Any]] = None
+    if to == "jax":
+        import jax
+        ready = jax.block_until_ready
     with backplane.batches(tokens, args.batch, args.context, device="cpu:0", to=to, xy=xy, seed=1) as stream:
         for _ in range(20):
             x, y = next(stream)
@@ -49,6 +55,8 @@ def per_step(tokens: backplane.Array, args: argparse.Namespace, to: str, xy: str
             busy_wait(args.compute_ms / 1e3)
             start = time.perf_counter()
             x, y = next(stream)
+            if ready is not None:
+                ready((x, y))
             spent += time.perf_counter() - start
         waited = stream.stats().wait_seconds - waited
     return (spent - waited) / int(args.steps)
