@@ -74,6 +74,7 @@ OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view exp
   }
   if (!library.has(BP_PLUGIN_ENTRY_SYMBOL)) {
     opened.reason = fmt::format("no entry symbol '{}': not a backplane plugin", BP_PLUGIN_ENTRY_SYMBOL);
+    opened.refused_library = std::make_shared<boost::dll::shared_library>(std::move(library));
     return opened;
   }
 
@@ -88,6 +89,7 @@ OpenedPlugin open_plugin(const std::filesystem::path& file, std::string_view exp
     if (table != nullptr && problem->status == BackendStatus::kIncompatible) {
       opened.abi_version = abi_version_string(*table);
     }
+    opened.refused_library = std::make_shared<boost::dll::shared_library>(std::move(library));
     return opened;
   }
   opened.abi_version = abi_version_string(*table);

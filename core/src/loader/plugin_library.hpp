@@ -53,6 +53,10 @@ class PluginLibrary {
 
 struct OpenedPlugin {
   std::shared_ptr<PluginLibrary> library;  // set only when status is kAvailable
+  // A library that was loaded and then refused (no entry symbol, a table
+  // that fails validation): dropping the last copy unloads it, so a caller
+  // that loads plugins on several threads can choose when (see discovery.cpp).
+  std::shared_ptr<boost::dll::shared_library> refused_library;
   BackendStatus status = BackendStatus::kFailed;
   std::string reason;
   std::string abi_version;  // as the table declared it, when it could be read

@@ -174,10 +174,10 @@ void adopt_child_probe(DiscoveredBackend& result, const std::shared_ptr<PluginLi
 }
 
 // Opens, creates and probes one plugin; fills status and reason, and hands
-// the library, when opened, to `opened_library`. Runs on a discovery thread,
-// while other plugins are probed: `seen` is only read here.
+// the library, when loaded (refused or not), to `loaded_library`. Runs on a
+// discovery thread, while other plugins are probed: `seen` is only read here.
 DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPolicy& policy, const SeenNames& seen,
-                                 std::uint32_t timeout_ms, std::shared_ptr<PluginLibrary>& opened_library) {
+                                 std::uint32_t timeout_ms, std::shared_ptr<const void>& loaded_library) {
   DiscoveredBackend result{candidate.info(), nullptr};
   BackendInfo& info = result.info;
   // Nothing may load a PJRT library that others could swap.
@@ -199,7 +199,11 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
   }
 
   OpenedPlugin opened = open_plugin(candidate.file, candidate.table_name);
-  opened_library = opened.library;
+  if (opened.library) {
+    loaded_library = opened.library;
+  } else {
+    loaded_library = opened.refused_library;
+  }
   info.abi_version = opened.abi_version;
   if (opened.status != BackendStatus::kAvailable) {
     info.status = opened.status;
@@ -294,11 +298,11 @@ std::vector<DiscoveredBackend> discover(const DiscoveryInputs& inputs, const Dis
   // it, is known only once it is opened, so it ends a wave.
   std::vector<std::size_t> wave;
   auto probe_wave = [&] {
-    // The libraries of plugins left unused are unloaded after the wave, here:
-    // one unloaded while another thread loads the next may hand it the same
-    // addresses, an order ThreadSanitizer cannot see (it would report the
-    // plugins' statics as a race).
-    std::vector<std::shared_ptr<PluginLibrary>> opened(wave.size());
+    // The libraries of plugins left unused or refused are unloaded after the
+    // wave, here: one unloaded while another thread loads the next may hand
+    // it the same addresses, an order ThreadSanitizer cannot see (it would
+    // report the plugins' statics as a race).
+    std::vector<std::shared_ptr<const void>> opened(wave.size());
     // Children spawned by this wave's probes get the environment as it is
     // now, never environ while an in-process probe's setenv changes it.
     const isolation::SpawnEnvironmentScope spawn_environment;
