@@ -172,7 +172,10 @@ def modules_of(interpreter):
     """Which of OPTIONAL_MODULES `interpreter` can import."""
     probe = ("import importlib.util, sys\n"
              f"print(' '.join(m for m in {sorted(OPTIONAL_MODULES)!r} if importlib.util.find_spec(m)))")
-    result = subprocess.run([interpreter, "-c", probe], capture_output=True, text=True, timeout=TIMEOUT_S)
+    # Its own limit: a test that lowers TIMEOUT_S for a block may be the
+    # first to call this, and an interpreter's start on a loaded machine is
+    # no block that never ends.
+    result = subprocess.run([interpreter, "-c", probe], capture_output=True, text=True, timeout=120)
     return frozenset(result.stdout.split()) if result.returncode == 0 else frozenset()
 
 

@@ -14,12 +14,14 @@
 #include <dlfcn.h>
 
 #include <dirent.h>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -193,6 +195,19 @@ inline int thread_count() {
       if (entry->d_name[0] != '.') ++count;
     }
     closedir(tasks);
+  }
+  return count;
+}
+
+// thread_count() once it is `expected`, or after 5 s whatever it is then. A
+// joined thread can still be listed for a moment after pthread_join returns:
+// the kernel wakes the joiner before it removes the exiting task.
+inline int thread_count_settled_at(int expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int count = thread_count();
+  while (count != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    count = thread_count();
   }
   return count;
 }
