@@ -3,6 +3,7 @@
 // happened, it is never loaded into the test process, and the others work.
 #include "support/backend_named.hpp"
 #include "support/keep_segv_in_child.hpp"
+#include "support/loaded_library.hpp"
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
@@ -12,7 +13,6 @@
 
 #include <doctest/doctest.h>
 
-#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -29,6 +29,7 @@ using backplane::BackendStatus;
 using backplane::ProbeIsolation;
 using backplane::Runtime;
 using backplane::testing::backend_named;
+using backplane::testing::is_loaded;
 using backplane::testing::KeepSegvInChild;
 using backplane::testing::TempDir;
 
@@ -48,10 +49,6 @@ Runtime::Options options_for(std::vector<std::filesystem::path> paths,
   return options;
 }
 
-bool loaded_here(const std::filesystem::path& file) {
-  return ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD) != nullptr;
-}
-
 }  // namespace
 
 TEST_CASE("[discovery] isolation from code: crashing and exiting plugins are failed, cpu works") {
@@ -67,8 +64,8 @@ TEST_CASE("[discovery] isolation from code: crashing and exiting plugins are fai
   const BackendInfo& exits = backend_named(runtime, "exit_constructor");
   CHECK(exits.status == BackendStatus::kFailed);
   CHECK(exits.reason.starts_with("exited with status 3 during loading (static constructors or the entry point)"));
-  CHECK(!loaded_here(misbehaving("crash_probe")));
-  CHECK(!loaded_here(misbehaving("exit_constructor")));
+  CHECK(!is_loaded(misbehaving("crash_probe")));
+  CHECK(!is_loaded(misbehaving("exit_constructor")));
   CHECK(runtime.is_available("cpu"));
   CHECK(runtime.devices("cpu").size() >= 1);
 }
@@ -82,7 +79,7 @@ TEST_CASE("[discovery] isolation: a probe that hangs is killed at the deadline a
   CHECK(hang.reason ==
         "did not answer within 300 ms during probe in a separate probe process "
         "(BACKPLANE_PROBE_TIMEOUT_MS); the process was killed and the plugin not loaded into this one");
-  CHECK(!loaded_here(misbehaving("hang_probe")));
+  CHECK(!is_loaded(misbehaving("hang_probe")));
   CHECK(runtime.is_available("cpu"));
 }
 
@@ -92,7 +89,7 @@ TEST_CASE("[discovery] BACKPLANE_PROBE_ISOLATION=process turns isolation on; non
   const BackendInfo& huge = backend_named(isolated, "huge_version");
   CHECK(huge.status == BackendStatus::kFailed);
   CHECK(huge.reason.find("version_size 1099511627776 is more than 256 bytes") != std::string::npos);
-  CHECK(!loaded_here(misbehaving("huge_version")));
+  CHECK(!is_loaded(misbehaving("huge_version")));
   CHECK(isolated.is_available("cpu"));
 
   Runtime plain(options_for({misbehaving("huge_version")}, {{"BACKPLANE_PROBE_ISOLATION", "none"}}));
@@ -137,7 +134,7 @@ TEST_CASE("[discovery] isolation: a verdict counts only if the helper then exits
   CHECK(forged.reason ==
         "gave a verdict that is not trusted, since the process then crashed with SIGSEGV (Segmentation fault) "
         "during the probe's end in a separate probe process; not loaded into this one");
-  CHECK(!loaded_here(misbehaving("forge_verdict")));
+  CHECK(!is_loaded(misbehaving("forge_verdict")));
   CHECK(runtime.is_available("cpu"));
 }
 
@@ -150,7 +147,7 @@ TEST_CASE("[discovery] isolation: junk on the result pipe is described as such")
   CHECK(junk.reason.starts_with("wrote "));
   CHECK(junk.reason.find("bytes to the probe's result pipe that are not the probe protocol (starting "
                          "\"JJJJ") != std::string::npos);
-  CHECK(!loaded_here(misbehaving("junk_pipe")));
+  CHECK(!is_loaded(misbehaving("junk_pipe")));
 }
 
 TEST_CASE("[discovery] isolation: a grandchild holding the pipe neither delays discovery nor outlives it") {

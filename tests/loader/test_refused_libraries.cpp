@@ -2,11 +2,11 @@
 // holds it: discovery drops refused libraries only once a wave's threads are
 // done, since one unloaded while another thread maps the next plugin may hand
 // that plugin its addresses, which ThreadSanitizer reads as a race.
+#include "support/loaded_library.hpp"
+
 #include "loader/plugin_library.hpp"
 
 #include <doctest/doctest.h>
-
-#include <dlfcn.h>
 
 #include <filesystem>
 #include <string>
@@ -14,18 +14,7 @@
 using backplane::BackendStatus;
 using backplane::detail::open_plugin;
 using backplane::detail::OpenedPlugin;
-
-namespace {
-
-// Whether `file` is mapped now (RTLD_NOLOAD loads nothing; the reference it
-// takes on a loaded library is given back).
-bool is_loaded(const std::filesystem::path& file) {
-  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (handle != nullptr) ::dlclose(handle);
-  return handle != nullptr;
-}
-
-}  // namespace
+using backplane::testing::is_loaded;
 
 TEST_CASE("[loader] a refused library is unloaded when the caller drops it, not before") {
   for (const std::string name : {"no_entry", "short_table", "name_mismatch"}) {
