@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include <string>
 #include <thread>
 
+using namespace std::string_literals;
 using backplane::BackendInfo;
 using backplane::BackendStatus;
 using backplane::ProbeIsolation;
@@ -152,6 +154,12 @@ TEST_CASE("[discovery] isolation: junk on the result pipe is described as such")
 
 TEST_CASE("[discovery] isolation: a grandchild holding the pipe neither delays discovery nor outlives it") {
   KeepSegvInChild keep_segv;
+  // The probe helper inherits this process's environment, and so does the
+  // grandchild it forks: a variable naming this process marks the processes
+  // this run started, so that another test run on the machine, with its own
+  // grandchild of the same fixture, is not counted.
+  const std::string marker = "BP_TEST_ISOLATION_RUN=" + std::to_string(::getpid());
+  REQUIRE(::setenv("BP_TEST_ISOLATION_RUN", std::to_string(::getpid()).c_str(), 1) == 0);
   // No deadline: only the helper's own exit may end the wait.
   auto options = options_for({misbehaving("fork_keeps_pipe"), kPluginDir}, {{"BACKPLANE_PROBE_TIMEOUT_MS", "0"}});
   options.probe_isolation = ProbeIsolation::kProcess;
@@ -162,18 +170,26 @@ TEST_CASE("[discovery] isolation: a grandchild holding the pipe neither delays d
   CHECK(forking.status == BackendStatus::kFailed);
   CHECK(forking.reason.starts_with("crashed with SIGSEGV"));
   CHECK(took < std::chrono::seconds(20));  // the grandchild sleeps 30 s
-  // Its process group was killed: no process of the fixture is left (the
-  // grandchild's command line is the helper's, naming the fixture's file).
+  ::unsetenv("BP_TEST_ISOLATION_RUN");
+  // Its process group was killed: no process of the fixture that this run
+  // started is left (the grandchild's command line is the helper's, naming
+  // the fixture's file; its environment holds the marker).
   // SIGKILL is delivered asynchronously, and a killed process is not gone
   // until the kernel has torn down its memory: under ThreadSanitizer, whose
   // shadow mappings are terabytes, on a loaded machine that took longer than
   // 2 s. Allow it 10.
-  const auto survivors = [] {
+  const auto read_all = [](const std::filesystem::path& path) {
+    std::ifstream file(path);
+    return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  };
+  const auto survivors = [&] {
     int count = 0;
     for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      std::ifstream command(entry.path() / "cmdline");
-      const std::string text((std::istreambuf_iterator<char>(command)), std::istreambuf_iterator<char>());
-      if (text.find("backplane-fork_keeps_pipe.so") == std::string::npos) continue;
+      if (read_all(entry.path() / "cmdline").find("backplane-fork_keeps_pipe.so") == std::string::npos) continue;
+      // NUL-separated entries: the marker is a whole one.
+      if (("\0"s + read_all(entry.path() / "environ") + "\0"s).find("\0"s + marker + "\0"s) == std::string::npos) {
+        continue;
+      }
       std::ifstream status(entry.path() / "stat");
       std::string fields;
       std::getline(status, fields);
