@@ -143,3 +143,23 @@ TEST_CASE(
   REQUIRE(scan.pjrt.size() == 1);
   CHECK(scan.pjrt[0].origin_detail == "bare 3.1 (entry point jax_plugins:bare)");
 }
+
+TEST_CASE("[packages] METADATA up to 1 MiB is read whole; a larger one is not read, and the dist-info's name stands") {
+  // The scan reads each file into a buffer of its own size: the headers of a
+  // METADATA whose long description takes it to the bound still count.
+  const std::size_t bound = std::size_t{1} << 20;
+  const std::string headers = "Metadata-Version: 2.1\nName: big-pjrt\nVersion: 9.9\n\n";
+  TempDir site;
+  dist_info(site, "big_pjrt-1.0.dist-info", headers + std::string(bound - headers.size(), 'x'),
+            "[jax_plugins]\nbig = jax_plugins.big\n");
+  site.write("jax_plugins/big/big.so", "");
+  dist_info(site, "huge_pjrt-2.0.dist-info", headers + std::string(bound - headers.size() + 1, 'x'),
+            "[jax_plugins]\nhuge = jax_plugins.huge\n");
+  site.write("jax_plugins/huge/huge.so", "");
+  const PackageScan scan = scan_python_packages({site.path()});
+  REQUIRE(scan.pjrt.size() == 2);
+  const auto& big = scan.pjrt[0].name == "big" ? scan.pjrt[0] : scan.pjrt[1];
+  const auto& huge = scan.pjrt[0].name == "big" ? scan.pjrt[1] : scan.pjrt[0];
+  CHECK(big.origin_detail == "big-pjrt 9.9 (entry point jax_plugins:big)");
+  CHECK(huge.origin_detail == "huge_pjrt 2.0 (entry point jax_plugins:huge)");
+}

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -27,18 +28,25 @@ std::string_view trimmed(std::string_view text) {
 }
 
 // The file's text, or nullopt when it is missing, unreadable or too large.
+// The buffer is the file's own size: every Python process pays this scan at
+// its first runtime use, once per installed distribution, and a buffer of the
+// bound's size, zero-filled each time, was most of `backplane info` on a site
+// directory of thousands of distributions.
 std::optional<std::string> read_small_file(const fs::path& path) {
   std::error_code error;
   if (!fs::is_regular_file(path, error)) return std::nullopt;
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) return std::nullopt;
-  std::string text(kMaxMetadataBytes + 1, '\0');
-  stream.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(stream.gcount()));
-  if (text.size() > kMaxMetadataBytes) {
+  const std::uintmax_t size = fs::file_size(path, error);
+  if (error) return std::nullopt;
+  if (size > kMaxMetadataBytes) {
     log(LogLevel::kWarn, "{}: larger than {} bytes; not read", path.string(), kMaxMetadataBytes);
     return std::nullopt;
   }
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) return std::nullopt;
+  // A file that grew since is read as long as it was then.
+  std::string text(static_cast<std::size_t>(size), '\0');
+  stream.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(stream.gcount()));
   return text;
 }
 
