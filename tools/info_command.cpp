@@ -144,53 +144,62 @@ int print_json(const Runtime& runtime, const PythonPaths& python) {
   return 0;
 }
 
+// Every string here but the fixed words comes from outside: config and
+// plugin files, wheels' METADATA and entry points, plugins' and PJRT
+// libraries' answers, the environment. Each goes through printable(), so a
+// terminal escape, a newline or a byte that is not UTF-8 shows as \xNN and
+// never acts on the terminal or forges a line of the listing.
 int print_text(const Runtime& runtime, const PythonPaths& python) {
   fmt::print("backplane {} (plugin ABI {}.{})\n\n", version(), BP_ABI_MAJOR, BP_ABI_MINOR);
   ConfigSummary config = runtime.config();
   if (config.path) {
-    fmt::print("config file: {}\n", config.path->string());
+    fmt::print("config file: {}\n", printable(config.path->string()));
   } else {
     std::vector<std::string> searched;
-    for (const auto& path : config.searched) searched.push_back(path.string());
+    for (const auto& path : config.searched) searched.push_back(printable(path.string()));
     fmt::print("config file: none found (looked at {})\n", searched.empty()
                                                                ? std::string("nothing: environment ignored")
                                                                : fmt::format("{}", fmt::join(searched, ", ")));
   }
-  for (const auto& warning : config.warnings) fmt::print("  warning: {}\n", warning);
-  fmt::print("python packages: {}\n", python.note);
+  for (const auto& warning : config.warnings) fmt::print("  warning: {}\n", printable(warning));
+  fmt::print("python packages: {}\n", printable(python.note));
   fmt::print("\nplugin search path:\n");
   int index = 1;
   for (const auto& entry : runtime.search_path()) {
-    fmt::print("  {}. {} ({})\n", index++, entry.path.string(),
-               entry.origin_detail.empty() ? std::string(to_string(entry.origin)) : entry.origin_detail);
+    fmt::print("  {}. {} ({})\n", index++, printable(entry.path.string()),
+               entry.origin_detail.empty() ? std::string(to_string(entry.origin)) : printable(entry.origin_detail));
   }
   const auto& backends = runtime.backends();
   fmt::print("\nbackends:{}\n", backends.empty() ? " none found" : "");
   std::size_t name_width = 8;
-  for (const auto& backend : backends) name_width = std::max(name_width, backend.name.size());
+  for (const auto& backend : backends) name_width = std::max(name_width, printable(backend.name).size());
   for (const auto& backend : backends) {
-    fmt::print("  {:<{}} {:<12} {}\n", backend.name, name_width, to_string(backend.status),
-               backend.plugin_path.string());
-    if (!backend.reason.empty()) fmt::print("  {:<{}} {:<12} {}\n", "", name_width, "", backend.reason);
+    fmt::print("  {:<{}} {:<12} {}\n", printable(backend.name), name_width, to_string(backend.status),
+               printable(backend.plugin_path.string()));
+    if (!backend.reason.empty()) fmt::print("  {:<{}} {:<12} {}\n", "", name_width, "", printable(backend.reason));
     if (!backend.library.empty())
-      fmt::print("  {:<{}} {:<12} library: {}\n", "", name_width, "", backend.library.string());
+      fmt::print("  {:<{}} {:<12} library: {}\n", "", name_width, "", printable(backend.library.string()));
     if (!backend.origin_detail.empty()) {
-      fmt::print("  {:<{}} {:<12} from: {}\n", "", name_width, "", backend.origin_detail);
+      fmt::print("  {:<{}} {:<12} from: {}\n", "", name_width, "", printable(backend.origin_detail));
     }
     auto listing = list_devices(runtime, backend);
     for (const auto& device : listing.devices) {
-      fmt::print("    {:<10} {} ({}), {} free of {}; memories: {}\n", device.selector(), device.name,
-                 to_string(device.kind), device.memory_free ? format_bytes(*device.memory_free) : "unknown",
-                 format_bytes(device.memory_total), fmt::join(device.memory_kinds, ", "));
+      std::vector<std::string> memory_kinds;
+      for (const auto& kind : device.memory_kinds) memory_kinds.push_back(printable(kind));
+      fmt::print("    {:<10} {} ({}), {} free of {}; memories: {}\n", printable(device.selector()),
+                 printable(device.name), to_string(device.kind),
+                 device.memory_free ? format_bytes(*device.memory_free) : "unknown", format_bytes(device.memory_total),
+                 fmt::join(memory_kinds, ", "));
     }
-    if (!listing.error.empty()) fmt::print("    cannot list devices: {}\n", listing.error);
+    if (!listing.error.empty()) fmt::print("    cannot list devices: {}\n", printable(listing.error));
   }
   auto chosen = find_default(runtime);
   if (chosen.device) {
-    fmt::print("\ndefault device: {} ({})\n", chosen.device->device.selector(), chosen.device->description);
-    if (!chosen.device->fallback_note.empty()) fmt::print("  {}\n", chosen.device->fallback_note);
+    fmt::print("\ndefault device: {} ({})\n", printable(chosen.device->device.selector()),
+               printable(chosen.device->description));
+    if (!chosen.device->fallback_note.empty()) fmt::print("  {}\n", printable(chosen.device->fallback_note));
   } else {
-    fmt::print("\ndefault device: none: {}\n", chosen.error);
+    fmt::print("\ndefault device: none: {}\n", printable(chosen.error));
   }
   return 0;
 }

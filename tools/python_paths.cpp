@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 extern char** environ;
@@ -26,6 +28,57 @@ using Clock = std::chrono::steady_clock;
 // One path per line; NUL-free by construction of the program below.
 constexpr const char* kProgram = "import sys\nfor p in sys.path:\n    print(p)\n";
 constexpr std::size_t kMaxOutput = std::size_t{1} << 20;
+
+enum class Ending { kExited, kTimedOut, kTooLong };
+
+// Whether the child has exited, without reaping it: its process group stays
+// there for the caller to kill.
+bool has_exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+// Reads the interpreter's answer from `pipe` until the interpreter exits,
+// within kPythonTimeoutMs for the whole exchange. The end of the pipe is not
+// the end of the exchange: an interpreter may close its stdout and live on,
+// and a process it started may hold the pipe open after it exits. What the
+// interpreter wrote before it exited is in the pipe by then, and is read.
+Ending read_answer(int pipe, pid_t pid, std::string& output) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kPythonTimeoutMs);
+  // The pipe is polled; the exit is looked at between polls, at least this often.
+  constexpr int kExitCheckMs = 5;
+  bool pipe_open = true;
+  char buffer[4096];
+  auto read_ready = [&](int wait_ms) {
+    pollfd entry{pipe, POLLIN, 0};
+    const int ready = ::poll(&entry, 1, wait_ms);
+    if (ready <= 0) return false;  // nothing yet, or EINTR: the caller looks again
+    const ssize_t got = ::read(pipe, buffer, sizeof(buffer));
+    if (got < 0) return errno == EINTR;
+    if (got == 0) {
+      pipe_open = false;
+      return false;
+    }
+    output.append(buffer, static_cast<std::size_t>(got));
+    return true;
+  };
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Ending::kTimedOut;
+    const int slice = static_cast<int>(std::min<long long>(left, kExitCheckMs));
+    if (pipe_open) {
+      read_ready(slice);
+    } else {
+      ::poll(nullptr, 0, slice);
+    }
+    if (output.size() > kMaxOutput) return Ending::kTooLong;
+    if (has_exited(pid)) {
+      while (pipe_open && read_ready(0) && output.size() <= kMaxOutput) {
+      }
+      return output.size() > kMaxOutput ? Ending::kTooLong : Ending::kExited;
+    }
+  }
+}
 
 }  // namespace
 
@@ -71,33 +124,23 @@ PythonPaths ask_python_for_paths() {
     return asked;
   }
   std::string output;
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kPythonTimeoutMs);
-  bool timed_out = false;
-  char buffer[4096];
-  for (;;) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd entry{pipe_fds[0], POLLIN, 0};
-    const int ready = ::poll(&entry, 1, static_cast<int>(left));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    const ssize_t got = ::read(pipe_fds[0], buffer, sizeof(buffer));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    output.append(buffer, static_cast<std::size_t>(got));
-    if (output.size() > kMaxOutput) break;
-  }
+  const Ending ending = read_answer(pipe_fds[0], pid, output);
   ::close(pipe_fds[0]);
-  if (timed_out) ::kill(-pid, SIGKILL);
+  // The whole group goes, whatever the ending: an interpreter still running
+  // after its answer or its time, and anything it started that kept the
+  // pipe (a grandchild would otherwise outlive `info`).
+  ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
-    asked.note =
-        fmt::format("{} did not answer within {} ms; no Python packages listed", asked.interpreter, kPythonTimeoutMs);
+  if (ending == Ending::kTimedOut) {
+    asked.note = fmt::format("{} did not answer and exit within {} ms; killed; no Python packages listed",
+                             asked.interpreter, kPythonTimeoutMs);
+    return asked;
+  }
+  if (ending == Ending::kTooLong) {
+    asked.note = fmt::format("{} answered more than {} bytes of sys.path; killed; no Python packages listed",
+                             asked.interpreter, kMaxOutput);
     return asked;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

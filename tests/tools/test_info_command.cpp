@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -283,6 +284,74 @@ TEST_CASE("[cli] info asks BACKPLANE_PYTHON for its sys.path and lists the plugi
   CHECK(missing.exit_status == 0);
   CHECK(missing.output.find("python packages: cannot run /no/such/python: No such file or directory") !=
         std::string::npos);
+}
+
+TEST_CASE("[cli] info prints text from wheels and plugins escaped: no terminal escape or forged line gets through") {
+  TempDir dir;
+  const auto site = dir / "site";
+  // A wheel whose METADATA names itself with a terminal escape (clear the
+  // screen) and a byte that is not UTF-8.
+  dir.write("site/vendor-1.5.dist-info/METADATA", "Name: ven\x1b[2Jdor\xff\nVersion: 1.5\n");
+  dir.write("site/vendor-1.5.dist-info/entry_points.txt", "[backplane.plugins]\nvendor = vendor_pkg\n");
+  std::filesystem::create_directories(site / "vendor_pkg");
+  std::filesystem::copy_file(kFixtureDir + "/backplane-unavailable.so", site / "vendor_pkg/backplane-unavailable.so");
+  const auto python = dir.write("python", "#!/bin/sh\necho " + site.string() + "\n");
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+
+  auto text = run_command(tool("BACKPLANE_PYTHON=" + python.string(), "info"));
+  REQUIRE(text.exit_status == 0);
+  CHECK(text.output.find('\x1b') == std::string::npos);
+  CHECK(text.output.find('\xff') == std::string::npos);
+  CHECK_MESSAGE(text.output.find(R"x(from: "ven\x1b[2Jdor\xff 1.5 (entry point backplane.plugins:vendor)")x") !=
+                    std::string::npos,
+                text.output);
+}
+
+TEST_CASE("[cli] info's time limit bounds the whole exchange with the interpreter, which never outlives it") {
+  TempDir dir;
+  const auto site = dir / "site";
+  std::filesystem::create_directories(site);
+  const auto stand_in = [&](const std::string& name, const std::string& script) {
+    const auto path = dir.write(name, "#!/bin/sh\n" + script);
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    return path;
+  };
+  const auto ask = [&](const std::filesystem::path& python) {
+    auto result = run_command(tool("BACKPLANE_PYTHON=" + python.string(), "info --json"));
+    REQUIRE(result.exit_status == 0);
+    return json::parse(result.output)["python"];
+  };
+  // Answers, exits, and leaves a process that holds the pipe for 30 s: the
+  // answer counts, and that process is killed with the interpreter's group.
+  const auto leaves_child =
+      stand_in("leaves_child", "echo " + site.string() + "\nsleep 30 &\necho $! > " + (dir / "child").string() + "\n");
+  const json answered = ask(leaves_child);
+  CHECK(answered["note"] == "asked " + leaves_child.string() + ": 1 directories");
+  CHECK(answered["paths"] == json::array({site.string()}));
+  std::ifstream child_file(dir / "child");
+  int child = 0;
+  child_file >> child;
+  REQUIRE(child > 0);
+  // Killed, then reaped by init (a zombie until then): no longer running.
+  const auto running = [&] {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string fields;
+    std::getline(stat, fields);
+    const auto state = fields.rfind(") ");
+    return state != std::string::npos && fields[state + 2] != 'Z';
+  };
+  for (int attempt = 0; attempt < 200 && running(); ++attempt) ::usleep(50'000);
+  CHECK_FALSE(running());
+
+  // Closes its stdout after answering and lives on: killed at the limit.
+  const auto lives_on = stand_in("lives_on", "echo " + site.string() + "\nexec >&-\nsleep 30\n");
+  CHECK(ask(lives_on)["note"] ==
+        lives_on.string() + " did not answer and exit within 3000 ms; killed; no Python packages listed");
+
+  // More than 1 MiB of answer: named as such, not as a failed exit.
+  const auto too_long = stand_in("too_long", "head -c 2000000 /dev/zero | tr '\\0' 'x'\n");
+  CHECK(ask(too_long)["note"] ==
+        too_long.string() + " answered more than 1048576 bytes of sys.path; killed; no Python packages listed");
 }
 
 TEST_CASE("[cli] info lists PJRT_NAMES_AND_LIBRARY_PATHS, warning about a malformed entry with the config's") {
