@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, NamedTuple, Optional, Sequence, Tuple,
@@ -39,6 +38,7 @@ from ._dlpack import KDLCPU
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
 from ._errors import OutOfRangeError
+from ._fork_safe import ForkSafeLock
 from ._runtime import DeviceLike, Runtime, runtime_of
 
 if TYPE_CHECKING:
@@ -339,10 +339,12 @@ class BatchStream(Generic[Item]):
             arrays either way.
         """
         self._handle: Optional[ctypes.c_void_p] = None
-        self._swap = threading.Lock()
+        self._swap = ForkSafeLock()
         # next() from any thread: one caller at a time takes a step, converts
-        # it and hands it out, so each step goes to exactly one caller.
-        self._next_lock = threading.Lock()
+        # it and hands it out, so each step goes to exactly one caller. Both
+        # locks are unlocked in a forked child, where next() must refuse at
+        # once rather than wait for a parent thread that is not there.
+        self._next_lock = ForkSafeLock()
         # A step whose conversion raised: handed out by the next next(). With
         # documents, each device's arrays are (x's, cu_seqlens, position_ids).
         self._pending: Optional[List[Array]] = None

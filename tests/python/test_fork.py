@@ -4,6 +4,7 @@ set up before the fork fails with a clear error, never a hang."""
 import os
 import select
 import tempfile
+import threading
 import time
 import unittest
 
@@ -116,6 +117,45 @@ class ForkTest(unittest.TestCase):
 
         code, output = run_in_child(child)
         self.assertEqual((code, output), (0, "[[2, 3, 4]]"))
+
+    def test_a_stream_forked_while_another_thread_is_inside_next_refuses_at_once_in_the_child(self):
+        # The other thread is inside next() for as long as the test holds it:
+        # its conversion (to=, a callable) waits for `release`. No timing.
+        inside, release = threading.Event(), threading.Event()
+
+        def convert(array):
+            inside.set()
+            release.wait(CHILD_TIMEOUT_S)
+            return array.numpy()
+
+        stream = backplane.batches(self.tokens, batch_size=2, context=8, to=convert, device="cpu:0",
+                                   runtime=self.runtime)
+        first = next(stream)  # the stream has run a step before the fork
+        self.assertEqual(first[0].shape, (2, 8))
+        release.clear()
+        inside.clear()
+        consumer = threading.Thread(target=lambda: next(stream))
+        consumer.start()
+        try:
+            self.assertTrue(inside.wait(CHILD_TIMEOUT_S), "the consumer thread never reached the conversion")
+
+            def child():
+                try:
+                    next(stream)
+                    return "next() handed out a step in the child"
+                except backplane.UnavailableError as error:
+                    refused = str(error)
+                return f"{refused} | state at step {stream.state_dict()['step']}"
+
+            code, output = run_in_child(child)
+        finally:
+            release.set()
+            consumer.join(CHILD_TIMEOUT_S)
+        self.assertEqual(code, 0, output)
+        self.assertIn("made in the parent process before fork()", output)
+        self.assertIn("make a new stream here (from state() if it should continue)", output)
+        self.assertRegex(output, r"\| state at step \d+$")
+        stream.close()
 
 
 class _Windows:

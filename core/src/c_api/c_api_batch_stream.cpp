@@ -1,5 +1,6 @@
 // bp_batch_stream_*: the C face of backplane::BatchStream.
 #include "c_api/c_api_support.hpp"
+#include "util/fork.hpp"
 
 #include <backplane/batch_stream.hpp>
 
@@ -26,6 +27,18 @@ struct bp_batch_stream {
   std::size_t devices;    // arrays per step
   bool documents;         // made with documents: its steps carry pieces
   std::mutex next_mutex;  // BatchStream::next has one consumer: C callers are serialised
+  const std::uint64_t fork_generation = backplane::detail::fork_generation();
+
+  // The consumer lock, or none in a child forked after the stream was made:
+  // a parent thread inside next() at fork time held next_mutex, and it stays
+  // locked in the child for ever. Without it the stream's next() refuses at
+  // once (the stream's threads are in the parent), and only the forking
+  // thread exists in the child, so there is nobody to serialise with.
+  std::unique_lock<std::mutex> consumer_lock() {
+    std::unique_lock lock(next_mutex, std::defer_lock);
+    if (fork_generation == backplane::detail::fork_generation()) lock.lock();
+    return lock;
+  }
 };
 
 namespace backplane::c_api {
@@ -216,7 +229,7 @@ bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t c
     require_non_null(out, kFunction, "out");
     std::vector<Array> batch;
     {
-      std::lock_guard lock(live->next_mutex);
+      const auto lock = live->consumer_lock();
       batch = live->stream->next();
     }
     if (batch.size() != live->devices) {
@@ -250,7 +263,7 @@ bp_status bp_batch_stream_next_documents(bp_batch_stream* stream, bp_array** out
     require_non_null(pieces, kFunction, "pieces");
     StreamBatch batch;
     {
-      std::lock_guard lock(live->next_mutex);
+      const auto lock = live->consumer_lock();
       batch = live->stream->next_batch();
     }
     if (batch.tokens.size() != live->devices || batch.documents.size() != live->devices) {
