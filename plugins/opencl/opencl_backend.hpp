@@ -126,8 +126,13 @@ class OpenclBackend {
       .name = "opencl",
       .version = BP_OPENCL_PLUGIN_VERSION,
       .priority = kCpuOnlyPriority,
-      .capabilities =
-          BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_EVENT_TIMING,
+      // Probed in the probe helper (ABI 1.4): asking for devices loads the
+      // driver, and PoCL brings LLVM and replaces the process's handlers of
+      // SIGSEGV, SIGBUS, SIGXFSZ and others. A process that never uses an
+      // opencl device then never loads it; one that does, loads it at that
+      // first use (an allocation, a wrap or a copy).
+      .capabilities = BP_CAPABILITY_PROBE_IN_CHILD | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC |
+                      BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_EVENT_TIMING,
       .dlpack_device_type = 4,  // kDLOpenCL
   };
 

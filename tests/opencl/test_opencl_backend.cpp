@@ -81,6 +81,7 @@ TEST_CASE("[opencl] the table: name, ABI 1.4, capabilities, priority and DLPack 
   CHECK((api().capabilities & BP_CAPABILITY_ASYNC) != 0);
   CHECK((api().capabilities & BP_CAPABILITY_CONVERT_INTEGERS) != 0);
   CHECK((api().capabilities & BP_CAPABILITY_EVENT_TIMING) != 0);
+  CHECK((api().capabilities & BP_CAPABILITY_PROBE_IN_CHILD) != 0);  // the driver stays out of unused processes
   CHECK(exported_symbols(BP_TEST_OPENCL_PLUGIN) == std::vector<std::string>{"backplane_plugin_entry"});
 }
 

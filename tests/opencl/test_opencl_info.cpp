@@ -38,7 +38,8 @@ TEST_CASE("[opencl][cli] info lists opencl with its devices and their attributes
     MESSAGE("skipped: opencl is " << (*opencl)["status"] << ": " << (*opencl)["reason"]);
     return;
   }
-  CHECK((*opencl)["capabilities"] == json::array({"pinned_host", "async", "convert_integers", "event_timing"}));
+  CHECK((*opencl)["capabilities"] ==
+        json::array({"pinned_host", "async", "convert_integers", "event_timing", "probe_in_child"}));
   REQUIRE((*opencl)["devices"].size() >= 1);
   const json& device = (*opencl)["devices"][0];
   CHECK(device["selector"] == "opencl:0");
