@@ -243,6 +243,29 @@ TEST_CASE("[tokens][megatron] a broken index is refused, naming the file and the
   CHECK_MESSAGE(contains(missing, (directory / "broken.bin").string()), missing);
 }
 
+TEST_CASE("[tokens][megatron] an index that lays out no tokens is refused, naming it, whatever its .bin holds") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  const std::string refusal = (directory / "none.idx").string() +
+                              ": Megatron index lays out no tokens (0 sequences): a dataset of no tokens is refused, "
+                              "whatever " +
+                              (directory / "none.bin").string() + " holds";
+  write_dataset(directory, "none", {}, {0});  // its .bin is empty
+  CHECK(load_error(runtime, directory / "none") == refusal);
+  directory.write("none.bin", "\x01\x02\x03\x04");  // bytes the index does not lay out
+  const Error error = error_from([&] { (void)load_tokens(runtime, directory / "none.bin"); });
+  CHECK(error.code() == ErrorCode::kInvalidFile);
+  CHECK(error.what() == refusal);
+  CHECK(error_from([&] { (void)describe_tokens(directory / "none.idx"); }).what() == refusal);
+  write_dataset(directory, "hollow", {0, 0}, {0, 1, 2});
+  directory.write("hollow.bin", "\x01\x02");
+  CHECK(load_error(runtime, directory / "hollow") ==
+        (directory / "hollow.idx").string() +
+            ": Megatron index lays out no tokens (2 sequences, all of length 0): a dataset of no tokens is refused, "
+            "whatever " +
+            (directory / "hollow.bin").string() + " holds");
+}
+
 TEST_CASE("[tokens][megatron] describe_tokens reads the index alone: format, dtype, count and the data file") {
   const TokenFileInfo info = describe_tokens(kFixtures / "llama_int32");
   CHECK(info.format == "Megatron-Core indexed dataset");
