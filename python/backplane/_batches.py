@@ -321,7 +321,8 @@ class BatchStream(Generic[Item]):
             token array.
         max_documents: with documents, the pieces each device's
             cu_seqlens describes (its length is max_documents + 1);
-            0: rows * context, which no batch exceeds. A step with more
+            0: rows * context, which no batch exceeds, and the most it
+            may be (InvalidArgumentError past it). A step with more
             pieces raises OutOfRangeError at its next(), naming the step.
         state: a state_dict() (or its JSON) to continue from, bit for bit.
         to: what x and y are: "numpy" (default; refused here for a device

@@ -197,6 +197,15 @@ forever = inf
           "/etc/FILE.toml:2:19: option name 'backend.cpu.dev\\u0000ices' contains a NUL character (\\u0000)");
   }
 
+  TEST_CASE("[config] a NUL in a path is refused where it is, not cut short to another file") {
+    CHECK(config_error("plugin_paths = [\"/opt/a\", \"/opt/p\\u0000junk\"]") ==
+          "/etc/FILE.toml:1:27: 'plugin_paths[1]' = \"/opt/p\\u0000junk\" contains a NUL character (\\u0000), which "
+          "no file path can hold");
+    CHECK(config_error("\n  trace = \"/tmp/t.json\\u0000junk\"") ==
+          "/etc/FILE.toml:2:11: 'trace' = \"/tmp/t.json\\u0000junk\" contains a NUL character (\\u0000), which no "
+          "file path can hold");
+  }
+
   TEST_CASE("[config] a table defined twice is named as written") {
     CHECK(config_error("[backend.\"cpu\"]\ndevices = 2\n[backend.\"cpu\"]\n")
               .ends_with("cannot redefine existing table [backend.\"cpu\"]"));

@@ -82,6 +82,9 @@ TEST_CASE("[config] [pjrt.NAME] errors name the file, line, column and the key")
         "integers, got table");
   CHECK(pjrt_error("[pjrt.cpu]\nlibrary = \"/x.so\"\noptions = { s = \"a\\u0000b\" }\n") ==
         "/etc/FILE.toml:3:17: option 'pjrt.cpu.options.s' = \"a\\u0000b\" contains a NUL character (\\u0000)");
+  CHECK(pjrt_error("[pjrt.cpu]\nlibrary = \"/opt/x.so\\u0000junk\"\n") ==
+        "/etc/FILE.toml:2:11: 'pjrt.cpu.library' = \"/opt/x.so\\u0000junk\" contains a NUL character (\\u0000), which "
+        "no file path can hold");
   CHECK(pjrt_error("pjrt = 1\n") == "/etc/FILE.toml:1:8: 'pjrt' must be a table of [pjrt.NAME] tables, got integer");
   CHECK(pjrt_error("[pjrt]\ncpu = \"/x.so\"\n") == "/etc/FILE.toml:2:7: 'pjrt.cpu' must be a table, got string");
   CHECK(pjrt_error("[pjrt.\"\"]\nlibrary = \"/x.so\"\n") ==

@@ -127,6 +127,57 @@ TEST_CASE("[pjrt instances] a library others could replace is refused before any
                              " is world-writable (anyone could replace it); run chmod o-w " + library.string());
 }
 
+TEST_CASE("[pjrt instances] a library set in [backend.pjrt_NAME] or in code is the one checked, used and listed") {
+  TempDir dir;
+  const auto listed = dir.write("listed.so", "reason=the [pjrt.NAME] library\n");
+  const auto chosen = dir.write("chosen.so", "reason=the [backend.pjrt_NAME] library\n");
+  auto options = options_with({});
+  options.config_file =
+      dir.write("config.toml",
+                "[pjrt.cpu]\nlibrary = \"listed.so\"\n[backend.pjrt_cpu]\nlibrary = \"" + chosen.string() + "\"\n");
+  {
+    Runtime runtime(options);
+    const BackendInfo& cpu = backend_named(runtime, "pjrt_cpu");
+    CHECK(cpu.status == BackendStatus::kAvailable);
+    CHECK(cpu.library == chosen);  // what `info` prints as library:
+    CHECK(cpu.reason == "the [backend.pjrt_NAME] library (library " + chosen.string() + "; create options: )");
+  }
+  const auto from_code = dir.write("code.so", "reason=the code's library\n");
+  options.backend_options["pjrt_cpu"] = {{"library", from_code.string()}};
+  {
+    Runtime runtime(options);
+    const BackendInfo& cpu = backend_named(runtime, "pjrt_cpu");
+    CHECK(cpu.library == from_code);
+    CHECK(cpu.reason == "the code's library (library " + from_code.string() + "; create options: )");
+  }
+  if (::geteuid() != 0) return;  // only root can give a file away
+  // Another user's file: refused by the one trust rule, whichever table names it.
+  const auto theirs = dir.write("theirs.so", "reason=must not be read\n");
+  REQUIRE(::chown(theirs.c_str(), 12345, static_cast<gid_t>(-1)) == 0);
+  const std::string refusal = "refused: " + theirs.string() +
+                              " is owned by uid 12345, neither root nor the user running this (root), who could "
+                              "change it; run chown root " +
+                              theirs.string();
+  options.backend_options.clear();
+  options.config_file = dir.write("theirs_in_backend.toml",
+                                  "[pjrt.cpu]\nlibrary = \"listed.so\"\n[backend.pjrt_cpu]\n"
+                                  "library = \"" +
+                                      theirs.string() + "\"\n");
+  Runtime in_backend(options);
+  CHECK(backend_named(in_backend, "pjrt_cpu").status == BackendStatus::kFailed);
+  CHECK(backend_named(in_backend, "pjrt_cpu").library == theirs);
+  CHECK(backend_named(in_backend, "pjrt_cpu").reason == refusal);
+  options.config_file = dir.write("theirs_in_pjrt.toml", "[pjrt.cpu]\nlibrary = \"theirs.so\"\n");
+  Runtime in_pjrt(options);
+  CHECK(backend_named(in_pjrt, "pjrt_cpu").status == BackendStatus::kFailed);
+  CHECK(backend_named(in_pjrt, "pjrt_cpu").reason == refusal);
+  auto code = options_with({pjrt_source("cpu", listed)});
+  code.backend_options["pjrt_cpu"] = {{"library", theirs.string()}};
+  Runtime in_code(code);
+  CHECK(backend_named(in_code, "pjrt_cpu").status == BackendStatus::kFailed);
+  CHECK(backend_named(in_code, "pjrt_cpu").reason == refusal);
+}
+
 TEST_CASE("[pjrt instances] a missing library, or one that is not a file, is failed naming the path and why") {
   TempDir dir;
   std::filesystem::create_directory(dir / "a_directory.so");

@@ -1,5 +1,6 @@
 // The writer: byte-exact against the reference's own fixtures, read back
 // bit-exactly for every dtype and shape corner, refusals, atomic replace.
+#include "support/errors.hpp"
 #include "support/file_builder.hpp"
 #include "support/temp_dir.hpp"
 
@@ -277,6 +278,15 @@ TEST_CASE("[safetensors] a file name of NAME_MAX bytes can be saved and replaced
   st::save(path, views({make("b", "U8", {4}, 2)}));
   CHECK(st::read_header(path).find("b") != nullptr);
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);
+}
+
+TEST_CASE("[safetensors] a file name past NAME_MAX is refused before anything is written") {
+  TempDir dir;
+  const auto path = dir / (std::string(256 - 12, 'n') + ".safetensors");
+  const Error error = error_from([&] { st::save(path, views({make("a", "U8", {4}, 1)})); });
+  CHECK(error.code() == ErrorCode::kInvalidArgument);
+  CHECK(contains(error.what(), path.string() + ": its file name is 256 bytes, longer than the 255 bytes (NAME_MAX)"));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 0);
 }
 
 TEST_CASE("[safetensors] plan_file gives the layout without data") {

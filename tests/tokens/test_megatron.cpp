@@ -5,6 +5,7 @@
 // broken index is refused naming the file and the field.
 #include "support/errors.hpp"
 #include "support/load_fixture.hpp"
+#include "token_file_writers.hpp"
 
 #include "tokens/byte_fields.hpp"
 
@@ -241,6 +242,59 @@ TEST_CASE("[tokens][megatron] a broken index is refused, naming the file and the
   std::filesystem::remove(directory / "broken.bin");
   const std::string missing = load_error(runtime, directory / "broken.idx");
   CHECK_MESSAGE(contains(missing, (directory / "broken.bin").string()), missing);
+}
+
+TEST_CASE("[tokens][megatron] an index that lays out no tokens is refused, naming it, whatever its .bin holds") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  const std::string refusal = (directory / "none.idx").string() +
+                              ": Megatron index lays out no tokens (0 sequences): a dataset of no tokens is refused, "
+                              "whatever " +
+                              (directory / "none.bin").string() + " holds";
+  write_dataset(directory, "none", {}, {0});  // its .bin is empty
+  CHECK(load_error(runtime, directory / "none") == refusal);
+  directory.write("none.bin", "\x01\x02\x03\x04");  // bytes the index does not lay out
+  const Error error = error_from([&] { (void)load_tokens(runtime, directory / "none.bin"); });
+  CHECK(error.code() == ErrorCode::kInvalidFile);
+  CHECK(error.what() == refusal);
+  CHECK(error_from([&] { (void)describe_tokens(directory / "none.idx"); }).what() == refusal);
+  write_dataset(directory, "hollow", {0, 0}, {0, 1, 2});
+  directory.write("hollow.bin", "\x01\x02");
+  CHECK(load_error(runtime, directory / "hollow") ==
+        (directory / "hollow.idx").string() +
+            ": Megatron index lays out no tokens (2 sequences, all of length 0): a dataset of no tokens is refused, "
+            "whatever " +
+            (directory / "hollow.bin").string() + " holds");
+}
+
+TEST_CASE("[tokens][megatron] an llm.c shard with a .idx beside it is refused, naming both files and formats") {
+  Runtime runtime(placement_options());
+  TempDir directory;
+  write_dataset(directory, "shard", {600}, {0, 1});  // 600 U16 tokens: 1200 bytes, within the shard's 1224
+  const auto shard = directory.write("shard.bin", llmc_u16_shard(std::vector<std::uint16_t>(100, 7)));
+  const auto index = directory / "shard.idx";
+  const std::string refusal = shard.string() + ": its own header says it is an llm.c shard (100 U16 tokens), but " +
+                              index.string() +
+                              " beside it makes it the headerless token data of a Megatron-Core indexed dataset; a "
+                              "file is not read as another format than its header says: move " +
+                              index.string() + " away to load " + shard.string() + " as an llm.c shard";
+  for (const auto& path : {shard, directory / "shard", index}) {
+    CAPTURE(path);
+    const Error error = error_from([&] { (void)load_tokens(runtime, path); });
+    CHECK(error.code() == ErrorCode::kInvalidFile);
+    CHECK(error.what() == refusal);
+    CHECK(error_from([&] { (void)describe_tokens(path); }).what() == refusal);
+  }
+  // Tokens that only happen to begin with the magic, no llm.c header holding
+  // up behind it, are the dataset's as its index says.
+  write_dataset(directory, "chance", {600}, {0, 1});
+  std::vector<std::byte> data = read_file(directory / "chance.bin");
+  const std::string magic = le32(20240520);
+  std::memcpy(data.data(), magic.data(), magic.size());
+  write_bytes(directory, "chance.bin", data);
+  CHECK(load_tokens(runtime, directory / "chance.bin").shape()[0] == 600);
+  std::filesystem::remove(index);
+  CHECK(load_tokens(runtime, shard).shape()[0] == 100);
 }
 
 TEST_CASE("[tokens][megatron] describe_tokens reads the index alone: format, dtype, count and the data file") {

@@ -141,6 +141,22 @@ TEST_CASE("[trace] file names: %p, %r, %h and %% expand; other sequences and NUL
   CHECK_FALSE(trace_active());
 }
 
+TEST_CASE("[trace] a file name longer than NAME_MAX is refused at start, not lost at stop") {
+  TempDir dir;
+  const fs::path fits = dir / (std::string(250, 'n') + ".json");  // 255 bytes
+  trace_start(fits);
+  trace_stop();
+  CHECK(read_json(fits).contains("traceEvents"));
+  const fs::path too_long = dir / (std::string(251, 'n') + ".json");  // 256 bytes
+  const Error error = error_from([&] { trace_start(too_long); });
+  CHECK(error.code() == ErrorCode::kInvalidArgument);
+  CHECK(error.what() == "trace_start: cannot write the trace to " + too_long.string() +
+                            ": its file name is 256 bytes, longer than the 255 bytes (NAME_MAX) its file system "
+                            "allows in one name");
+  CHECK_FALSE(trace_active());
+  CHECK(std::distance(fs::directory_iterator(dir.path()), {}) == 1);  // nothing left but the first trace
+}
+
 TEST_CASE("[trace] %r is the launcher's local rank, read from the variables the default device reads") {
   const StopAtEnd stop_at_end;
   TempDir directory;

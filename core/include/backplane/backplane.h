@@ -809,8 +809,8 @@ typedef struct bp_batch_stream_options {
   const int64_t* const* document_starts;
   const size_t* document_start_counts;
   /* With documents: C, the pieces each device's batch describes (its
-   * cu_seqlens holds C + 1 offsets), >= 0; 0: rows * context, which no batch
-   * exceeds. A step with more pieces fails at its next call (OUT_OF_RANGE,
+   * cu_seqlens holds C + 1 offsets), in [0, rows * context]; 0: rows *
+   * context, which no batch exceeds. A step with more pieces fails at its next call (OUT_OF_RANGE,
    * naming the step and the count). */
   int64_t max_documents;
   /* API 0.9 (read only when struct_size covers them; a 0.8 struct_size
@@ -849,7 +849,8 @@ typedef struct bp_batch_stream_options {
  * bp_documents_kind, and for STARTS with document_starts or
  * document_start_counts NULL, and what the C++ BatchStream reports for the
  * documents (a marker token the sources' dtype cannot hold, starts not
- * increasing or outside their source, max_documents < 0); INVALID_ARGUMENT
+ * increasing or outside their source, max_documents < 0 or above rows *
+ * context); INVALID_ARGUMENT
  * for schedule or weight_steps NULL with a count, a weight_count other than
  * weight_step_count * source_count, and what the C++ BatchStream reports
  * for the schedules (an entry not after the one before it or the first not

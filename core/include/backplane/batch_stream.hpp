@@ -123,7 +123,8 @@ struct BACKPLANE_API BatchStreamOptions {
   DocumentBoundaries documents;
   // With documents: C, the fixed number of pieces each device's batch
   // describes (cu_seqlens holds C + 1 offsets); 0: rows * T, which no batch
-  // can exceed. A step with more pieces than C fails (kOutOfRange, naming
+  // can exceed, and more than that is refused (kInvalidArgument, naming the
+  // bound; the largest entry's with a schedule). A step with more pieces than C fails (kOutOfRange, naming
   // the step and the count), never a wrong cu_seqlens.
   std::int64_t max_documents = 0;
   // Batch size and context that change at given steps: entries in strictly

@@ -336,6 +336,7 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
 void StreamPlan::find_documents() {
   const auto devices = static_cast<std::int64_t>(targets_.size());
   std::int64_t largest = 0;
+  std::size_t largest_entry = 0;
   for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
     const std::int64_t rows = entries_[entry].batch_size / devices;
     std::int64_t tokens = 0;
@@ -345,7 +346,25 @@ void StreamPlan::find_documents() {
                          "that int32 cu_seqlens can count",
                          entry_label(entry), rows, entries_[entry].context));
     }
-    largest = std::max(largest, tokens);
+    if (tokens > largest) {
+      largest = tokens;
+      largest_entry = entry;
+    }
+  }
+  // A piece is at least one token of a row's context, so a device's step
+  // cuts into at most rows x context pieces; cu_seqlens (max_documents + 1
+  // int32, on the host and on each device) sized past that holds only
+  // padding, and from 2^31 it is gigabytes a step or more than a vector holds.
+  if (options_.max_documents > largest) {
+    const std::int64_t rows = entries_[largest_entry].batch_size / devices;
+    const std::string which = options_.schedule.empty() ? ""
+                                                        : fmt::format(" (schedule entry {}, step {}, the largest)",
+                                                                      largest_entry, entries_[largest_entry].step);
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("max_documents = {} is more than a step can hold: a device's batch of {} rows x context {}{} "
+                       "cuts into at most {} document pieces, each at least one token; pass at most {}, or 0 for that "
+                       "bound",
+                       options_.max_documents, rows, entries_[largest_entry].context, which, largest, largest));
   }
   if (options_.max_documents == 0) options_.max_documents = largest;
   GatherPool pool(gather_thread_count(options_.threads));

@@ -56,6 +56,7 @@ std::vector<fs::path> read_plugin_paths(const Reader& reader, const toml::node& 
     if (strings[index].empty()) {
       reader.fail(*node.as_array()->get(index), fmt::format("'plugin_paths' has an empty path at index {}", index));
     }
+    reader.refuse_nul_in_path(*node.as_array()->get(index), fmt::format("plugin_paths[{}]", index), strings[index]);
     fs::path path(strings[index]);
     paths.push_back(path.is_absolute() ? path : (source.parent_path() / path).lexically_normal());
   }
@@ -296,6 +297,7 @@ Config parse_config(std::string_view text, const fs::path& source) {
       if (text == nullptr)
         reader.fail(value, fmt::format("'trace' must be a string (a file path), got {}", type_name(value)));
       if (text->get().empty()) reader.fail(value, "'trace' is empty; expected the path of the trace file to write");
+      reader.refuse_nul_in_path(value, "trace", text->get());
       config.trace = std::filesystem::path(text->get());
     } else if (name == "pjrt") {
       config.pjrt = read_pjrt_tables(reader, value);

@@ -65,6 +65,7 @@ PjrtLibraryConfig read_one(const Reader& reader, const toml::node& node, const s
                                        type_name(value)));
       }
       if (text->get().empty()) reader.fail(value, fmt::format("'{}' is empty; expected the library's path", qualified));
+      reader.refuse_nul_in_path(value, qualified, text->get());
       const std::filesystem::path path(text->get());
       library.library = path.is_absolute() ? path : (reader.source().parent_path() / path).lexically_normal();
       has_library = true;

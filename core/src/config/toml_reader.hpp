@@ -34,6 +34,11 @@ class Reader {
     throw Error(ErrorCode::kConfig, fmt::format("{}: {}", where(node), problem));
   }
 
+  // Throws as fail() when `text`, the value of the path-valued entry `key`,
+  // holds a NUL: the C string the path becomes for the system ends there,
+  // and a file other than the one written would be used.
+  void refuse_nul_in_path(const toml::node& node, std::string_view key, std::string_view text) const;
+
   const std::filesystem::path& source() const { return source_; }
 
  private:
@@ -41,15 +46,21 @@ class Reader {
   const GuardedToml& guarded_;
 };
 
+// `text` with NUL and other control characters written as \uXXXX, for
+// messages that must show them.
+std::string printable(std::string_view text);
+
+inline void Reader::refuse_nul_in_path(const toml::node& node, std::string_view key, std::string_view text) const {
+  if (text.find('\0') == std::string_view::npos) return;
+  fail(node, fmt::format("'{}' = \"{}\" contains a NUL character (\\u0000), which no file path can hold",
+                         printable(key), printable(text)));
+}
+
 // "table", "integer", "float", ... for messages.
 std::string_view type_name(const toml::node& node);
 
 // A float as text that still reads as a float: shortest round-trip digits,
 // ".0" added to integral values, TOML's spelling of infinities and NaN.
 std::string float_text(double value);
-
-// `text` with NUL and other control characters written as \uXXXX, for
-// messages that must show them.
-std::string printable(std::string_view text);
 
 }  // namespace backplane::detail

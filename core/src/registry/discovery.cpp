@@ -92,11 +92,19 @@ std::optional<std::string> disabled_reason(std::string_view name, const Discover
 }
 
 // What backend_create gets for the backend `name` of `candidate`: an
-// instance's own options first, then the user's for that name.
+// instance's own options first, then the user's for that name. An instance's
+// own `library` already is the user's, checked (adopt_library_options), so
+// the user's is not passed again.
 PluginOptions options_for(const Candidate& candidate, const DiscoveryPolicy& policy, std::string_view name) {
   PluginOptions options = candidate.instance_options;
   if (auto found = policy.options.find(name); found != policy.options.end()) {
-    options.insert(options.end(), found->second.begin(), found->second.end());
+    for (const auto& option : found->second) {
+      if (candidate.instance() && !candidate.instance_options.empty() && option.first == "library" &&
+          !option.second.empty()) {
+        continue;
+      }
+      options.push_back(option);
+    }
   }
   return options;
 }
@@ -277,6 +285,7 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
 std::vector<DiscoveredBackend> discover(const DiscoveryInputs& inputs, const DiscoveryPolicy& policy) {
   std::vector<Candidate> candidates = list_candidates(inputs.search_path);
   expand_pjrt_instances(candidates, inputs.pjrt, inputs.pjrt_searched, inputs.search_path);
+  adopt_library_options(candidates, policy.options);
   for (const BrokenPlugin& broken : inputs.broken_plugins) {
     Candidate listed;
     listed.file = broken.path;

@@ -75,6 +75,26 @@ void expand_pjrt_instances(std::vector<Candidate>& candidates, const std::vector
   candidates.insert(at, std::make_move_iterator(instances.begin()), std::make_move_iterator(instances.end()));
 }
 
+void adopt_library_options(std::vector<Candidate>& candidates,
+                           const std::map<std::string, PluginOptions, std::less<>>& options) {
+  for (Candidate& candidate : candidates) {
+    if (!candidate.instance() || candidate.instance_options.empty()) continue;
+    const auto found = options.find(candidate.name);
+    if (found == options.end()) continue;
+    const std::string* chosen = nullptr;  // the adapter reads the last one given
+    for (const auto& [key, value] : found->second) {
+      if (key == "library") chosen = &value;
+    }
+    if (chosen == nullptr || chosen->empty()) continue;
+    std::error_code error;
+    const std::filesystem::path library = std::filesystem::absolute(*chosen, error);
+    candidate.library = (error ? std::filesystem::path(*chosen) : library).lexically_normal();
+    for (auto& [key, value] : candidate.instance_options) {
+      if (key == "library") value = candidate.library.string();
+    }
+  }
+}
+
 std::optional<std::string> pjrt_library_problem(const std::filesystem::path& library) {
   struct stat status {};
   if (::stat(library.c_str(), &status) != 0) {

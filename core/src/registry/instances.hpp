@@ -10,6 +10,8 @@
 #include <backplane/backplane.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,15 @@ namespace backplane::detail {
 // and where it was looked for (`search_path`).
 void expand_pjrt_instances(std::vector<Candidate>& candidates, const std::vector<PjrtSource>& sources,
                            const std::string& searched, const std::vector<SearchPathEntry>& search_path);
+
+// An instance whose user options (`options`, by backend name: a config's
+// [backend.pjrt_NAME] table, Runtime::Options::backend_options) set
+// `library` drives that library, not its source's: the candidate's library,
+// which the trust rule checks and `info` lists, becomes that path (made
+// absolute), and so does the `library` among its instance options. An empty
+// value changes nothing (the adapter refuses it, loading nothing).
+void adopt_library_options(std::vector<Candidate>& candidates,
+                           const std::map<std::string, PluginOptions, std::less<>>& options);
 
 // Why an instance's PJRT library must not be loaded, before anything loads
 // it: a path that is missing, not a regular file or unreadable (naming the

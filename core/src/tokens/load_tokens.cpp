@@ -16,9 +16,11 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace backplane {
@@ -50,11 +52,38 @@ std::string header_file_for(const std::filesystem::path& path, std::span<const d
   return path.string();
 }
 
+// A data file whose own header says what it is (an llm.c shard beside a
+// stale .idx) is not read as another format's headerless tokens: that would
+// hand out its header bytes as tokens. A magic that only happens to open the
+// tokens, whose header does not hold up, is data as the index says.
+void refuse_self_described_data(detail::TokenFile& data, const detail::TokenLayout& layout,
+                                const detail::TokenFile& header, std::span<const detail::TokenFormat> formats) {
+  std::span<const std::byte> prefix = data.prefix(kFirstRead);
+  const detail::TokenFormat& own = detail::detect_token_format(prefix, data.name(), formats);
+  if (own.needs_dtype || &own == layout.format) return;
+  const std::uint64_t header_bytes = own.header_bytes(prefix, data.size());
+  if (header_bytes > prefix.size()) prefix = data.prefix(header_bytes);
+  detail::TokenLayout described;
+  try {
+    described = own.read({prefix, data.size(), data.name(), detail::TokenRequest{}});
+  } catch (const Error&) {
+    return;
+  }
+  throw Error(ErrorCode::kInvalidFile,
+              fmt::format("{}: its own header says it is {} ({} {} tokens), but {} beside it makes it the headerless "
+                          "token data of {}; a file is not read as another format than its header says: move {} "
+                          "away to load {} as {}",
+                          data.name(), own.with_article, described.count, dtype_name(described.dtype), header.name(),
+                          layout.format->with_article, header.name(), data.name(), own.with_article));
+}
+
 // The tokens' file when it is not the header's: opened, and checked to hold
-// what the header says it holds.
+// what the header says it holds and to have no header of its own.
 std::shared_ptr<const detail::TokenFileMapping> map_data_file(const detail::TokenLayout& layout,
-                                                              const detail::TokenFile& header) {
+                                                              const detail::TokenFile& header,
+                                                              std::span<const detail::TokenFormat> formats) {
   detail::TokenFile data(layout.data_file);
+  refuse_self_described_data(data, layout, header, formats);
   std::uint64_t bytes = 0;
   std::uint64_t end = 0;
   const auto token_bytes = static_cast<std::uint64_t>(dtype_bits(layout.dtype) / 8);
@@ -102,7 +131,8 @@ TokenFileEntry load_token_entry_with(Runtime& runtime, const std::filesystem::pa
 
   // describe_token_file has refused an empty raw file, and every header is
   // at least 8 bytes: the file is not empty, so it can be mapped.
-  std::shared_ptr<const TokenFileMapping> mapping = layout.data_file.empty() ? file.map() : map_data_file(layout, file);
+  std::shared_ptr<const TokenFileMapping> mapping =
+      layout.data_file.empty() ? file.map() : map_data_file(layout, file, formats);
   const std::byte* tokens = mapping->data() + layout.data_offset;
   // count <= the file's size, an off_t: it fits an int64 extent.
   return {path.string(),
@@ -126,6 +156,11 @@ TokenFileInfo describe_tokens(const std::filesystem::path& path, const TokenFile
   refuse_nul_arguments(path, options, "describe_tokens");
   detail::TokenFile file(header_file_for(path, detail::token_formats()));
   const detail::TokenLayout layout = read_layout(file, options, detail::token_formats());
+  std::error_code missing;
+  if (!layout.data_file.empty() && std::filesystem::exists(layout.data_file, missing)) {
+    detail::TokenFile data(layout.data_file);
+    refuse_self_described_data(data, layout, file, detail::token_formats());
+  }
   std::optional<std::uint64_t> documents;
   if (layout.document_starts) documents = layout.document_starts->size();
   return {std::string(layout.format->name), layout.dtype, layout.count,

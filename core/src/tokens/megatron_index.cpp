@@ -170,13 +170,22 @@ TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t
     throw invalid(fmt::format("has {} sequences but no document indices (at least 0 and {})", counts.sequences,
                               counts.sequences));
   }
+  const std::string_view name = file.ends_with(kIndexSuffix) ? file.substr(0, file.size() - kIndexSuffix.size()) : file;
+  const std::string data_file = std::string(name) + std::string(kDataSuffix);
+  // One rule for a dataset of no tokens, whatever its .bin holds (nothing,
+  // or bytes the index does not lay out): refused here, from the index alone.
+  if (end == 0) {
+    throw invalid(
+        fmt::format("lays out no tokens ({} sequences{}): a dataset of no tokens is refused, whatever {} "
+                    "holds",
+                    counts.sequences, counts.sequences == 0 ? "" : ", all of length 0", data_file));
+  }
   TokenLayout layout;
   layout.document_starts = document_starts(prefix, counts, pointers, documents, end / token_bytes, token_bytes);
   layout.dtype = *dtype;
   layout.data_offset = 0;
   layout.count = end / token_bytes;
-  const std::string_view name = file.ends_with(kIndexSuffix) ? file.substr(0, file.size() - kIndexSuffix.size()) : file;
-  layout.data_file = std::string(name) + std::string(kDataSuffix);
+  layout.data_file = data_file;
   return layout;
 }
 

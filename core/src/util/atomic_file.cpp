@@ -14,6 +14,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -140,6 +142,12 @@ std::string temporary_name() {
   return fmt::format("{}{}-{}-{:08x}{}", kPrefix, boot_tag(), ::getpid(), random(), kSuffix);
 }
 
+// The longest name temporary_name() can give, in any process (a pid of up
+// to 10 digits).
+std::size_t longest_temporary_name() {
+  return fmt::format("{}{}-{}-{:08x}{}", kPrefix, boot_tag(), INT32_MAX, 0U, kSuffix).size();
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(const std::filesystem::path& target, std::string_view purpose) {
@@ -198,6 +206,21 @@ AtomicFile::AtomicFile(const std::filesystem::path& target, std::string_view pur
                 fmt::format("cannot open the directory of {} to write it: {}", shown_.string(), std::strerror(errno)));
   }
   directory_ = real;
+  // Both names the writer creates must fit the file system's limit on one
+  // name, checked now: a trace is written only at its stop, a save only
+  // after its data, and a rename refused then ("File name too long") would
+  // lose all of it.
+  const long name_max = ::fpathconf(directory_, _PC_NAME_MAX);
+  const std::size_t limit = name_max > 0 ? static_cast<std::size_t>(name_max) : NAME_MAX;
+  if (name_.size() > limit || longest_temporary_name() > limit) {
+    ::close(std::exchange(directory_, -1));
+    const bool own = name_.size() > limit;
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("cannot {} to {}: {} is {} bytes, longer than the {} bytes (NAME_MAX) its file system "
+                            "allows in one name",
+                            purpose, shown_.string(), own ? "its file name" : "the temporary file's name beside it",
+                            own ? name_.size() : longest_temporary_name(), limit));
+  }
   remove_stale_temporaries(directory_);
 
   // A replaced file keeps its permissions (replacing must not widen or narrow
