@@ -4,9 +4,11 @@ it, each equal to the same work on cpu:0, and DLPack shares the host path's
 arrays. Skipped with the reason when the adapter was not built or the
 xla-cpu-pjrt wheel is not installed for the python3 on PATH."""
 import os
+import re
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -155,6 +157,24 @@ class PjrtWheelTest(unittest.TestCase):
                 self.assertIn("No visible GPU devices.", cuda.reason)
         finally:
             runtime.close()
+
+
+class HeaderPinTest(unittest.TestCase):
+    """The wheel that ships pjrt_c_api.h is pinned once, in pyproject.toml's
+    build requirements: pip's builds install it from there, scripts/build
+    installs what find_pjrt.py --requirement reads there. The tests install
+    it by hash from scripts/pjrt-test-wheels.txt, which must pin the same
+    version, or the build and the tests would use two headers."""
+
+    def test_the_build_requirement_is_the_test_wheels_pin(self):
+        source = os.environ.get("BACKPLANE_TEST_SOURCE_DIR", "")
+        found = subprocess.run([sys.executable, os.path.join(source, "plugins", "pjrt", "find_pjrt.py"),
+                                "--requirement"], capture_output=True, text=True)
+        self.assertEqual(found.returncode, 0, found.stderr)
+        self.assertRegex(found.stdout, r"^xla-cpu-pjrt==[0-9][^\s]*\n$")
+        with open(os.path.join(source, "scripts", "pjrt-test-wheels.txt"), encoding="utf-8") as wheels:
+            pins = re.findall(r"^([A-Za-z0-9_.-]+==\S+)", wheels.read(), re.MULTILINE)
+        self.assertIn(found.stdout.strip(), pins)
 
 
 if __name__ == "__main__":

@@ -209,7 +209,9 @@ TEST_CASE(
   CHECK(cpu.reason ==
         "the pjrt adapter plugin (backplane-pjrt.so), which drives PJRT plugins, is not installed: "
         "looked in " +
-            kFixtureDir.string());
+            kFixtureDir.string() +
+            " (every build has it unless configured with -Dpjrt=disabled: rebuild without that option, see "
+            "docs/pjrt.md, Building)");
   CHECK(cpu.library == library);
   // The fixture directory's plugins are as they were.
   CHECK(backend_named(runtime, "unavailable").status == BackendStatus::kUnavailable);

@@ -42,7 +42,9 @@ void expand_pjrt_instances(std::vector<Candidate>& candidates, const std::vector
     std::vector<std::string> places;
     for (const auto& entry : search_path) places.push_back(entry.path.string());
     const std::string reason = fmt::format(
-        "the pjrt adapter plugin (backplane-{}.so), which drives PJRT plugins, is not installed: looked in {}",
+        "the pjrt adapter plugin (backplane-{}.so), which drives PJRT plugins, is not installed: looked in {} "
+        "(every build has it unless configured with -Dpjrt=disabled: rebuild without that option, "
+        "see docs/pjrt.md, Building)",
         kPjrtAdapterName,
         places.empty() ? std::string("nothing (the plugin search path is empty)")
                        : fmt::format("{}", fmt::join(places, ", ")));
