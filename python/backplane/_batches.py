@@ -296,8 +296,8 @@ class BatchStream(Generic[Item]):
         steps: stop before global step `steps` (default: never); a stream
             resumed at step k hands out steps - k more.
         rank, world_size: this process's share of a data-parallel job
-            (default: $RANK and $WORLD_SIZE when set, else 0 and 1); the
-            ranks of a step hold distinct windows of one global batch.
+            (default: an initialised torch.distributed's or jax.distributed's,
+            else $RANK and $WORLD_SIZE, else 0 and 1; see rank_source).
         schedule: batch size and context that change at given global
             steps: [(step, batch_size, context), ...], steps increasing from
             0; batch_size and context may then be left out (or given equal
@@ -361,7 +361,7 @@ class BatchStream(Generic[Item]):
         threads = _integer("threads", threads, 0, _UINT32_LIMIT)
         if not isinstance(release_pages, bool):
             raise _invalid(f"release_pages must be True or False, got {release_pages!r}")
-        rank, world_size = _ranks(rank, world_size)
+        rank, world_size, self.rank_source = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
         targets = self._targets(device)
         self._schedules = _schedules(batch_size, context, schedule, weights, len(sources))
