@@ -25,7 +25,6 @@ from __future__ import annotations
 import ctypes
 import json
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, NamedTuple, Optional, Sequence, Tuple,
                     TypedDict, TypeVar, Union, cast, overload)
@@ -36,6 +35,7 @@ from . import _dtypes, _lib
 from ._array import Array
 from ._devices import Device
 from ._dlpack import KDLCPU
+from ._batch_targets import DEFAULT_DTYPE, chosen_dtype
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
 from ._errors import OutOfRangeError
@@ -109,37 +109,6 @@ class Documents(NamedTuple):
 
 
 XY_MODES = ("copies", "views")
-
-
-class _DefaultDtype:
-    """batches()'s default dtype: int64 (what torch's cross_entropy takes as
-    targets), or int32 for to="jax" while JAX has 64-bit types off (its
-    default), where int64 batches would be converted to int32 on every step."""
-
-    def __repr__(self) -> str:
-        return "'int64' (int32 for to='jax' without jax_enable_x64)"
-
-
-DEFAULT_DTYPE: Any = _DefaultDtype()
-
-
-def _jax_has_x64() -> bool:
-    import jax
-    return bool(getattr(jax.config, "jax_enable_x64"))
-
-
-def _chosen_dtype(dtype: Any, to: Union[None, str, Converter]) -> Any:
-    """The dtype the stream hands out; a warning where JAX would convert it."""
-    if to != "jax":
-        return "int64" if dtype is DEFAULT_DTYPE else dtype
-    if dtype is DEFAULT_DTYPE:
-        return "int64" if _jax_has_x64() else "int32"
-    if dtype is not None and _dtypes.code(dtype) in (_dtypes.code("int64"), _dtypes.code("uint64")) \
-            and not _jax_has_x64():
-        warnings.warn(f"batches(to='jax', dtype={dtype!r}): JAX has 64-bit types off (jax_enable_x64), so each "
-                      "batch arrives as 32-bit through a conversion every step; pass dtype='int32' (no conversion) "
-                      "or enable jax_enable_x64", stacklevel=3)
-    return dtype
 
 
 def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
@@ -287,9 +256,11 @@ class BatchStream(Generic[Item]):
             distinct devices: then each step yields a list with one (x, y)
             per device, the batch split evenly across them.
         dtype: the element type of x and y (default int64, what
-            torch.nn.functional.cross_entropy takes as targets, or int32
-            for to="jax" while jax_enable_x64 is off, as JAX has it by
-            default; None: the tokens' own, the C++ and C default).
+            torch.nn.functional.cross_entropy takes as targets; for to="jax"
+            while jax_enable_x64 is off, as JAX has it by default, int32, or
+            uint32 for uint32 tokens, and a 64-bit dtype JAX would narrow
+            past a token's value is refused; None: the tokens' own, the C++
+            and C default).
         seed: the sampling key (default: a saved state's seed, else 0); the
             same seed gives the same batches.
         prefetch: steps prepared ahead of the one handed out, in [1, 64].
@@ -379,7 +350,7 @@ class BatchStream(Generic[Item]):
         self._convert = _converter(to)
         # cu_seqlens and position_ids become what x is, the same way.
         self._convert_pieces = self._convert
-        dtype = _chosen_dtype(dtype, to)
+        dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
         if to is None or to == "numpy":
             self._check_host(targets)
         self._split: Callable[[Any], Tuple[Any, Any]] = _view_pair if xy == "views" else _copied_pair

@@ -1,0 +1,88 @@
+"""What batches() hands out to the framework to= names: the dtype, and the
+refusals at the call of what the framework would take wrongly or not at
+all, so that no step delivers wrong numbers and no next() fails the same
+way every step."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Optional, Union
+
+import numpy
+
+from . import _dtypes
+from ._batch_arguments import _invalid
+
+Converter = Callable[[Any], Any]
+
+# JAX with 64-bit types off (jax_enable_x64, off by default) makes each
+# 64-bit integer array its 32-bit counterpart, value by value.
+_JAX_32_BIT = {"int64": "int32", "uint64": "uint32"}
+
+
+class _DefaultDtype:
+    """batches()'s default dtype: int64 (what torch's cross_entropy takes as
+    targets), or for to="jax" while JAX has 64-bit types off (its default)
+    the 32-bit type that holds the tokens, where int64 batches would be
+    converted to int32 on every step."""
+
+    def __repr__(self) -> str:
+        return "'int64' (int32 for to='jax' without jax_enable_x64)"
+
+
+DEFAULT_DTYPE: Any = _DefaultDtype()
+
+
+def _jax_has_x64() -> bool:
+    import jax
+    return bool(getattr(jax.config, "jax_enable_x64"))
+
+
+def _numpy_name(dtype_code: int) -> Optional[str]:
+    typestr = _dtypes.numpy_dtype(dtype_code)
+    return None if typestr is None else numpy.dtype(typestr).name
+
+
+def _holds(wider: str, tokens: str) -> bool:
+    """Whether `wider` holds every value of `tokens` (both NumPy names)."""
+    return bool(numpy.can_cast(numpy.dtype(tokens), numpy.dtype(wider), "safe"))
+
+
+def _jax_dtype(dtype: Any, tokens: str) -> Any:
+    """The dtype for to="jax": refused where JAX without 64-bit types would
+    change token values, with a warning where it converts every step."""
+    if _jax_has_x64():
+        return "int64" if dtype is DEFAULT_DTYPE else dtype
+    if dtype is DEFAULT_DTYPE:
+        # int32 where it holds every token; uint32 tokens stay uint32, which JAX has without x64.
+        fitting = next((name for name in ("int32", "uint32") if _holds(name, tokens)), None)
+        if fitting is not None:
+            return fitting
+        wanted = "int64"
+    else:
+        wanted = _numpy_name(_dtypes.code(tokens if dtype is None else dtype)) or ""
+    narrow = _JAX_32_BIT.get(wanted)
+    if narrow is None:
+        return dtype
+    spelled = "the default" if dtype is DEFAULT_DTYPE else f"dtype={dtype!r}"
+    if not _holds(narrow, tokens):
+        limit = numpy.iinfo(numpy.dtype(narrow)).max
+        fix = "call jax.config.update('jax_enable_x64', True) before batches()"
+        if _holds("uint32", tokens):
+            fix += ", or pass dtype='uint32', which JAX has without 64-bit types"
+        raise _invalid(f"to='jax' with {spelled}: the tokens are {tokens}, and JAX has 64-bit types off "
+                       f"(jax_enable_x64 is False), so it would turn {wanted} batches into {narrow} and token ids "
+                       f"above {limit} would arrive as wrong numbers; {fix}")
+    warnings.warn(f"batches(to='jax', {spelled}): JAX has 64-bit types off (jax_enable_x64), so each batch "
+                  f"arrives as {narrow} through a conversion every step; pass dtype='{narrow}' (no conversion) or "
+                  "enable jax_enable_x64", stacklevel=4)
+    return dtype
+
+
+def chosen_dtype(dtype: Any, to: Union[None, str, Converter], tokens_code: int) -> Any:
+    """The dtype the stream hands out (None: the tokens' own), checked
+    against what `to`'s framework can take; `tokens_code` is the sources'
+    dtype."""
+    tokens = _numpy_name(tokens_code)
+    if to == "jax" and tokens is not None:
+        return _jax_dtype(dtype, tokens)
+    return "int64" if dtype is DEFAULT_DTYPE else dtype
