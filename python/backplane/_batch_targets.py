@@ -78,6 +78,21 @@ def _jax_dtype(dtype: Any, tokens: str) -> Any:
     return dtype
 
 
+def _torch_dtype(dtype: Any, tokens: str) -> None:
+    """Refuses an unsigned type wider than 8 bits on a torch without it
+    (before 2.3), whose from_dlpack would raise on every step."""
+    import torch
+    wanted = tokens if dtype is None else _numpy_name(_dtypes.code(dtype)) or ""
+    if wanted not in ("uint16", "uint32", "uint64") or isinstance(getattr(torch, wanted, None), torch.dtype):
+        return
+    spelled = f"dtype={dtype!r}" if dtype is not None else f"dtype=None (the tokens' own {tokens})"
+    working = [name for name in ("int32", "int64") if _holds(name, tokens)]
+    fix = (f"pass dtype={' or '.join(repr(name) for name in working)}" if working else
+           f"torch has no type that holds every {tokens} token")
+    raise _invalid(f"to='torch' with {spelled}: torch {torch.__version__} has no {wanted} tensors (of the "
+                   f"unsigned types it has uint8 only), so no step could be converted; {fix}")
+
+
 def chosen_dtype(dtype: Any, to: Union[None, str, Converter], tokens_code: int) -> Any:
     """The dtype the stream hands out (None: the tokens' own), checked
     against what `to`'s framework can take; `tokens_code` is the sources'
@@ -85,4 +100,6 @@ def chosen_dtype(dtype: Any, to: Union[None, str, Converter], tokens_code: int) 
     tokens = _numpy_name(tokens_code)
     if to == "jax" and tokens is not None:
         return _jax_dtype(dtype, tokens)
+    if to == "torch" and tokens is not None and dtype is not DEFAULT_DTYPE:
+        _torch_dtype(dtype, tokens)
     return "int64" if dtype is DEFAULT_DTYPE else dtype

@@ -296,8 +296,8 @@ class BatchStream(Generic[Item]):
             pieces raises OutOfRangeError at its next(), naming the step.
         state: a state_dict() (or its JSON) to continue from, bit for bit.
         to: what x and y are: "numpy" (default; refused here for a device
-            that is not host memory), "torch",
-            "jax", or a callable turning the [B, T+1] Array into a tensor
+            that is not host memory), "torch" (refused here with a dtype
+            torch lacks), "jax", or a callable turning the [B, T+1] Array into a tensor
             that supports [:, :-1] slicing (e.g. torch.from_dlpack for CUDA
             devices).
         xy: how x and y relate to the [B, T+1] batch. "copies" (default):
