@@ -11,6 +11,7 @@ import numpy
 
 from . import _dtypes
 from ._batch_arguments import _invalid
+from ._errors import UnsupportedError
 
 Converter = Callable[[Any], Any]
 
@@ -103,3 +104,40 @@ def chosen_dtype(dtype: Any, to: Union[None, str, Converter], tokens_code: int) 
     if to == "torch" and tokens is not None and dtype is not DEFAULT_DTYPE:
         _torch_dtype(dtype, tokens)
     return "int64" if dtype is DEFAULT_DTYPE else dtype
+
+
+# What takes a batch from any device: a callable that copies it to host memory.
+COPYING_CALLABLE = ("to= a callable that takes the Array and copies it to a host device (e.g. lambda array: "
+                    "torch.from_dlpack(array.device_put('cpu').wait()))")
+
+
+def export_refusal(runtime: Any, device: Any) -> Optional[str]:
+    """Why the library cannot export `device`'s arrays through DLPack (its
+    backend declares no DLPack device type and is no host memory, or gives
+    its memory no address, as OpenCL's cl_mem), in its own words; None where
+    it can. Found by exporting one byte there: the library's rule, not a
+    copy of it."""
+    probe = runtime.array(b"\0", "U8", (1,), device=device)
+    try:
+        probe.__dlpack__()
+        return None
+    except UnsupportedError as error:
+        return str(error.message)
+    finally:
+        probe.close()
+
+
+def check_target(runtime: Any, to: Union[None, str, Converter], device: Any, backend: Any) -> None:
+    """Refuses, before the first step, a `to` that could not take batches on
+    `device` (not host memory): "numpy" never, "torch" and "jax" where
+    DLPack cannot export them. A callable is the caller's to judge."""
+    if callable(to):
+        return
+    refusal = export_refusal(runtime, device)
+    if to in ("torch", "jax") and refusal is not None:
+        raise _invalid(f"to={to!r} takes each batch through DLPack, which {device} cannot give: {refusal}; pass "
+                       f"device= a host device ('cpu'), or {COPYING_CALLABLE}")
+    if to is None or to == "numpy":
+        works = COPYING_CALLABLE if refusal is not None else "to='torch', to='jax' or a callable that takes the Array"
+        raise _invalid(f"to='numpy' needs host memory, but {device} is not host memory (backend {backend.name} "
+                       f"declares DLPack device type {backend.dlpack_device_type}): pass {works}")

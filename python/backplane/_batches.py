@@ -35,7 +35,7 @@ from . import _dtypes, _lib
 from ._array import Array
 from ._devices import Device
 from ._dlpack import KDLCPU
-from ._batch_targets import DEFAULT_DTYPE, chosen_dtype
+from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
 from ._errors import OutOfRangeError
@@ -351,8 +351,7 @@ class BatchStream(Generic[Item]):
         # cu_seqlens and position_ids become what x is, the same way.
         self._convert_pieces = self._convert
         dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
-        if to is None or to == "numpy":
-            self._check_host(targets)
+        self._check_target(targets, to)
         self._split: Callable[[Any], Tuple[Any, Any]] = _view_pair if xy == "views" else _copied_pair
         if to == "jax" and self._host_devices(targets)[0]:
             # JAX's own slicing dispatches an operation per slice (about 100
@@ -429,16 +428,12 @@ class BatchStream(Generic[Item]):
             return False, (device, backend)
         return True, None
 
-    def _check_host(self, targets: List[_lib.bp_device]) -> None:
-        """to="numpy" reads host memory only: refuse a device whose batches
-        NumPy could not take now, not at the first next()."""
+    def _check_target(self, targets: List[_lib.bp_device], to: Union[None, str, Converter]) -> None:
+        """Refuses now, not at every next(), a `to` that could not take the
+        batches of a device that is not host memory (check_target)."""
         host, other = self._host_devices(targets)
         if not host and other is not None:
-            device, backend = other
-            declared = backend.dlpack_device_type
-            raise _invalid(f"to='numpy' needs host memory, but {device} is not host memory (backend {backend.name}"
-                           f" declares DLPack device type {declared}): pass to='torch', to='jax' or a callable "
-                           "that takes the Array")
+            check_target(self._runtime, to, *other)
 
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and
