@@ -11,7 +11,6 @@ import json
 import math
 import numbers
 import operator
-import os
 from typing import Any, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy
@@ -19,6 +18,7 @@ import numpy
 from . import _lib
 from ._array import Array
 from ._errors import Error, InvalidArgumentError
+from ._ranks import default_ranks
 
 StateLike = Union[Mapping[str, Any], str, bytes]
 
@@ -68,25 +68,18 @@ def _int64(name: str, value: Any, wanted: str) -> int:
     return _integer(name, value, -_INT64_LIMIT, _INT64_LIMIT, wanted)
 
 
-def _from_environment(name: str) -> Optional[int]:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise _invalid(f"{name}={value!r} is not an integer") from None
-
-
-def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int]:
-    """(rank, world_size): the arguments, else $RANK and $WORLD_SIZE, else 0 and 1."""
-    world = _from_environment("WORLD_SIZE") if world_size is None else world_size
+def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int, str]:
+    """(rank, world_size, source): the arguments, else the defaults
+    _ranks.default_ranks finds (an engine's, the environment's), else 0 and
+    1; `source` is what BatchStream.rank_source reads."""
+    defaults = default_ranks(rank, world_size)
+    world = defaults.world_size if world_size is None else world_size
     world = 1 if world is None else _int64("world_size", world, "a positive int")
     if world == 0:
         raise _core("world_size must be at least 1, got 0")
-    mine = _from_environment("RANK") if rank is None else rank
+    mine = defaults.rank if rank is None else rank
     mine = 0 if mine is None else _int64("rank", mine, "an int")
-    return mine, world
+    return mine, world, defaults.source
 
 
 def _sources(tokens: Union[Array, Sequence[Array]]) -> List[Array]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import warnings
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, NamedTuple, Optional, Sequence, Tuple,
                     TypedDict, TypeVar, Union, cast, overload)
@@ -35,6 +34,7 @@ from . import _dtypes, _lib
 from ._array import Array
 from ._devices import Device
 from ._dlpack import KDLCPU
+from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
 from ._errors import OutOfRangeError
@@ -109,37 +109,6 @@ class Documents(NamedTuple):
 
 
 XY_MODES = ("copies", "views")
-
-
-class _DefaultDtype:
-    """batches()'s default dtype: int64 (what torch's cross_entropy takes as
-    targets), or int32 for to="jax" while JAX has 64-bit types off (its
-    default), where int64 batches would be converted to int32 on every step."""
-
-    def __repr__(self) -> str:
-        return "'int64' (int32 for to='jax' without jax_enable_x64)"
-
-
-DEFAULT_DTYPE: Any = _DefaultDtype()
-
-
-def _jax_has_x64() -> bool:
-    import jax
-    return bool(getattr(jax.config, "jax_enable_x64"))
-
-
-def _chosen_dtype(dtype: Any, to: Union[None, str, Converter]) -> Any:
-    """The dtype the stream hands out; a warning where JAX would convert it."""
-    if to != "jax":
-        return "int64" if dtype is DEFAULT_DTYPE else dtype
-    if dtype is DEFAULT_DTYPE:
-        return "int64" if _jax_has_x64() else "int32"
-    if dtype is not None and _dtypes.code(dtype) in (_dtypes.code("int64"), _dtypes.code("uint64")) \
-            and not _jax_has_x64():
-        warnings.warn(f"batches(to='jax', dtype={dtype!r}): JAX has 64-bit types off (jax_enable_x64), so each "
-                      "batch arrives as 32-bit through a conversion every step; pass dtype='int32' (no conversion) "
-                      "or enable jax_enable_x64", stacklevel=3)
-    return dtype
 
 
 def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
@@ -287,17 +256,19 @@ class BatchStream(Generic[Item]):
             distinct devices: then each step yields a list with one (x, y)
             per device, the batch split evenly across them.
         dtype: the element type of x and y (default int64, what
-            torch.nn.functional.cross_entropy takes as targets, or int32
-            for to="jax" while jax_enable_x64 is off, as JAX has it by
-            default; None: the tokens' own, the C++ and C default).
+            torch.nn.functional.cross_entropy takes as targets; for to="jax"
+            while jax_enable_x64 is off, as JAX has it by default, int32, or
+            uint32 for uint32 tokens, and a 64-bit dtype JAX would narrow
+            past a token's value is refused; None: the tokens' own, the C++
+            and C default).
         seed: the sampling key (default: a saved state's seed, else 0); the
             same seed gives the same batches.
         prefetch: steps prepared ahead of the one handed out, in [1, 64].
         steps: stop before global step `steps` (default: never); a stream
             resumed at step k hands out steps - k more.
         rank, world_size: this process's share of a data-parallel job
-            (default: $RANK and $WORLD_SIZE when set, else 0 and 1); the
-            ranks of a step hold distinct windows of one global batch.
+            (default: an initialised torch.distributed's or jax.distributed's,
+            else $RANK and $WORLD_SIZE, else 0 and 1; see rank_source).
         schedule: batch size and context that change at given global
             steps: [(step, batch_size, context), ...], steps increasing from
             0; batch_size and context may then be left out (or given equal
@@ -326,8 +297,8 @@ class BatchStream(Generic[Item]):
             pieces raises OutOfRangeError at its next(), naming the step.
         state: a state_dict() (or its JSON) to continue from, bit for bit.
         to: what x and y are: "numpy" (default; refused here for a device
-            that is not host memory), "torch",
-            "jax", or a callable turning the [B, T+1] Array into a tensor
+            that is not host memory), "torch" (refused here with a dtype
+            torch lacks), "jax", or a callable turning the [B, T+1] Array into a tensor
             that supports [:, :-1] slicing (e.g. torch.from_dlpack for CUDA
             devices).
         xy: how x and y relate to the [B, T+1] batch. "copies" (default):
@@ -364,7 +335,7 @@ class BatchStream(Generic[Item]):
         threads = _integer("threads", threads, 0, _UINT32_LIMIT)
         if not isinstance(release_pages, bool):
             raise _invalid(f"release_pages must be True or False, got {release_pages!r}")
-        rank, world_size = _ranks(rank, world_size)
+        rank, world_size, self.rank_source = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
         targets = self._targets(device)
         self._schedules = _schedules(batch_size, context, schedule, weights, len(sources))
@@ -382,9 +353,8 @@ class BatchStream(Generic[Item]):
         self._convert = _converter(to)
         # cu_seqlens and position_ids become what x is, the same way.
         self._convert_pieces = self._convert
-        dtype = _chosen_dtype(dtype, to)
-        if to is None or to == "numpy":
-            self._check_host(targets)
+        dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
+        self._check_target(targets, to)
         self._split: Callable[[Any], Tuple[Any, Any]] = _view_pair if xy == "views" else _copied_pair
         if to == "jax" and self._host_devices(targets)[0]:
             # JAX's own slicing dispatches an operation per slice (about 100
@@ -461,16 +431,12 @@ class BatchStream(Generic[Item]):
             return False, (device, backend)
         return True, None
 
-    def _check_host(self, targets: List[_lib.bp_device]) -> None:
-        """to="numpy" reads host memory only: refuse a device whose batches
-        NumPy could not take now, not at the first next()."""
+    def _check_target(self, targets: List[_lib.bp_device], to: Union[None, str, Converter]) -> None:
+        """Refuses now, not at every next(), a `to` that could not take the
+        batches of a device that is not host memory (check_target)."""
         host, other = self._host_devices(targets)
         if not host and other is not None:
-            device, backend = other
-            declared = backend.dlpack_device_type
-            raise _invalid(f"to='numpy' needs host memory, but {device} is not host memory (backend {backend.name}"
-                           f" declares DLPack device type {declared}): pass to='torch', to='jax' or a callable "
-                           "that takes the Array")
+            check_target(self._runtime, to, *other)
 
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and

@@ -1,7 +1,9 @@
 // Device selector syntax (core/src/config/selector.hpp).
 #include <doctest/doctest.h>
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backplane/error.hpp"
 #include "config/selector.hpp"
@@ -10,14 +12,15 @@ using backplane::Error;
 using backplane::ErrorCode;
 using backplane::detail::DeviceSelector;
 using backplane::detail::parse_selector;
+using backplane::detail::suggest_backend;
 
 namespace {
 
 // The message of the Error that parse_selector throws for `text`, after
 // checking its code.
-std::string selector_error(std::string_view text) {
+std::string selector_error(std::string_view text, std::span<const std::string> known_backends = {}) {
   try {
-    parse_selector(text);
+    parse_selector(text, known_backends);
   } catch (const Error& error) {
     CHECK(error.code() == ErrorCode::kInvalidArgument);
     return error.what();
@@ -95,10 +98,29 @@ TEST_SUITE("config") {
     CHECK(selector_error("cuda::1").find("more than one ':'") != std::string::npos);
   }
 
-  TEST_CASE("[selector] uppercase backend suggests the lowercase form") {
-    CHECK(selector_error("CUDA:1").find("'CUDA:1': backend names are lowercase; did you mean 'cuda:1'?") !=
+  TEST_CASE("[selector] uppercase backend suggests the lowercase form only where that backend exists") {
+    const std::vector<std::string> known{"cpu", "cuda"};
+    CHECK(selector_error("CUDA:1", known).find("'CUDA:1': backend names are lowercase; did you mean 'cuda:1'?") !=
           std::string::npos);
-    CHECK(selector_error("Cpu").find("did you mean 'cpu'?") != std::string::npos);
+    CHECK(selector_error("Cpu", known).find("did you mean 'cpu'?") != std::string::npos);
+    // GPU is no typo of a 'gpu' backend: the suggestion is the backend that serves GPUs.
+    CHECK(selector_error("GPU:0", known).find("'GPU:0': backend names are lowercase; did you mean 'cuda:0'?") !=
+          std::string::npos);
+    // Nothing known to suggest (no backends given, or none that fits): no guess.
+    CHECK(selector_error("CUDA:1").find("'CUDA:1': backend names are lowercase (expected") != std::string::npos);
+    CHECK(selector_error("CUDA:1").find("did you mean") == std::string::npos);
+    CHECK(selector_error("GPU:0", std::vector<std::string>{"cpu"}).find("did you mean") == std::string::npos);
+  }
+
+  TEST_CASE("[selector] a suggestion names only a known backend") {
+    const std::vector<std::string> known{"cpu", "cuda", "opencl"};
+    CHECK(suggest_backend("gpu", known) == "cuda");
+    CHECK(suggest_backend("GPU", known) == "cuda");
+    CHECK(suggest_backend("CL", known) == "opencl");
+    CHECK(suggest_backend("Cpu", known) == "cpu");
+    CHECK_FALSE(suggest_backend("gpu", std::vector<std::string>{"cpu", "opencl"}));
+    CHECK_FALSE(suggest_backend("cpu", known));  // already a backend's name: nothing to suggest
+    CHECK_FALSE(suggest_backend("tpu", known));
   }
 
   TEST_CASE("[selector] invalid characters in the backend name") {

@@ -1,5 +1,6 @@
 """Data-parallel ranks: two processes under torchrun (gloo, cpu with two
-devices) each default to cpu:<local rank> and draw disjoint batches."""
+devices) each default to cpu:<local rank>, take their rank from
+torch.distributed and draw the two halves of one global batch."""
 import json
 import os
 import pathlib
@@ -9,8 +10,10 @@ import sys
 import tempfile
 import unittest
 
-from support import optional_module
+import backplane
+from support import isolated_runtime, optional_module
 
+numpy = optional_module("numpy")
 torch = optional_module("torch")
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -46,6 +49,18 @@ class TorchrunTest(unittest.TestCase):
             self.assertEqual(len(zero), 8)
             self.assertFalse(set(zero) & set(one), f"step {step}: both ranks drew {set(zero) & set(one)}")
         self.assertNotEqual(ranks[0]["starts"], ranks[1]["starts"])
+        self.assertEqual([r["rank_source"] for r in ranks], ["torch.distributed", "torch.distributed"])
+        # Together the two ranks hold the one-process batch of 16, rank 0's half first.
+        runtime = isolated_runtime()
+        try:
+            tokens = runtime.array(numpy.arange(100_000, dtype=numpy.uint16), device="cpu:0")
+            single = backplane.batches(tokens, 16, 32, device="cpu:0", seed=11, steps=5, rank=0, world_size=1,
+                                       runtime=runtime)
+            for step, (x, _) in enumerate(single):
+                self.assertEqual(ranks[0]["starts"][step] + ranks[1]["starts"][step], [int(row[0]) for row in x],
+                                 f"step {step}")
+        finally:
+            runtime.close()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """One rank of the torchrun test (test_torchrun.py): reports its default
-device and the window starts it drew, gathered on rank 0 into a JSON file.
+device, the window starts it drew (in batch order) and where its rank came
+from, gathered on rank 0 into a JSON file.
 
     torchrun --standalone --nproc_per_node=2 torchrun_worker.py OUT.json CONFIG.toml
 """
@@ -20,9 +21,11 @@ def main():
     runtime = backplane.Runtime(config_file=config)
     chosen = runtime.default_device()
     tokens = runtime.array(numpy.arange(100_000, dtype=numpy.uint16), device="cpu:0")
-    starts = [sorted(int(row[0]) for row in x) for x, _ in
-              backplane.batches(tokens, 8, 32, device=chosen.device, seed=11, steps=5)]
-    report = {"rank": dist.get_rank(), "device": str(chosen.device), "source": chosen.source, "starts": starts}
+    # rank and world_size left out: torch.distributed's, as rank_source says.
+    stream = backplane.batches(tokens, 8, 32, device=chosen.device, seed=11, steps=5)
+    starts = [[int(row[0]) for row in x] for x, _ in stream]
+    report = {"rank": dist.get_rank(), "device": str(chosen.device), "source": chosen.source, "starts": starts,
+              "rank_source": stream.rank_source}
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, report)
     if dist.get_rank() == 0:

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "backplane/error.hpp"
 
@@ -47,16 +48,24 @@ std::string quote(std::string_view text) {
                           quote(text), problem));
 }
 
-void check_backend(std::string_view text, std::string_view backend, std::string_view ordinal_part) {
-  if (backend.empty()) fail(text, "missing backend name before ':'");
-  if (is_valid_backend_name(backend)) return;
-  std::string lowered(backend);
+std::string lowercase(std::string_view text) {
+  std::string lowered(text);
   std::transform(lowered.begin(), lowered.end(), lowered.begin(),
                  [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; });
-  if (is_valid_backend_name(lowered)) {
-    std::string suggestion = lowered;
-    if (text.size() > backend.size()) suggestion += fmt::format(":{}", ordinal_part);
-    fail(text, fmt::format("backend names are lowercase; did you mean {}?", quote(suggestion)));
+  return lowered;
+}
+
+void check_backend(std::string_view text, std::string_view backend, std::string_view ordinal_part,
+                   std::span<const std::string> known_backends) {
+  if (backend.empty()) fail(text, "missing backend name before ':'");
+  if (is_valid_backend_name(backend)) return;
+  if (is_valid_backend_name(lowercase(backend))) {
+    // Only a backend that exists is suggested: "GPU:0" is no typo of a 'gpu' backend.
+    const std::optional<std::string> suggestion = suggest_backend(backend, known_backends);
+    if (!suggestion) fail(text, "backend names are lowercase");
+    const std::string selector =
+        text.size() > backend.size() ? fmt::format("{}:{}", *suggestion, ordinal_part) : *suggestion;
+    fail(text, fmt::format("backend names are lowercase; did you mean {}?", quote(selector)));
   }
   const auto bad = std::find_if(backend.begin(), backend.end(), [](char c) { return !is_backend_char(c); });
   fail(text, fmt::format("invalid character {} in backend name {}; backend names use only a-z, 0-9 and _",
@@ -96,9 +105,24 @@ bool is_valid_backend_name(std::string_view name) noexcept {
   return !name.empty() && std::all_of(name.begin(), name.end(), is_backend_char);
 }
 
+std::optional<std::string> suggest_backend(std::string_view name, std::span<const std::string> known_backends) {
+  // Generic names people type for a kind of device, and the backend that serves it.
+  static constexpr std::pair<std::string_view, std::string_view> kGenericNames[] = {
+      {"gpu", "cuda"}, {"nvidia", "cuda"}, {"host", "cpu"}, {"cl", "opencl"}};
+  auto known = [&](std::string_view candidate) {
+    return std::find(known_backends.begin(), known_backends.end(), candidate) != known_backends.end();
+  };
+  const std::string lowered = lowercase(name);
+  if (lowered != name && known(lowered)) return lowered;
+  for (const auto& [generic, backend] : kGenericNames) {
+    if (lowered == generic && known(backend)) return std::string(backend);
+  }
+  return std::nullopt;
+}
+
 std::string DeviceSelector::to_string() const { return ordinal ? fmt::format("{}:{}", backend, *ordinal) : backend; }
 
-DeviceSelector parse_selector(std::string_view text) {
+DeviceSelector parse_selector(std::string_view text, std::span<const std::string> known_backends) {
   if (text.empty()) fail(text, "it is empty");
   if (is_ascii_space(text.front())) fail(text, "it has leading whitespace");
   if (is_ascii_space(text.back())) fail(text, "it has trailing whitespace");
@@ -108,7 +132,7 @@ DeviceSelector parse_selector(std::string_view text) {
   const auto colon = text.find(':');
   const std::string_view backend = text.substr(0, colon);
   const std::string_view ordinal_part = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
-  check_backend(text, backend, ordinal_part);
+  check_backend(text, backend, ordinal_part, known_backends);
 
   DeviceSelector selector{std::string(backend), std::nullopt};
   if (colon != std::string_view::npos) selector.ordinal = parse_ordinal(text, ordinal_part);

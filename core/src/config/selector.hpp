@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,10 +29,17 @@ struct DeviceSelector {
 // with a message that quotes the input and names the problem:
 //   empty input; leading, trailing or inner whitespace; empty backend (":1");
 //   empty ordinal ("cuda:"); more than one ':'; a backend name with
-//   characters outside [a-z0-9_] (uppercase gets a lowercase suggestion);
+//   characters outside [a-z0-9_] (uppercase says names are lowercase, and
+//   suggests suggest_backend's name among `known_backends`, if any);
 //   a negative, signed, non-numeric, zero-padded or too large ordinal.
 // Thread-safe (no shared state).
-DeviceSelector parse_selector(std::string_view text);
+DeviceSelector parse_selector(std::string_view text, std::span<const std::string> known_backends = {});
+
+// The backend among `known_backends` that `name` most likely means, or none:
+// its lowercase form, or for a common generic name ("gpu") the backend that
+// serves it ("cuda"). Never a name that is not in `known_backends`, so that a
+// suggestion can always be followed.
+std::optional<std::string> suggest_backend(std::string_view name, std::span<const std::string> known_backends);
 
 // True when `name` is a valid backend name: non-empty, only [a-z0-9_].
 // The config reader uses the same rule for [backend.NAME] and `backends`.

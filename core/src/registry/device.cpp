@@ -15,9 +15,18 @@ std::string device_list(const std::string& backend, int count) {
 
 void check_ordinal(const Device& device, int count, std::string_view named) {
   if (device.ordinal >= 0 && device.ordinal < count) return;
-  throw Error(ErrorCode::kOutOfRange, fmt::format("device '{}' is out of range: backend '{}' has {}",
+  // The cpu plugin makes as many devices as its `devices` option asks for
+  // (1 by default): say where, since "has 1 device" alone reads as a limit
+  // of the machine.
+  const std::string more = device.backend == "cpu"
+                               ? fmt::format(
+                                     "; to have {} cpu devices, set devices = {} under [backend.cpu] in the "
+                                     "config file",
+                                     device.ordinal + 1, device.ordinal + 1)
+                               : std::string();
+  throw Error(ErrorCode::kOutOfRange, fmt::format("device '{}' is out of range: backend '{}' has {}{}",
                                                   named.empty() ? device.selector() : std::string(named),
-                                                  device.backend, device_list(device.backend, count)));
+                                                  device.backend, device_list(device.backend, count), more));
 }
 
 LiveDevice::LiveDevice(Device device, std::shared_ptr<Backend> backend)

@@ -40,6 +40,9 @@ struct Registry {
   std::vector<const DiscoveredBackend*> preference_order() const;
   // "cpu (available), cuda (unavailable: no NVIDIA driver)".
   std::string describe_backends() const;
+  // Every discovered backend's name, whatever its status: what a suggestion
+  // for a mistyped name may name.
+  std::vector<std::string> backend_names() const;
   // The object of `device`, made on first use: the one place an ordinal is
   // checked. Throws as live_backend, or kOutOfRange (check_ordinal).
   std::shared_ptr<LiveDevice> device(const Device& device);

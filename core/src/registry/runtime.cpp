@@ -240,11 +240,21 @@ std::string detail::Registry::describe_backends() const {
   return parts.empty() ? "none found" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
+std::vector<std::string> detail::Registry::backend_names() const {
+  std::vector<std::string> names;
+  for (const auto& backend : discovered) names.push_back(backend.info.name);
+  return names;
+}
+
 Backend& detail::Registry::live_backend(std::string_view name) {
   ensure_discovered();
   const DiscoveredBackend* entry = find(name);
   if (entry == nullptr) {
-    throw Error(ErrorCode::kNotFound, fmt::format("no backend '{}'; backends: {}", name, describe_backends()));
+    const std::optional<std::string> suggestion = suggest_backend(name, backend_names());
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("no backend '{}'{}; backends: {}", name,
+                            suggestion ? fmt::format(" (did you mean '{}'?)", *suggestion) : std::string(),
+                            describe_backends()));
   }
   if (!entry->live) {
     throw Error(ErrorCode::kUnavailable,

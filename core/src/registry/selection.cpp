@@ -73,7 +73,16 @@ std::vector<const DiscoveredBackend*> detail::Registry::preference_order() const
 }
 
 Device Runtime::resolve(std::string_view selector) const {
-  DeviceSelector parsed = parse_selector(selector);
+  DeviceSelector parsed;
+  try {
+    parsed = parse_selector(selector);
+  } catch (const Error&) {
+    // Malformed: parsed again (it throws again) knowing the backends, so
+    // that a suggestion names one that exists. Well-formed selectors, the
+    // common case, never build the list.
+    impl_->registry->ensure_discovered();
+    parsed = parse_selector(selector, impl_->registry->backend_names());
+  }
   Backend& backend = impl_->registry->live_backend(parsed.backend);  // throws naming the backends
   Device device{parsed.backend, parsed.ordinal.value_or(0)};
   check_ordinal(device, backend.device_count(), selector);
