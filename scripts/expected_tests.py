@@ -50,7 +50,8 @@ def ran_tests(build_dir):
     try:
         with open(os.path.join(build_dir, "meson-logs", "testlog.json"), encoding="utf-8") as log:
             for line in log:
-                names.add(json.loads(line)["name"])
+                # "project:suite / name", as meson writes it.
+                names.add(json.loads(line)["name"].rpartition(" / ")[2])
     except OSError:
         pass
     return names

@@ -19,9 +19,10 @@ int main(int argc, char** argv) {
   if (!std::filesystem::is_regular_file(manifest, error)) {
     const char* required = std::getenv("BACKPLANE_REQUIRE_WILD_CORPUS");
     const bool must_exist = required != nullptr && std::strcmp(required, "1") == 0;
-    std::printf("%s: the outside safetensors corpus is not there (%s is missing); it is the team's shared test data, "
-                "kept beside the checkout as ../shared/testdata/safetensors-wild\n",
-                must_exist ? "failed (BACKPLANE_REQUIRE_WILD_CORPUS=1)" : "skipped", manifest.c_str());
+    std::printf(
+        "%s: the outside safetensors corpus is not there (%s is missing); it is the team's shared test data, "
+        "kept beside the checkout as ../shared/testdata/safetensors-wild\n",
+        must_exist ? "failed (BACKPLANE_REQUIRE_WILD_CORPUS=1)" : "skipped", manifest.c_str());
     return must_exist ? 1 : 77;
   }
   doctest::Context context(argc, argv);
