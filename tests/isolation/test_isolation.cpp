@@ -4,6 +4,7 @@
 #include "support/backend_named.hpp"
 #include "support/keep_segv_in_child.hpp"
 #include "support/loaded_library.hpp"
+#include "support/process_running.hpp"
 #include "support/temp_dir.hpp"
 
 #include "config/config.hpp"
@@ -32,6 +33,7 @@ using backplane::ProbeIsolation;
 using backplane::Runtime;
 using backplane::testing::backend_named;
 using backplane::testing::is_loaded;
+using backplane::testing::is_running;
 using backplane::testing::KeepSegvInChild;
 using backplane::testing::TempDir;
 
@@ -190,11 +192,7 @@ TEST_CASE("[discovery] isolation: a grandchild holding the pipe neither delays d
       if (("\0"s + read_all(entry.path() / "environ") + "\0"s).find("\0"s + marker + "\0"s) == std::string::npos) {
         continue;
       }
-      std::ifstream status(entry.path() / "stat");
-      std::string fields;
-      std::getline(status, fields);
-      const auto state = fields.rfind(") ");
-      if (state != std::string::npos && fields[state + 2] != 'Z') ++count;
+      if (is_running(entry.path())) ++count;
     }
     return count;
   };

@@ -1,4 +1,5 @@
 // `backplane info` as a user runs it: the real binary, the real environment.
+#include "support/process_running.hpp"
 #include "support/run_command.hpp"
 #include "support/temp_dir.hpp"
 
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+using backplane::testing::is_running;
 using backplane::testing::run_command;
 using backplane::testing::TempDir;
 using nlohmann::json;
@@ -333,15 +335,9 @@ TEST_CASE("[cli] info's time limit bounds the whole exchange with the interprete
   child_file >> child;
   REQUIRE(child > 0);
   // Killed, then reaped by init (a zombie until then): no longer running.
-  const auto running = [&] {
-    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
-    std::string fields;
-    std::getline(stat, fields);
-    const auto state = fields.rfind(") ");
-    return state != std::string::npos && fields[state + 2] != 'Z';
-  };
-  for (int attempt = 0; attempt < 200 && running(); ++attempt) ::usleep(50'000);
-  CHECK_FALSE(running());
+  const std::filesystem::path child_entry = "/proc/" + std::to_string(child);
+  for (int attempt = 0; attempt < 200 && is_running(child_entry); ++attempt) ::usleep(50'000);
+  CHECK_FALSE(is_running(child_entry));
 
   // Closes its stdout after answering and lives on: killed at the limit.
   const auto lives_on = stand_in("lives_on", "echo " + site.string() + "\nexec >&-\nsleep 30\n");
