@@ -1,5 +1,6 @@
 """Shared helpers: an isolated runtime over the build tree's plugins."""
 import os
+import socket
 
 import backplane
 
@@ -13,6 +14,14 @@ def isolated_runtime():
     """The build's plugins and the fixture plugins (sim outranks cpu), no
     environment, no config file."""
     return backplane.Runtime(plugin_paths=plugin_dirs(), ignore_environment=True, skip_default_paths=True)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free just now, for a coordinator or a
+    process group's rendezvous."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def optional_module(name):

@@ -5,14 +5,13 @@ process batch of twice the size at every step."""
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import tempfile
 import unittest
 
 import backplane
-from support import isolated_runtime, optional_module
+from support import free_port, isolated_runtime, optional_module
 
 numpy = optional_module("numpy")
 jax = optional_module("jax")
@@ -20,12 +19,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 # Two JAX processes starting on a loaded 2-core machine: generous, and the
 # failure names what did not finish.
 JOB_TIMEOUT_S = 300
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @unittest.skipIf(jax is None or numpy is None, "jax and numpy are needed (scripts/pip-test-packages installs jax)")

@@ -3,12 +3,11 @@ arguments, then an initialised engine (test_torchrun.py and
 test_jax_ranks.py run those in several processes), then RANK and
 WORLD_SIZE, then 0 and 1. stream.rank_source says which."""
 import os
-import socket
 import unittest
 from unittest import mock
 
 import backplane
-from support import isolated_runtime, optional_module
+from support import free_port, isolated_runtime, optional_module
 
 numpy = optional_module("numpy")
 torch = optional_module("torch")
@@ -51,12 +50,6 @@ class RankPrecedenceTest(unittest.TestCase):
     def test_a_variable_that_is_no_integer_is_named(self):
         with self.assertRaisesRegex(backplane.InvalidArgumentError, r"batches\(\): RANK='one' is not an integer"):
             self.starts({"RANK": "one"})
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @unittest.skipIf(torch is None or numpy is None, "torch is not installed for this interpreter (Debian: python3-torch)")
