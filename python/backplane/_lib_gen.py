@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # ---- constants ----
 BP_API_VERSION_MAJOR = 0
-BP_API_VERSION_MINOR = 9
+BP_API_VERSION_MINOR = 10
 BP_API_VERSION_PATCH = 0
 BP_OK = 0
 BP_STATUS_INVALID_ARGUMENT = 1
@@ -90,6 +90,8 @@ BP_DOCUMENTS_NONE = 0
 BP_DOCUMENTS_BOS = 1
 BP_DOCUMENTS_EOS = 2
 BP_DOCUMENTS_STARTS = 3
+BP_SEQUENCE_CONTIGUOUS = 0
+BP_SEQUENCE_HEAD_TAIL = 1
 BP_TRACE_DEFAULT_CAPACITY = 1048576
 
 # ---- callbacks ----
@@ -210,6 +212,13 @@ class bp_schedule_entry(ctypes.Structure):
     ]
 
 
+class bp_mesh_axis(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("size", ctypes.c_int64),
+    ]
+
+
 class bp_batch_stream_options(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -237,6 +246,15 @@ class bp_batch_stream_options(ctypes.Structure):
         ("schedule_count", ctypes.c_size_t),
         ("weight_steps", ctypes.POINTER(ctypes.c_int64)),
         ("weight_step_count", ctypes.c_size_t),
+        ("mesh", ctypes.POINTER(bp_mesh_axis)),
+        ("mesh_axis_count", ctypes.c_size_t),
+        ("batch_axes", ctypes.POINTER(ctypes.c_char_p)),
+        ("batch_axis_count", ctypes.c_size_t),
+        ("sequence_axes", ctypes.POINTER(ctypes.c_char_p)),
+        ("sequence_axis_count", ctypes.c_size_t),
+        ("sequence_order", ctypes.c_int32),
+        ("mesh_ranks", ctypes.POINTER(ctypes.c_int64)),
+        ("mesh_rank_count", ctypes.c_size_t),
     ]
 
 
@@ -261,6 +279,7 @@ class bp_batch_stream_stats(ctypes.Structure):
         ("elapsed_seconds", ctypes.c_double),
         ("windows_per_second", ctypes.c_double),
         ("data_stall_fraction", ctypes.c_double),
+        ("read_bytes", ctypes.c_uint64),
     ]
 
 

@@ -52,6 +52,12 @@
  * and .schedule_count (batch size and context that change at given steps),
  * .weight_steps and .weight_step_count (a mixture that changes); a 0.8
  * struct_size still creates a stream without them. State version 3.
+ * 0.10 layouts: bp_mesh_axis, bp_sequence_order and
+ * bp_batch_stream_options.mesh, .batch_axes, .sequence_axes,
+ * .sequence_order and .mesh_ranks (a step's global batch laid out over a
+ * mesh; a 0.9 struct_size still creates a stream without one);
+ * bp_batch_stream_stats.read_bytes (a 0.9 struct_size is still filled,
+ * without it).
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -66,7 +72,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 9
+#define BP_API_VERSION_MINOR 10
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -766,6 +772,18 @@ typedef struct bp_schedule_entry {
   int64_t context;
 } bp_schedule_entry;
 
+/* API 0.10. One named axis of a layout's mesh (docs/batch-stream.md, "Many
+ * devices, many processes"). */
+typedef struct bp_mesh_axis {
+  const char* name; /* NUL-terminated, copied */
+  int64_t size;     /* >= 1 */
+} bp_mesh_axis;
+
+/* API 0.10. How the sequence axes split the columns. */
+typedef int32_t bp_sequence_order;
+#define BP_SEQUENCE_CONTIGUOUS ((bp_sequence_order)0) /* coordinate c of cp: the c-th of cp equal chunks */
+#define BP_SEQUENCE_HEAD_TAIL ((bp_sequence_order)1)  /* of 2 cp chunks: chunks c and 2 cp - 1 - c */
+
 /* Set struct_size to sizeof, zero what you do not set, then fill at least
  * batch_size and context, or a schedule. */
 typedef struct bp_batch_stream_options {
@@ -826,6 +844,25 @@ typedef struct bp_batch_stream_options {
    * weight_step_count * source_count. 0: `weights` for every step. */
   const int64_t* weight_steps;
   size_t weight_step_count;
+  /* API 0.10 (read only when struct_size covers them; a 0.9 struct_size
+   * means no layout). Read during create only. A layout: the mesh's axes,
+   * row-major in this order (mesh_axis_count 0: no layout); the axes that
+   * split the rows (batch_axes) and the columns (sequence_axes), by name;
+   * and the mesh positions this process takes, one per device (or one for
+   * the default device). With a layout, batch_size is per coordinate of the
+   * batch axes, rank and world_size stay 0, and each device gets the piece
+   * of its position: [rows, L + 1] arrays, or [rows, 2, L / 2 + 1] with
+   * BP_SEQUENCE_HEAD_TAIL and a sequence axis (batch_stream.hpp,
+   * StreamBatch). */
+  const bp_mesh_axis* mesh;
+  size_t mesh_axis_count;
+  const char* const* batch_axes;
+  size_t batch_axis_count;
+  const char* const* sequence_axes;
+  size_t sequence_axis_count;
+  bp_sequence_order sequence_order;
+  const int64_t* mesh_ranks;
+  size_t mesh_rank_count;
 } bp_batch_stream_options;
 
 /* A new stream over `sources` (source_count 1-D arrays of integer tokens, all
@@ -925,6 +962,9 @@ typedef struct bp_batch_stream_stats {
   double elapsed_seconds;     /* from the first next call to the last return */
   double windows_per_second;  /* windows / elapsed_seconds */
   double data_stall_fraction; /* wait_seconds / elapsed_seconds, in [0, 1] */
+  /* API 0.10, written only when struct_size covers it: bytes gathered from
+   * the sources, steps prepared ahead included (each piece's own columns). */
+  uint64_t read_bytes;
 } bp_batch_stream_stats;
 
 BACKPLANE_API bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out);

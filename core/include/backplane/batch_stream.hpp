@@ -91,6 +91,35 @@ struct WeightsEntry {
   bool operator==(const WeightsEntry&) const = default;
 };
 
+// How one step's global batch [G, T] is laid out over a mesh of devices or
+// ranks: the mesh's named axes with their sizes, numbered row-major in the
+// order given (a position's rank is its row-major index, as torch's
+// init_device_mesh and JAX's Mesh number them); the axes that split the
+// rows (batch), those that split the columns (sequence), and the rest,
+// which replicate. docs/batch-stream.md ("Many devices, many processes")
+// specifies it.
+struct BACKPLANE_API Layout {
+  struct Axis {
+    std::string name;
+    std::int64_t size = 0;  // >= 1
+    bool operator==(const Axis&) const = default;
+  };
+  enum class SequenceOrder {
+    kContiguous,  // sequence coordinate c of cp takes the c-th of cp equal chunks
+    kHeadTail,    // of 2 cp equal chunks, coordinate c takes chunks c and 2 cp - 1 - c
+  };
+  std::vector<Axis> mesh;
+  // Axis names, each of the mesh and in at most one of the two lists; a
+  // coordinate over several axes is row-major in the order listed here.
+  std::vector<std::string> batch;
+  std::vector<std::string> sequence;
+  SequenceOrder sequence_order = SequenceOrder::kContiguous;
+  // The mesh positions (ranks) this process serves, one per piece it hands
+  // out: one per entry of BatchStreamOptions::devices, or one for the
+  // default device. Two positions may share a device.
+  std::vector<std::int64_t> ranks;
+};
+
 struct BACKPLANE_API BatchStreamOptions {
   std::int64_t batch_size = 0;  // B: windows per step on this rank (>= 1)
   std::int64_t context = 0;     // T: each window is T + 1 tokens (>= 1)
@@ -136,6 +165,14 @@ struct BACKPLANE_API BatchStreamOptions {
   // the first entry's (leave it empty, or give the same). Empty: `weights`
   // for every step.
   std::vector<WeightsEntry> weight_schedule;
+  // Pieces of a global batch laid out over a mesh; then batch_size is per
+  // coordinate of the batch axes (G = batch_size x their sizes' product),
+  // rank and world_size stay 0 and 1, and each device gets the piece of its
+  // rank in layout.ranks: rows [b B, (b + 1) B) for batch coordinate b and
+  // the columns of its sequence coordinate (x's T / cp of them, y's the
+  // same shifted by one). Nullopt: rank and world_size split the rows and
+  // `devices` split them again.
+  std::optional<Layout> layout;
 };
 
 // The document pieces of one device's batch of `rows` windows: the runs of
@@ -151,7 +188,11 @@ struct BACKPLANE_API DocumentPieces {
 // One step as handed out: per device, its windows and (with documents) the
 // pieces of its x.
 struct BACKPLANE_API StreamBatch {
-  std::vector<Array> tokens;              // [B / devices, T + 1] per device
+  // Per device, in order: [rows, L + 1], x = [:, :L] and y = [:, 1:] (L = T,
+  // or T / cp with a sequence axis); with sequence_order kHeadTail and cp >
+  // 1, [rows, 2, L / 2 + 1]: x is [:, :, :-1] and y [:, :, 1:], each row's
+  // two chunks one after the other.
+  std::vector<Array> tokens;
   std::vector<DocumentPieces> documents;  // one per device with documents, else empty
 };
 
@@ -222,6 +263,9 @@ struct BACKPLANE_API BatchStreamStats {
   double elapsed_seconds = 0;      // from the first next() call to the last return
   double windows_per_second = 0;   // windows / elapsed_seconds
   double data_stall_fraction = 0;  // wait_seconds / elapsed_seconds
+  // Bytes gathered from the sources, steps prepared ahead included: each
+  // piece's own rows and columns (a context-parallel rank reads its share).
+  std::uint64_t read_bytes = 0;
 };
 
 // One window of a step: the source it comes from and its first token.
@@ -257,7 +301,8 @@ class BACKPLANE_API BatchStream {
   // when you want the figure, not every step.
   std::uint64_t resident_bytes() const;
   // This rank's windows at global step `step` (any step, without preparing
-  // it), in batch order.
+  // it), in batch order; with a layout, the rows from its first piece's first
+  // to its last piece's last.
   std::vector<Window> windows(std::int64_t step) const;
 
  private:

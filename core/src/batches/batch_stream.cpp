@@ -74,6 +74,7 @@ BatchStreamState BatchStream::state() const { return impl_->plan.state_at(impl_-
 BatchStreamStats BatchStream::stats() const {
   BatchStreamStats stats = impl_->queue.stats(!impl_->inherited());
   stats.gather_seconds = impl_->gather.seconds();
+  stats.read_bytes = impl_->gather.read_bytes();
   if (stats.elapsed_seconds > 0) {
     stats.windows_per_second = static_cast<double>(stats.windows) / stats.elapsed_seconds;
     stats.data_stall_fraction = std::min(1.0, stats.wait_seconds / stats.elapsed_seconds);

@@ -30,6 +30,16 @@ StepGather::StepGather(const StreamPlan& plan, std::uint64_t trace_id)
   for (std::vector<Window>& slot : ahead_) slot.reserve(static_cast<std::size_t>(plan.largest_batch()));
 }
 
+template <class Visit>
+void StepGather::for_each_piece(std::int64_t step, std::span<const Window> windows, Visit&& visit) const {
+  const std::int64_t global_batch = plan_.global_batch_at(step);
+  const std::int64_t first = plan_.drawn_rows(step).first;
+  for (std::size_t device = 0; device < plan_.targets().size(); ++device) {
+    const RowRange rows = plan_.layout().rows(device, global_batch);
+    visit(device, windows.subspan(static_cast<std::size_t>(rows.first - first), static_cast<std::size_t>(rows.count)));
+  }
+}
+
 double StepGather::seconds() const noexcept {
   return static_cast<double>(nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
 }
@@ -41,14 +51,18 @@ std::span<const Window> StepGather::windows_of(std::int64_t step) {
   // The pages of the step `prefetch` ahead start arriving while this one is
   // gathered: cold windows are read concurrently, not one fault at a time.
   // (The first call draws and advises every step up to there.)
+  // Only the pieces' own columns are advised: a rank that takes half of
+  // each window reads half the bytes.
   const std::int64_t last = std::min(step + plan_.options().prefetch, kLastStep);
   for (; drawn_until_ <= last; ++drawn_until_) {
     std::vector<Window>& drawn = slot(drawn_until_);
-    const StreamPlan::Shape shape = plan_.shape_at(drawn_until_);
-    drawn.resize(static_cast<std::size_t>(shape.batch_size));  // within the capacity of the largest
+    drawn.resize(static_cast<std::size_t>(plan_.drawn_rows(drawn_until_).count));  // within the largest's capacity
     plan_.draw(drawn_until_, drawn);
-    const std::uint64_t bytes = plan_.window_bytes(shape.context);
-    for (const Window& window : drawn) advise_will_need({plan_.first_token(window), bytes});
+    const std::int64_t context = plan_.shape_at(drawn_until_).context;
+    const std::uint64_t bytes = chunk_bytes(context);
+    for_each_piece(drawn_until_, drawn, [&](std::size_t device, std::span<const Window> rows) {
+      for (const std::byte* first : chunk_rows(device, rows, context)) advise_will_need({first, bytes});
+    });
   }
   return slot(step);
 }
@@ -60,15 +74,13 @@ PreparedStep StepGather::gather(std::int64_t step) {
   trace::Span gathering(trace::category::kBatchStream, trace::event::kGather, 0, start);
   const std::span<const Window> windows = windows_of(step);
   const std::int64_t context = plan_.shape_at(step).context;
-  const std::size_t share = windows.size() / plan_.targets().size();
   const DocumentIndex* documents = plan_.documents();
-  for (std::size_t device = 0; device < plan_.targets().size(); ++device) {
-    const std::span<const Window> rows = windows.subspan(device * share, share);
+  for_each_piece(step, windows, [&](std::size_t device, std::span<const Window> rows) {
     PieceLayout layout;
     if (documents != nullptr) layout = layout_for(device, rows, context, step);
     prepared.arrays.push_back(gather_for(device, rows, context, step));
     if (documents != nullptr) prepared.documents.push_back(send_pieces(device, rows, layout, context, step));
-  }
+  });
   prepared.issued = Clock::now();
   if (gathering.active()) {
     // What the step hands out, as stats().bytes counts it.
@@ -91,17 +103,38 @@ PreparedStep StepGather::gather(std::int64_t step) {
   return prepared;
 }
 
+std::uint64_t StepGather::chunk_bytes(std::int64_t context) const noexcept {
+  return plan_.window_bytes(plan_.layout().chunk_length(context));
+}
+
+std::vector<const std::byte*> StepGather::chunk_rows(std::size_t device, std::span<const Window> windows,
+                                                     std::int64_t context) const {
+  const PieceSpec& piece = plan_.layout().pieces()[device];
+  const std::uint64_t chunk =
+      static_cast<std::uint64_t>(plan_.layout().chunk_length(context)) * (dtype_bits(plan_.from()) / 8);
+  std::vector<const std::byte*> rows;
+  rows.reserve(windows.size() * piece.chunks.size());
+  for (const Window& window : windows) {
+    for (const std::int64_t index : piece.chunks) {
+      rows.push_back(plan_.first_token(window) + static_cast<std::uint64_t>(index) * chunk);
+    }
+  }
+  return rows;
+}
+
 Array StepGather::gather_for(std::size_t device, std::span<const Window> windows, std::int64_t context,
                              std::int64_t step) {
   const std::shared_ptr<LiveDevice>& target = plan_.targets()[device];
   const DType from = plan_.from();
   const DType to = plan_.to();
-  const std::int64_t length = context + 1;
-  const std::uint64_t window_bytes = plan_.window_bytes(context);
+  const std::int64_t length = plan_.layout().chunk_length(context) + 1;
+  const std::uint64_t window_bytes = chunk_bytes(context);
+  const std::vector<const std::byte*> rows = chunk_rows(device, windows, context);
+  const std::size_t per_window = plan_.layout().pieces()[device].chunks.size();
   std::vector<std::int64_t> shape{static_cast<std::int64_t>(windows.size()), length};
+  if (per_window > 1) shape.insert(shape.begin() + 1, static_cast<std::int64_t>(per_window));
   const Extent extent = extent_of(to, shape, "BatchStream");
-  std::vector<const std::byte*> rows(windows.size());
-  for (std::size_t index = 0; index < windows.size(); ++index) rows[index] = plan_.first_token(windows[index]);
+  read_bytes_.fetch_add(rows.size() * window_bytes, std::memory_order_relaxed);
   const RowGather gather{from, rows.size(), length, [&](std::byte* destination, DType as) {
                            const std::uint64_t row_out = static_cast<std::uint64_t>(length) * (dtype_bits(as) / 8);
                            pool_->run(rows.size(), [&](std::size_t begin, std::size_t end) {
@@ -112,15 +145,16 @@ Array StepGather::gather_for(std::size_t device, std::span<const Window> windows
                            // After the whole gather, so no thread re-faults what another dropped.
                            for (std::size_t index = 0; index < rows.size(); ++index) {
                              const StreamSource& source =
-                                 plan_.sources()[static_cast<std::size_t>(windows[index].source)];
+                                 plan_.sources()[static_cast<std::size_t>(windows[index / per_window].source)];
                              drop_pages({rows[index], window_bytes}, {source.data, source.array.nbytes()});
                            }
                          }};
   return send_rows(
       plan_.placement(), gather, target, to, std::move(shape), extent,
       [&] {
-        return fmt::format("batch stream step {}: {} windows x {} {} ({}) to {}", step, windows.size(), length,
-                           dtype_name(to), describe_bytes(extent.bytes), target->selector());
+        return fmt::format("batch stream step {}: {} windows x {}{} {} ({}) to {}", step, windows.size(),
+                           per_window > 1 ? fmt::format("{} x ", per_window) : std::string(), length, dtype_name(to),
+                           describe_bytes(extent.bytes), target->selector());
       },
       trace::event::kBatch);
 }

@@ -53,10 +53,24 @@ class StepGather {
   // Time spent in gather() so far, summed over steps (not threads): the
   // draw, the advice, the gather and the issue. Any thread.
   double seconds() const noexcept;
+  // Bytes gathered from the sources so far (each piece's own columns). Any thread.
+  std::uint64_t read_bytes() const noexcept { return read_bytes_.load(std::memory_order_relaxed); }
 
  private:
   std::span<const Window> windows_of(std::int64_t step);
+  // Calls visit(device, rows) for each target, with its rows of `windows`
+  // (the drawn rows of `step`).
+  template <class Visit>
+  void for_each_piece(std::int64_t step, std::span<const Window> windows, Visit&& visit) const;
+  // The bytes of one of a piece's chunks with its one-token overlap: what a
+  // gathered row holds.
+  std::uint64_t chunk_bytes(std::int64_t context) const noexcept;
+  // Piece `device`'s columns of `windows` (its rows), gathered and issued.
   Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t context, std::int64_t step);
+  // The first token of each of the piece's chunks of each window, row by
+  // row: the rows RowGather copies, chunk_length(context) + 1 tokens each.
+  std::vector<const std::byte*> chunk_rows(std::size_t device, std::span<const Window> windows,
+                                           std::int64_t context) const;
   // The pieces of a device's windows, laid out before its tokens are sent
   // (so a step with too many fails before any copy).
   PieceLayout layout_for(std::size_t device, std::span<const Window> windows, std::int64_t context,
@@ -73,6 +87,7 @@ class StepGather {
   std::vector<std::vector<Window>> ahead_;
   std::int64_t drawn_until_;  // the first step not drawn yet
   std::atomic<std::uint64_t> nanoseconds_{0};
+  std::atomic<std::uint64_t> read_bytes_{0};
 };
 
 }  // namespace backplane::detail

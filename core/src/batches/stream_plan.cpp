@@ -81,12 +81,13 @@ StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStream
   if (const std::string loss = value_loss(from_, to_); !loss.empty()) refuse(ErrorCode::kInvalidArgument, loss);
   if (!options_.seed) options_.seed = resume != nullptr ? resume->seed : 0;
   identity_.seed = *options_.seed;
-  identity_.global_batch = entries_.front().batch_size * options_.world_size;
+  const std::int64_t split = layout_->row_split();
+  identity_.global_batch = entries_.front().batch_size * split;
   identity_.context = entries_.front().context;
   identity_.weights = options_.weights;
   for (std::size_t entry = 1; entry < entries_.size(); ++entry) {
     const ScheduleEntry& later = entries_[entry];
-    identity_.schedule.push_back({later.step, later.batch_size * options_.world_size, later.context});
+    identity_.schedule.push_back({later.step, later.batch_size * split, later.context});
   }
   if (weight_entries_.size() > 1) identity_.weight_schedule.assign(weight_entries_.begin() + 1, weight_entries_.end());
   identity_.mixture = BatchStreamState::Mixture::kInterleaved;
@@ -101,13 +102,12 @@ void StreamPlan::check_resume(const BatchStreamState& saved) {
   // Elastic resume: said before the field checks, which would only see two
   // global batches differ.
   const auto splits = [&](std::size_t entry, std::int64_t step, std::int64_t global_batch) {
-    if (global_batch % options_.world_size == 0) return;
+    if (global_batch % layout_->row_split() == 0) return;
     const std::string where = entries_.size() > 1 || !saved.schedule.empty()
                                   ? fmt::format("schedule entry {} (step {}) of the state", entry, step)
                                   : std::string("the state");
-    refuse(ErrorCode::kInvalidArgument,
-           fmt::format("cannot resume: {} has a global batch of {}, which world_size {} cannot split", where,
-                       global_batch, options_.world_size));
+    refuse(ErrorCode::kInvalidArgument, fmt::format("cannot resume: {} has a global batch of {}, which {} cannot split",
+                                                    where, global_batch, layout_->row_split_label()));
   };
   splits(0, 0, saved.global_batch);
   for (std::size_t stage = 0; stage < saved.schedule.size(); ++stage) {
@@ -237,13 +237,6 @@ void StreamPlan::check_options(std::size_t source_count) {
     refuse(ErrorCode::kInvalidArgument,
            fmt::format("prefetch must be in [1, {}], got {}", kMaxPrefetch, options_.prefetch));
   }
-  for (std::size_t index = 0; index < entries_.size(); ++index) {
-    std::int64_t global_batch = 0;
-    if (__builtin_mul_overflow(entries_[index].batch_size, options_.world_size, &global_batch)) {
-      refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} x world_size {} overflows", entry_label(index),
-                                                      entries_[index].batch_size, options_.world_size));
-    }
-  }
   check_weights(source_count);
   if (options_.max_documents < 0) {
     refuse(ErrorCode::kInvalidArgument,
@@ -262,20 +255,41 @@ void StreamPlan::check_options(std::size_t source_count) {
 void StreamPlan::choose_devices(Runtime& runtime) {
   placement_ = placement_of(runtime);
   std::vector<Device> devices = options_.devices;
-  if (devices.empty()) devices.push_back(runtime.default_device().device);
+  // With a layout, several pieces may go to one device (JAX's CPU devices
+  // all read host memory), and no list means the default device for each.
+  const bool layout = options_.layout.has_value();
+  if (devices.empty()) {
+    const std::size_t pieces = layout ? std::max<std::size_t>(options_.layout->ranks.size(), 1) : 1;
+    devices.assign(pieces, runtime.default_device().device);
+  }
   for (std::size_t index = 0; index < devices.size(); ++index) {
-    for (std::size_t earlier = 0; earlier < index; ++earlier) {
+    for (std::size_t earlier = 0; earlier < index && !layout; ++earlier) {
       if (devices[earlier] == devices[index]) {
         refuse(ErrorCode::kInvalidArgument, fmt::format("device {} is listed twice", devices[index].selector()));
       }
     }
     targets_.push_back(placement_->device(devices[index]));
   }
+  layout_.emplace(options_, targets_.size());
   for (std::size_t index = 0; index < entries_.size(); ++index) {
-    if (entries_[index].batch_size % static_cast<std::int64_t>(targets_.size()) != 0) {
-      refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} does not split evenly over {} devices",
-                                                      entry_label(index), entries_[index].batch_size, targets_.size()));
+    const ScheduleEntry& entry = entries_[index];
+    std::int64_t global_batch = 0;
+    if (__builtin_mul_overflow(entry.batch_size, layout_->row_split(), &global_batch)) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} x {} overflows", entry_label(index),
+                                                      entry.batch_size, layout_->row_split_label()));
     }
+    if (!layout && entry.batch_size % static_cast<std::int64_t>(targets_.size()) != 0) {
+      refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} does not split evenly over {} devices",
+                                                      entry_label(index), entry.batch_size, targets_.size()));
+    }
+    if (const std::string why = layout_->refusal(entry.context); !why.empty()) {
+      refuse(ErrorCode::kInvalidArgument, entry_label(index) + why);
+    }
+  }
+  if (layout_->splits_columns() && options_.documents.kind != DocumentBoundaries::Kind::kNone) {
+    refuse(ErrorCode::kUnsupported,
+           "documents with a layout that splits the sequence: each piece's document pieces are not built yet; split "
+           "only the rows (no sequence axis), or leave documents out");
   }
 }
 
@@ -334,11 +348,14 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
 }
 
 void StreamPlan::find_documents() {
-  const auto devices = static_cast<std::int64_t>(targets_.size());
+  // Every piece has as many rows: G / row_blocks.
+  const auto rows_of = [&](std::size_t entry) {
+    return layout_->rows(0, entries_[entry].batch_size * layout_->row_split()).count;
+  };
   std::int64_t largest = 0;
   std::size_t largest_entry = 0;
   for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
-    const std::int64_t rows = entries_[entry].batch_size / devices;
+    const std::int64_t rows = rows_of(entry);
     std::int64_t tokens = 0;
     if (__builtin_mul_overflow(rows, entries_[entry].context, &tokens) || tokens > INT32_MAX) {
       refuse(ErrorCode::kInvalidArgument,
@@ -356,7 +373,7 @@ void StreamPlan::find_documents() {
   // int32, on the host and on each device) sized past that holds only
   // padding, and from 2^31 it is gigabytes a step or more than a vector holds.
   if (options_.max_documents > largest) {
-    const std::int64_t rows = entries_[largest_entry].batch_size / devices;
+    const std::int64_t rows = rows_of(largest_entry);
     const std::string which = options_.schedule.empty() ? ""
                                                         : fmt::format(" (schedule entry {}, step {}, the largest)",
                                                                       largest_entry, entries_[largest_entry].step);
@@ -401,7 +418,7 @@ std::vector<Segment> StreamPlan::segments() const {
     const ScheduleEntry& shape = entries_[entry_at(entries_, first)];
     Segment segment;
     segment.first_step = first;
-    segment.global_batch = static_cast<std::uint64_t>(shape.batch_size * options_.world_size);
+    segment.global_batch = static_cast<std::uint64_t>(shape.batch_size * layout_->row_split());
     segment.context = shape.context;
     if (!weight_entries_.empty()) segment.weights = weight_entries_[entry_at(weight_entries_, first)].weights;
     for (std::size_t source = 0; source < sources_.size(); ++source) {
@@ -422,10 +439,10 @@ void StreamPlan::check_window_counts() const {
       for (const std::uint64_t count : segment.starts) total_starts += count;
       if (segment.global_batch > total_starts) {
         refuse(ErrorCode::kOutOfRange,
-               fmt::format("{}{} distinct windows per global step (batch_size {} x world_size {}) do not fit in the "
-                           "{} {} of the sources",
-                           label, segment.global_batch, entries_[entry].batch_size, options_.world_size, total_starts,
-                           what));
+               fmt::format("{}{} distinct windows per global step (batch_size {} x {}) do not fit in the {} {} of "
+                           "the sources",
+                           label, segment.global_batch, entries_[entry].batch_size, layout_->row_split_label(),
+                           total_starts, what));
       }
       continue;
     }
@@ -447,17 +464,24 @@ StreamPlan::Shape StreamPlan::shape_at(std::int64_t step) const noexcept {
 
 std::int64_t StreamPlan::largest_batch() const noexcept {
   std::int64_t largest = 0;
-  for (const ScheduleEntry& entry : entries_) largest = std::max(largest, entry.batch_size);
+  for (const ScheduleEntry& entry : entries_) {
+    largest = std::max(largest, layout_->hull(entry.batch_size * layout_->row_split()).count);
+  }
   return largest;
 }
+
+std::int64_t StreamPlan::global_batch_at(std::int64_t step) const noexcept {
+  return shape_at(step).batch_size * layout_->row_split();
+}
+
+RowRange StreamPlan::drawn_rows(std::int64_t step) const noexcept { return layout_->hull(global_batch_at(step)); }
 
 std::uint64_t StreamPlan::window_bytes(std::int64_t context) const noexcept {
   return static_cast<std::uint64_t>(context + 1) * (dtype_bits(from_) / 8);
 }
 
 void StreamPlan::draw(std::int64_t step, std::span<Window> out) const {
-  const Shape shape = shape_at(step);
-  sampler_->draw(static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(options_.rank * shape.batch_size), out);
+  sampler_->draw(static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(drawn_rows(step).first), out);
   // The sampler draws a document's place in its source's list of starts.
   if (!documents_) return;
   for (Window& window : out) {
@@ -468,7 +492,7 @@ void StreamPlan::draw(std::int64_t step, std::span<Window> out) const {
 
 std::vector<Window> StreamPlan::windows(std::int64_t step) const {
   if (step < 0) refuse(ErrorCode::kOutOfRange, fmt::format("step {} is negative", step));
-  std::vector<Window> drawn(static_cast<std::size_t>(shape_at(step).batch_size));
+  std::vector<Window> drawn(static_cast<std::size_t>(drawn_rows(step).count));
   draw(step, drawn);
   return drawn;
 }

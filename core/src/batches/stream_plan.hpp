@@ -6,6 +6,7 @@
 
 #include "batches/document_index.hpp"
 #include "batches/sampler.hpp"
+#include "batches/stream_layout.hpp"
 #include "batches/stream_source.hpp"
 #include "placement/placement.hpp"
 #include "util/page_advice.hpp"
@@ -44,15 +45,22 @@ class StreamPlan {
   std::int64_t first_step() const noexcept { return first_step_; }
   // The B and T of global `step` (>= 0), as the schedule has them.
   Shape shape_at(std::int64_t step) const noexcept;
-  // The most windows a step has on this rank, over the whole schedule.
+  // The most windows this process draws of a step, over the whole schedule.
   std::int64_t largest_batch() const noexcept;
+  // Where each target's piece lies in a step's global batch.
+  const StreamLayout& layout() const noexcept { return *layout_; }
+  // The global batch G of `step`.
+  std::int64_t global_batch_at(std::int64_t step) const noexcept;
+  // The rows of `step` this process draws: from its first piece's first row
+  // to its last piece's last.
+  RowRange drawn_rows(std::int64_t step) const noexcept;
   // The sources' documents; null without documents.
   const DocumentIndex* documents() const noexcept { return documents_ ? &*documents_ : nullptr; }
   // Bytes of a window of context + 1 tokens in the sources.
   std::uint64_t window_bytes(std::int64_t context) const noexcept;
 
-  // This rank's windows of global `step` (>= 0), in batch order, into `out`,
-  // which holds shape_at(step).batch_size of them.
+  // This process's windows of global `step` (>= 0), drawn_rows(step), in
+  // batch order, into `out`, which holds that many.
   void draw(std::int64_t step, std::span<Window> out) const;
   // As draw(), refusing a negative step (kOutOfRange).
   std::vector<Window> windows(std::int64_t step) const;
@@ -88,6 +96,7 @@ class StreamPlan {
   // each (no weights entry: unweighted).
   std::vector<ScheduleEntry> entries_;
   std::vector<WeightsEntry> weight_entries_;
+  std::optional<StreamLayout> layout_;
   std::shared_ptr<Placement> placement_;
   std::vector<std::shared_ptr<LiveDevice>> targets_;
   std::vector<StreamSource> sources_;

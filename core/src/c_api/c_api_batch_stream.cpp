@@ -71,6 +71,56 @@ static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_tok
               "a 0.7 struct ends before the first 0.8 field it cannot hold");
 // 0.8 ended with max_documents, whose end is aligned for `schedule`.
 constexpr std::size_t kOptionsSize_0_8 = offsetof(bp_batch_stream_options, schedule);
+// 0.9 ended with weight_step_count, whose end is aligned for `mesh`.
+constexpr std::size_t kOptionsSize_0_9 = offsetof(bp_batch_stream_options, mesh);
+constexpr std::size_t kStatsSize_0_9 = offsetof(bp_batch_stream_stats, read_bytes);
+
+// The layout of the C options (API 0.10), or nullopt without a mesh. Only
+// NULL arrays and names are checked here; what they mean is BatchStream's.
+std::optional<Layout> layout_of(const bp_batch_stream_options& options, const char* function) {
+  if (options.mesh_axis_count == 0) {
+    if (options.batch_axis_count + options.sequence_axis_count + options.mesh_rank_count > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: options->batch_axes, sequence_axes or mesh_ranks are given without a mesh "
+                              "(options->mesh_axis_count is 0)",
+                              function));
+    }
+    return std::nullopt;
+  }
+  require_non_null(options.mesh, function, "options->mesh");
+  Layout layout;
+  for (std::size_t k = 0; k < options.mesh_axis_count; ++k) {
+    if (options.mesh[k].name == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: options->mesh[{}].name is NULL", function, k));
+    }
+    layout.mesh.push_back({options.mesh[k].name, options.mesh[k].size});
+  }
+  const auto names = [&](const char* const* list, std::size_t count, const char* field) {
+    std::vector<std::string> out;
+    if (count > 0) require_non_null(list, function, field);
+    for (std::size_t k = 0; k < count; ++k) {
+      if (list[k] == nullptr) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}[{}] is NULL", function, field, k));
+      }
+      out.emplace_back(list[k]);
+    }
+    return out;
+  };
+  layout.batch = names(options.batch_axes, options.batch_axis_count, "options->batch_axes");
+  layout.sequence = names(options.sequence_axes, options.sequence_axis_count, "options->sequence_axes");
+  switch (options.sequence_order) {
+    case BP_SEQUENCE_CONTIGUOUS: layout.sequence_order = Layout::SequenceOrder::kContiguous; break;
+    case BP_SEQUENCE_HEAD_TAIL: layout.sequence_order = Layout::SequenceOrder::kHeadTail; break;
+    default:
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: options->sequence_order {} is not a bp_sequence_order (BP_SEQUENCE_CONTIGUOUS 0, "
+                              "BP_SEQUENCE_HEAD_TAIL 1)",
+                              function, options.sequence_order));
+  }
+  if (options.mesh_rank_count > 0) require_non_null(options.mesh_ranks, function, "options->mesh_ranks");
+  layout.ranks.assign(options.mesh_ranks, options.mesh_ranks + options.mesh_rank_count);
+  return layout;
+}
 
 // The documents of the C options (API 0.8) as the C++ ones. Only what C alone
 // can get wrong is checked here (a kind that is none, NULL arrays); what the
@@ -162,7 +212,8 @@ BatchStreamOptions options_of(Runtime& runtime, const bp_batch_stream_options& o
     cxx.documents = documents_of(options, source_count, function);
     cxx.max_documents = options.max_documents;
   }
-  if (options.struct_size >= sizeof(bp_batch_stream_options)) schedules_of(options, source_count, function, cxx);
+  if (options.struct_size >= kOptionsSize_0_9) schedules_of(options, source_count, function, cxx);
+  if (options.struct_size >= sizeof(bp_batch_stream_options)) cxx.layout = layout_of(options, function);
   return cxx;
 }
 
@@ -194,7 +245,7 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
     require_non_null(options, kFunction, "options");
     require_non_null(out, kFunction, "out");
     if (options->struct_size != kOptionsSize_0_5 && options->struct_size != kOptionsSize_0_7 &&
-        options->struct_size != kOptionsSize_0_8) {
+        options->struct_size != kOptionsSize_0_8 && options->struct_size != kOptionsSize_0_9) {
       require_struct_size(options->struct_size, sizeof(bp_batch_stream_options), kFunction, "options");
     }
     if (source_count > 0) require_non_null(sources, kFunction, "sources");
@@ -204,7 +255,8 @@ bp_status bp_batch_stream_create(bp_runtime* runtime, const bp_array* const* sou
       arrays.push_back(*array_of(sources[i], kFunction));
     }
     BatchStreamOptions cxx_options = options_of(*cxx, *options, source_count, kFunction);
-    const std::size_t devices = cxx_options.devices.empty() ? 1 : cxx_options.devices.size();
+    const std::size_t pieces = cxx_options.layout ? cxx_options.layout->ranks.size() : 1;
+    const std::size_t devices = cxx_options.devices.empty() ? pieces : cxx_options.devices.size();
     const bool documents = cxx_options.documents.kind != DocumentBoundaries::Kind::kNone;
     std::optional<BatchStreamState> resume;
     if (options->state != nullptr) resume = BatchStreamState::from_json(options->state);
@@ -327,7 +379,9 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     constexpr const char* kFunction = "bp_batch_stream_stats_get";
     std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
     require_non_null(out, kFunction, "out");
-    require_struct_size(out->struct_size, sizeof(bp_batch_stream_stats), kFunction, "out");
+    if (out->struct_size != kStatsSize_0_9) {
+      require_struct_size(out->struct_size, sizeof(bp_batch_stream_stats), kFunction, "out");
+    }
     const BatchStreamStats stats = live->stream->stats();
     out->steps = stats.steps;
     out->windows = stats.windows;
@@ -338,6 +392,7 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     out->elapsed_seconds = stats.elapsed_seconds;
     out->windows_per_second = stats.windows_per_second;
     out->data_stall_fraction = stats.data_stall_fraction;
+    if (out->struct_size >= sizeof(bp_batch_stream_stats)) out->read_bytes = stats.read_bytes;
   });
 }
 
