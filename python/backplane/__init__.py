@@ -24,6 +24,7 @@ from ._array import Array
 from ._batches import BatchStats, BatchStream, BatchStreamStats, Documents, Window, batches
 from ._devices import Backend, DefaultDevice, Device, DeviceInfo, MemoryStats
 from ._dtypes import bits as _bits
+from ._layout import Layout
 from ._errors import (CancelledError, ConfigError, DeviceError, Error, FileSystemError, InternalError,
                       InvalidArgumentError, InvalidFileError, MissingFileError, NotFoundError, OutOfMemoryError,
                       OutOfRangeError, PluginError, UnavailableError, UnsupportedError)
@@ -35,7 +36,7 @@ from ._tokens import load_tokens
 __all__ = [
     "Array", "Backend", "BatchStats", "BatchStream", "BatchStreamStats", "CancelledError", "ConfigError", "DefaultDevice",
     "DefaultDeviceScope", "Device", "DeviceError", "DeviceInfo", "Documents", "Error", "FileSystemError", "InternalError",
-    "InvalidArgumentError", "InvalidFileError", "MemoryStats", "MissingFileError", "NotFoundError",
+    "InvalidArgumentError", "InvalidFileError", "Layout", "MemoryStats", "MissingFileError", "NotFoundError",
     "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
     "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",
     "devices", "dtype_bits", "from_dlpack", "is_available", "jax_device", "library_path", "load_tokens", "safetensors",

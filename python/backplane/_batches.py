@@ -39,6 +39,8 @@ from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64
                                _sources, _state_text)
 from ._errors import OutOfRangeError
 from ._fork_safe import ForkSafeLock
+from ._global_arrays import GlobalBatches, refuse_rank_arguments
+from ._layout import CLayout, Layout
 from ._runtime import DeviceLike, Runtime, runtime_of
 
 if TYPE_CHECKING:
@@ -80,6 +82,7 @@ class BatchStreamStats:
     elapsed_seconds: float  # from the first next() to the last return
     windows_per_second: float
     data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
+    read_bytes: int  # bytes gathered from the sources, prefetched steps included (a piece's own columns)
 
 
 BatchStats = BatchStreamStats  # the name this class had before it took the C++ one
@@ -111,9 +114,21 @@ class Documents(NamedTuple):
 XY_MODES = ("copies", "views")
 
 
+def _head_tail_pair(tensor: Any) -> Tuple[Any, Any]:
+    """x and y of a head_tail piece [rows, 2, L + 1]: each row's two chunks
+    one after the other, as copies (a reshape of a strided view)."""
+    rows = tensor.shape[0]
+    if isinstance(tensor, numpy.ndarray):
+        return (numpy.ascontiguousarray(tensor[:, :, :-1]).reshape(rows, -1),
+                numpy.ascontiguousarray(tensor[:, :, 1:]).reshape(rows, -1))
+    return tensor[:, :, :-1].reshape(rows, -1), tensor[:, :, 1:].reshape(rows, -1)
+
+
 def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
     """x and y as contiguous copies that share no memory with each other or
     with the batch buffer, made by the framework the tensor belongs to."""
+    if len(tensor.shape) == 3:
+        return _head_tail_pair(tensor)
     if isinstance(tensor, numpy.ndarray):
         return numpy.array(tensor[:, :-1], order="C"), numpy.array(tensor[:, 1:], order="C")
     module = type(tensor).__module__
@@ -144,11 +159,13 @@ def _jax_pair_from_host(batch: Any) -> Tuple[Any, Any]:
     global _jax_split
     if _jax_split is None:
         import jax
-        _jax_split = jax.jit(lambda windows: (windows[:, :-1], windows[:, 1:]))
+        _jax_split = jax.jit(lambda windows: _view_pair(windows))
     return _jax_split(batch)
 
 
 def _view_pair(tensor: Any) -> Tuple[Any, Any]:
+    if len(tensor.shape) == 3:
+        return _head_tail_pair(tensor)
     return tensor[:, :-1], tensor[:, 1:]
 
 
@@ -244,7 +261,7 @@ class BatchStream(Generic[Item]):
                  weights: Optional[WeightsLike] = None, threads: int = 0, release_pages: bool = False,
                  documents: Any = None, max_documents: int = 0, state: Optional[StateLike] = None,
                  to: Union[None, str, Converter] = None, xy: str = "copies",
-                 runtime: Optional[Runtime] = None) -> None:
+                 runtime: Optional[Runtime] = None, layout: Optional[Layout] = None, sharding: Any = None) -> None:
         """Training batches of `batch_size` windows of `context` + 1 tokens
         from the 1-D token array `tokens` (or a list of them), as (x, y)
         pairs with y shifted by one token. Every argument is checked here,
@@ -309,6 +326,18 @@ class BatchStream(Generic[Item]):
             y = batch[:, 1:], no copy, but they overlap (writing one changes
             the other) and are not contiguous. JAX slices are new immutable
             arrays either way.
+        layout: a Layout: this rank's piece of each step's global batch over
+            a mesh with data, tensor and context parallel axes (then
+            batch_size is per coordinate of the batch axes, and rank,
+            world_size and a device list are refused). With
+            sequence_order="head_tail" and a sequence axis, x and y are
+            copies even with xy="views".
+        sharding: a jax.sharding.NamedSharding: x and y are global
+            jax.Arrays of shape [batch_size, T] with this sharding (the
+            spec's first entry names the batch axes, its second the
+            sequence axes); batch_size is the global array's first
+            dimension, as JAX has it, and each process fills only its own
+            devices' shards.
         """
         self._handle: Optional[ctypes.c_void_p] = None
         self._swap = ForkSafeLock()
@@ -335,9 +364,37 @@ class BatchStream(Generic[Item]):
         threads = _integer("threads", threads, 0, _UINT32_LIMIT)
         if not isinstance(release_pages, bool):
             raise _invalid(f"release_pages must be True or False, got {release_pages!r}")
-        rank, world_size, self.rank_source = _ranks(rank, world_size)
+        self._layout: Optional[CLayout] = None
+        self._global: Optional[GlobalBatches] = None
+        if layout is not None and sharding is not None:
+            raise _invalid("layout= and sharding= both given: pass a Layout for this rank's piece, or a "
+                           "NamedSharding for global JAX arrays")
+        if layout is not None or sharding is not None:
+            refuse_rank_arguments("layout" if layout is not None else "sharding", rank, world_size, device)
+            rank, world_size = 0, 1
+        if layout is not None:
+            if not isinstance(layout, Layout):
+                raise _invalid(f"layout={layout!r}: expected a backplane.Layout")
+            mine, self.rank_source = layout.resolve_rank()
+            self._layout = CLayout(layout.mesh, layout.batch, layout.sequence, layout.sequence_order, [mine])
+        elif sharding is None:
+            rank, world_size, self.rank_source = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
         targets = self._targets(device)
+        if sharding is not None:
+            if to not in (None, "jax"):
+                raise _invalid(f"sharding= with to={to!r}: a sharding makes global jax.Arrays; leave to out or pass "
+                               "'jax'")
+            to = "jax"
+            self._global = GlobalBatches(sharding, self._runtime)
+            self.rank_source = "jax sharding"
+            self._layout = self._global.layout()
+            targets = [target._to_c() for target in self._global.targets]
+            if documents is not None:
+                raise _invalid("sharding= with documents=: global arrays of document pieces are not built yet; "
+                               "use a Layout that splits only the rows for documents")
+            batch_size, schedule = self._global.local_shapes(batch_size, schedule)
+            self._batch_size = 0 if batch_size is None else batch_size
         self._schedules = _schedules(batch_size, context, schedule, weights, len(sources))
         weight_array, weight_steps = self._schedules.weights, self._schedules.weight_steps
         max_documents = _int64("max_documents", max_documents, "an int >= 0")
@@ -394,6 +451,8 @@ class BatchStream(Generic[Item]):
             weight_steps=None if weight_steps is None else ctypes.cast(weight_steps, ctypes.POINTER(ctypes.c_int64)),
             weight_step_count=0 if weight_steps is None else len(weight_steps),
         )
+        if self._layout is not None:
+            self._layout.fill(self._options)
         self._arrays_per_step = max(len(targets), 1)
         self._out = (ctypes.c_void_p * self._arrays_per_step)()
         self._pieces = (_lib.bp_batch_pieces * self._arrays_per_step)()
@@ -485,6 +544,11 @@ class BatchStream(Generic[Item]):
                 arrays = [Array(runtime, ctypes.c_void_p(out[index])) for index in range(self._count.value)]
             convert, split = self._convert, self._split
             try:
+                if self._global is not None:
+                    item = self._global.assemble(arrays)
+                    self._pending = None
+                    self._step += 1
+                    return cast(Item, item)
                 pairs = [split(convert(array)) for array in arrays]
             except BaseException:
                 # Not consumed: the next next() hands this step out again.

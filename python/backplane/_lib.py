@@ -41,6 +41,9 @@ from ._lib_gen import bp_batch_pieces as bp_batch_pieces
 from ._lib_gen import bp_batch_stream_options as bp_batch_stream_options
 from ._lib_gen import bp_batch_stream_stats as bp_batch_stream_stats
 from ._lib_gen import bp_schedule_entry as bp_schedule_entry
+from ._lib_gen import bp_mesh_axis as bp_mesh_axis  # batches(layout=...)
+from ._lib_gen import BP_SEQUENCE_CONTIGUOUS as BP_SEQUENCE_CONTIGUOUS
+from ._lib_gen import BP_SEQUENCE_HEAD_TAIL as BP_SEQUENCE_HEAD_TAIL
 from ._lib_gen import bp_device as bp_device
 from ._lib_gen import bp_memory_stats as bp_memory_stats
 from ._lib_gen import bp_runtime_options as bp_runtime_options
