@@ -208,6 +208,7 @@ class BatchOptions(TypedDict, total=False):
     state: Optional[StateLike]
     xy: str
     runtime: Optional[Runtime]
+    layout: Optional[Layout]
 
 
 class BatchStream(Generic[Item]):
@@ -250,7 +251,7 @@ class BatchStream(Generic[Item]):
     @overload
     def __init__(self: BatchStream[Any], tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,
                  context: Optional[int] = None, *, device: Union[None, DeviceLike, Sequence[DeviceLike]] = None,
-                 documents: Any = None, to: Union[None, str, Converter] = None,
+                 documents: Any = None, to: Union[None, str, Converter] = None, sharding: Any = None,
                  **options: Unpack[BatchOptions]) -> None: ...
 
     def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,
