@@ -127,8 +127,6 @@ def _head_tail_pair(tensor: Any) -> Tuple[Any, Any]:
 def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
     """x and y as contiguous copies that share no memory with each other or
     with the batch buffer, made by the framework the tensor belongs to."""
-    if len(tensor.shape) == 3:
-        return _head_tail_pair(tensor)
     if isinstance(tensor, numpy.ndarray):
         return numpy.array(tensor[:, :-1], order="C"), numpy.array(tensor[:, 1:], order="C")
     module = type(tensor).__module__
@@ -159,13 +157,23 @@ def _jax_pair_from_host(batch: Any) -> Tuple[Any, Any]:
     global _jax_split
     if _jax_split is None:
         import jax
-        _jax_split = jax.jit(lambda windows: _view_pair(windows))
+        _jax_split = jax.jit(lambda windows: (windows[:, :-1], windows[:, 1:]))
     return _jax_split(batch)
 
 
+_jax_head_tail_split: Optional[Callable[[Any], Tuple[Any, Any]]] = None
+
+
+def _jax_head_tail_pair_from_host(batch: Any) -> Tuple[Any, Any]:
+    """_jax_pair_from_host for a head_tail piece [rows, 2, L + 1]."""
+    global _jax_head_tail_split
+    if _jax_head_tail_split is None:
+        import jax
+        _jax_head_tail_split = jax.jit(_head_tail_pair)
+    return _jax_head_tail_split(batch)
+
+
 def _view_pair(tensor: Any) -> Tuple[Any, Any]:
-    if len(tensor.shape) == 3:
-        return _head_tail_pair(tensor)
     return tensor[:, :-1], tensor[:, 1:]
 
 
@@ -454,6 +462,9 @@ class BatchStream(Generic[Item]):
         )
         if self._layout is not None:
             self._layout.fill(self._options)
+        if layout is not None and layout.head_tail:
+            # Pieces [rows, 2, L + 1]: x and y are each row's two chunks.
+            self._split = _jax_head_tail_pair_from_host if self._split is _jax_pair_from_host else _head_tail_pair
         self._arrays_per_step = max(len(targets), 1)
         self._out = (ctypes.c_void_p * self._arrays_per_step)()
         self._pieces = (_lib.bp_batch_pieces * self._arrays_per_step)()

@@ -75,6 +75,15 @@ class Layout:
             size *= axis
         return size
 
+    @property
+    def head_tail(self) -> bool:
+        """Whether pieces hold two chunks of each row (head_tail over a
+        sequence axis of more than one rank)."""
+        columns = 1
+        for name in self.sequence:
+            columns *= self.mesh.get(name, 1)
+        return self.sequence_order == "head_tail" and columns > 1
+
     def resolve_rank(self) -> Tuple[int, str]:
         """(this process's rank, where it came from): the argument, else an
         initialised torch.distributed's (whose world size must be the mesh's

@@ -61,6 +61,18 @@ class LayoutTest(unittest.TestCase):
                         self.assertTrue(x.flags["C_CONTIGUOUS"] and y.flags["C_CONTIGUOUS"])
                         self.assertFalse(numpy.shares_memory(x, y))
 
+    def test_head_tail_pieces_in_torch_and_jax_equal_numpy(self):
+        layout = backplane.Layout({"cp": 2}, sequence="cp", rank=1, sequence_order="head_tail")
+        expected = list(self.stream(4, layout=layout))
+        for name in ("torch", "jax"):
+            if optional_module(name) is None:
+                continue
+            for xy in ("copies", "views"):
+                for step, (x, y) in enumerate(self.stream(4, layout=layout, to=name, xy=xy, dtype="int32")):
+                    with self.subTest(to=name, xy=xy, step=step):
+                        numpy.testing.assert_array_equal(numpy.asarray(x), expected[step][0])
+                        numpy.testing.assert_array_equal(numpy.asarray(y), expected[step][1])
+
     def test_a_context_parallel_rank_reads_about_half_the_bytes(self):
         whole = self.stream(4, context=512, steps=6, prefetch=1, layout=backplane.Layout({"dp": 2}, batch="dp", rank=1))
         half = self.stream(4, context=512, steps=6, prefetch=1,
