@@ -3,7 +3,7 @@
 //
 // Every copy becomes a Transfer (two byte ranges plus what keeps them alive);
 // sync copies run it on the caller's thread, async copies queue it on the
-// backend's CopyWorker and hand back an event that the worker completes.
+// device's CopyWorker and hand back an event that the worker completes.
 #include "sim_backend.hpp"
 
 #include <algorithm>
@@ -60,19 +60,43 @@ struct SimBackend::Transfer {
 };
 
 SimBackend::SimBackend(const Options& options)
-    : options_(options), in_use_(static_cast<std::size_t>(options.devices)) {}
+    : options_(options),
+      in_use_(static_cast<std::size_t>(options.devices)),
+      engine_free_at_(static_cast<std::size_t>(options.devices)) {
+  for (std::int32_t device = 0; device < options.devices; ++device) workers_.push_back(std::make_unique<CopyWorker>());
+}
 
-SimBackend::~SimBackend() { worker_.stop(); }
+SimBackend::~SimBackend() {
+  for (const auto& worker : workers_) worker->stop();
+}
+
+void SimBackend::throttle(std::int32_t engine, std::uint64_t size) {
+  const std::uint64_t cap = options_.copy_bytes_per_second;
+  if (cap == 0) return;
+  using Clock = std::chrono::steady_clock;
+  const auto takes = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(static_cast<double>(size) / static_cast<double>(cap)));
+  Clock::time_point done;
+  {
+    const std::lock_guard lock(throttle_mutex_);
+    Clock::time_point& free_at = engine_free_at_[static_cast<std::size_t>(engine)];
+    free_at = std::max(free_at, Clock::now()) + takes;
+    done = free_at;
+  }
+  std::this_thread::sleep_until(done);
+}
 
 std::unique_ptr<SimBackend> SimBackend::create(const sdk::Options& options) {
-  options.allow_only({"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us", "probe_priority",
-                      "report_free", "no_device_to_device", "stated_dlpack_device_type"});
+  options.allow_only({"devices", "memory_limit", "fail_alloc_at", "fail_copy_at", "copy_delay_us",
+                      "copy_bytes_per_second", "probe_priority", "report_free", "no_device_to_device",
+                      "stated_dlpack_device_type"});
   Options parsed;
   parsed.devices = static_cast<std::int32_t>(options.integer("devices", 1, 1, 64));
   parsed.memory_limit = options.unsigned_integer("memory_limit", parsed.memory_limit, 0, UINT64_MAX);
   parsed.fail_alloc_at = options.unsigned_integer("fail_alloc_at", 0, 0, UINT64_MAX);
   parsed.fail_copy_at = options.unsigned_integer("fail_copy_at", 0, 0, UINT64_MAX);
   parsed.copy_delay_us = options.unsigned_integer("copy_delay_us", 0, 0, kMaxCopyDelayUs);
+  parsed.copy_bytes_per_second = options.unsigned_integer("copy_bytes_per_second", 0, 0, INT64_MAX);
   parsed.report_free = options.unsigned_integer("report_free", 1, 0, 1) != 0;
   parsed.no_device_to_device = options.unsigned_integer("no_device_to_device", 0, 0, 1) != 0;
   // Signed, unlike the SDK's integers: a wrong type is what this option is for.
@@ -103,7 +127,8 @@ sdk::DeviceDescription SimBackend::describe(std::int32_t ordinal) {
           BP_DEVICE_KIND_ACCELERATOR,
           {{"simulated", "true"},
            {"memory_limit", std::to_string(options_.memory_limit)},
-           {"copy_delay_us", std::to_string(options_.copy_delay_us)}}};
+           {"copy_delay_us", std::to_string(options_.copy_delay_us)},
+           {"copy_bytes_per_second", std::to_string(options_.copy_bytes_per_second)}}};
 }
 
 sdk::MemoryFigures SimBackend::memory(std::int32_t ordinal) {
@@ -178,7 +203,7 @@ SimBackend::Buffer::~Buffer() {
   if (wrapped) {
     // Wrapped memory goes back to its owner once the handle is gone: nothing
     // queued may still use it then.
-    backend->worker_.drain();
+    backend->drain_all();
     return;
   }
   if (kind != BP_MEMORY_DEVICE) return;
@@ -193,13 +218,13 @@ std::unique_ptr<SimBackend::Event> SimBackend::copy_to_device(Buffer& destinatio
                                                               const void* source, std::uint64_t size, sdk::Mode mode) {
   return run(
       {nullptr, destination.storage, static_cast<const std::byte*>(source), destination.storage.get() + offset, size},
-      mode);
+      destination.ordinal, mode);
 }
 
 std::unique_ptr<SimBackend::Event> SimBackend::copy_to_host(Buffer& source, std::uint64_t offset, void* destination,
                                                             std::uint64_t size, sdk::Mode mode) {
   return run({source.storage, nullptr, source.storage.get() + offset, static_cast<std::byte*>(destination), size},
-             mode);
+             source.ordinal, mode);
 }
 
 std::unique_ptr<SimBackend::Event> SimBackend::copy_device_to_device(Buffer& source, std::uint64_t source_offset,
@@ -212,14 +237,15 @@ std::unique_ptr<SimBackend::Event> SimBackend::copy_device_to_device(Buffer& sou
   }
   return run({source.storage, destination.storage, source.storage.get() + source_offset,
               destination.storage.get() + destination_offset, size},
-             mode);
+             destination.ordinal, mode);
 }
 
-std::unique_ptr<SimBackend::Event> SimBackend::run(Transfer transfer, sdk::Mode mode) {
+std::unique_ptr<SimBackend::Event> SimBackend::run(Transfer transfer, std::int32_t engine, sdk::Mode mode) {
   transfer.number = ++copies_;
   transfer.inject_failure = transfer.number == options_.fail_copy_at;
   if (mode == sdk::Mode::kBlocking) {
     if (transfer.inject_failure) throw sdk::Failure(BP_ERROR_DEVICE, transfer.failure_message(options_.fail_copy_at));
+    throttle(engine, transfer.size);
     transfer.move_bytes();
     return nullptr;
   }
@@ -227,8 +253,11 @@ std::unique_ptr<SimBackend::Event> SimBackend::run(Transfer transfer, sdk::Mode 
   event->backend = this;
   event->completion = std::make_shared<Completion>();
   try {
-    worker_.submit(
-        [this, completion = event->completion, transfer = std::move(transfer)] { complete(*completion, transfer); });
+    workers_[static_cast<std::size_t>(engine)]->submit(
+        [this, engine, completion = event->completion, transfer = std::move(transfer)] {
+          throttle(engine, transfer.size);
+          complete(*completion, transfer);
+        });
   } catch (...) {
     event->completion->done = true;  // never queued: nothing for ~Event to wait for
     throw;

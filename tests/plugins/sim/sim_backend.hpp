@@ -13,8 +13,10 @@
 //     BP_MEMORY_PINNED_HOST is ordinary 64-byte aligned host memory (address
 //     out is its host pointer),
 //   the three sync copies, and the three async copies, which run in order on
-//     one worker thread per backend (started on the first async call, joined
-//     by backend_destroy), so BP_CAPABILITY_ASYNC is set,
+//     one copy engine (a worker thread) per device, the destination's (a copy
+//     to the host: the source's), started on the first async call to it and
+//     joined by backend_destroy, so BP_CAPABILITY_ASYNC is set; the devices'
+//     engines run at once, as a GPU's own copy engines do,
 //   event_wait (returns the copy's error), event_query, event_destroy
 //     (waits for the copy),
 //   memory_wrap: an address inside a live device allocation of that device
@@ -39,6 +41,11 @@
 //                  submission. 0 (default): never.
 //   copy_delay_us  0..60000000: each async copy sleeps this long on the worker
 //                  before moving data, so overlap is observable. Default 0.
+//   copy_bytes_per_second  0..2^63, default 0 (no cap): each device's copy
+//                  engine moves at most this many bytes a second, as a link
+//                  of that bandwidth would (a token bucket per engine, which
+//                  sync copies to or from that device also draw on). The
+//                  bench of many devices measures the sum against N x cap.
 //   probe_priority 0..1000: the priority probe reports (ABI 1.2), in place of
 //                  the table's 50. Default: the table's.
 //   report_free    0 or 1, default 1. 0: device_info answers memory_free
@@ -65,6 +72,7 @@
 #include <backplane/plugin_sdk.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -99,7 +107,8 @@ class SimBackend {
     std::uint64_t fail_alloc_at = 0;  // 0: never
     std::uint64_t fail_copy_at = 0;   // 0: never
     std::uint64_t copy_delay_us = 0;
-    std::optional<std::int32_t> priority;  // what probe reports; unset: kIdentity's
+    std::uint64_t copy_bytes_per_second = 0;  // 0: no cap
+    std::optional<std::int32_t> priority;     // what probe reports; unset: kIdentity's
     bool report_free = true;
     bool no_device_to_device = false;
     std::optional<std::int32_t> dlpack_device_type;  // what probe states; unset: kIdentity's
@@ -154,7 +163,10 @@ class SimBackend {
 
  private:
   struct Transfer;
-  std::unique_ptr<Event> run(Transfer transfer, sdk::Mode mode);
+  std::unique_ptr<Event> run(Transfer transfer, std::int32_t engine, sdk::Mode mode);
+  // Holds the caller until `engine` may have moved `size` more bytes at the
+  // capped bandwidth (at once without a cap).
+  void throttle(std::int32_t engine, std::uint64_t size);
   void complete(Completion& completion, const Transfer& transfer) noexcept;  // on the worker
   void wait_until_done(const Completion& completion);
 
@@ -173,7 +185,15 @@ class SimBackend {
   std::vector<std::uint64_t> in_use_;                 // device bytes allocated, per ordinal
   std::map<std::uintptr_t, Allocation> allocations_;  // by start address
 
-  CopyWorker worker_;  // last: stopped (and joined) before the members above go
+  // When each device's engine is next free at the capped bandwidth.
+  std::mutex throttle_mutex_;
+  std::vector<std::chrono::steady_clock::time_point> engine_free_at_;
+  // One copy engine per device. Last: stopped (and joined) before the
+  // members above go.
+  std::vector<std::unique_ptr<CopyWorker>> workers_;
+  void drain_all() {
+    for (const auto& worker : workers_) worker->drain();
+  }
 };
 
 }  // namespace backplane::sim
