@@ -203,9 +203,36 @@ TEST_SUITE("cpu") {
     BP_CHECK_OK(backend.free(buffer));
   }
 
+  TEST_CASE("[sim] copy_bytes_per_second caps each device's copy engine") {
+    // Only lower bounds (a loaded machine only makes copies slower): 1 MiB at
+    // 8 MiB/s takes at least 1/8 s, sync or async, and a second copy on the
+    // same engine waits for the first's share. The sum over several engines
+    // is bench_many_devices' to measure.
+    constexpr std::uint64_t kSize = 1 << 20;
+    Backend backend(sim(), {{"copy_bytes_per_second", std::to_string(8 * kSize)}, {"devices", "2"}});
+    const std::vector<unsigned char> data = random_bytes(kSize, 6);
+    BP_Buffer* buffer = backend.allocate_ok(kSize);
+    auto start = std::chrono::steady_clock::now();
+    BP_CHECK_OK(backend.to_device(buffer, 0, data.data(), kSize));
+    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(125));
+    start = std::chrono::steady_clock::now();
+    BP_Event* first = copy_in_async(backend, buffer, data.data(), kSize);
+    BP_Event* second = copy_in_async(backend, buffer, data.data(), kSize);
+    BP_CHECK_OK(backend.wait(second));
+    BP_CHECK_OK(backend.wait(first));
+    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(250));
+    sim().event_destroy(backend.handle(), first);
+    sim().event_destroy(backend.handle(), second);
+    std::vector<unsigned char> back(kSize, 0);
+    BP_CHECK_OK(backend.to_host(buffer, 0, back.data(), kSize));
+    CHECK(back == data);
+    BP_CHECK_OK(backend.free(buffer));
+  }
+
   TEST_CASE("[sim] bad options and handles are refused with named errors") {
     const std::vector<std::pair<std::string, std::string>> bad = {
-        {"devices", "0"}, {"memory_limit", "1GiB"}, {"fail_copy_at", "-1"}, {"copy_delay_us", "x"}, {"speed", "11"}};
+        {"devices", "0"},       {"memory_limit", "1GiB"}, {"fail_copy_at", "-1"},
+        {"copy_delay_us", "x"}, {"speed", "11"},          {"copy_bytes_per_second", "fast"}};
     for (const auto& [key, value] : bad) {
       CAPTURE(key);
       BP_Backend* handle = nullptr;
