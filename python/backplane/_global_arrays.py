@@ -35,11 +35,6 @@ def _spec_axes(entry: Any, what: str) -> Tuple[str, ...]:
                    "None")
 
 
-def _split_host(batch: Any) -> Tuple[Any, Any]:
-    """x and y of a host piece ([rows, L + 1]) as contiguous NumPy arrays."""
-    return numpy.ascontiguousarray(batch[:, :-1]), numpy.ascontiguousarray(batch[:, 1:])
-
-
 class GlobalBatches:
     """What batches() needs to hand out global arrays for a NamedSharding:
     the layout to ask the library for, the backplane device of each piece,
@@ -85,6 +80,7 @@ class GlobalBatches:
         self.ranks: List[int] = [members[0][0] for members in groups.values()]
         self.host = all(device.platform == "cpu" for group in self.groups for device in group)
         self.targets = [self._backplane_device(runtime, group[0]) for group in self.groups]
+        self._index_tables: Dict[Tuple[int, int], Dict[Tuple[int, ...], int]] = {}
 
     @staticmethod
     def _backplane_device(runtime: Runtime, device: Any) -> Any:
@@ -129,24 +125,51 @@ class GlobalBatches:
 
     def assemble(self, pieces: Sequence[Array]) -> Tuple[Any, Any]:
         """One step's pieces (one per group, in order) as global (x, y)."""
+        rows, length = pieces[0].shape[0], pieces[0].shape[1] - 1
+        shape = (rows * self.rows, length * self.columns)
+        if self.host:
+            return self._assemble_from_host(pieces, shape)
         import jax
+        import jax.numpy as jnp
         xs: List[Any] = []
         ys: List[Any] = []
-        rows = length = 0
         for group, piece in zip(self.groups, pieces):
-            rows, length = piece.shape[0], piece.shape[1] - 1
-            if self.host:
-                x, y = _split_host(numpy.from_dlpack(piece))
-            else:
-                import jax.numpy as jnp
-                whole = jnp.from_dlpack(piece)
-                x, y = whole[:, :-1], whole[:, 1:]
-            for device in group:
+            whole = jnp.from_dlpack(piece)  # on the piece's own GPU
+            x, y = whole[:, :-1], whole[:, 1:]
+            for device in group:  # replicas: copied from there
                 xs.append(jax.device_put(x, device))
                 ys.append(jax.device_put(y, device))
-        shape = (rows * self.rows, length * self.columns)
         return (jax.make_array_from_single_device_arrays(shape, self.sharding, xs),
                 jax.make_array_from_single_device_arrays(shape, self.sharding, ys))
+
+    def _assemble_from_host(self, pieces: Sequence[Array], shape: Tuple[int, int]) -> Tuple[Any, Any]:
+        """For JAX's CPU devices: one make_array_from_callback each for x and
+        y, handing JAX NumPy views of the host pieces, which it copies into
+        each device's buffer in one batched call (a device_put per shard
+        costs about twice as much). The views keep the pieces alive for as
+        long as JAX reads them."""
+        import jax
+        group_of = self._groups_by_index(shape)
+        views = [numpy.from_dlpack(piece) for piece in pieces]
+        xs = [view[:, :-1] for view in views]
+        ys = [view[:, 1:] for view in views]
+        return (jax.make_array_from_callback(shape, self.sharding, lambda index: xs[group_of[_starts(index)]]),
+                jax.make_array_from_callback(shape, self.sharding, lambda index: ys[group_of[_starts(index)]]))
+
+    def _groups_by_index(self, shape: Tuple[int, int]) -> Dict[Tuple[int, ...], int]:
+        """Which piece each shard's index (its slices' starts) takes, for a
+        global shape (a schedule changes it; JAX caches the map per shape)."""
+        found = self._index_tables.get(shape)
+        if found is None:
+            group_of_device = {device: number for number, group in enumerate(self.groups) for device in group}
+            indices = self.sharding.addressable_devices_indices_map(shape)
+            found = {_starts(index): group_of_device[device] for device, index in indices.items()}
+            self._index_tables[shape] = found
+        return found
+
+
+def _starts(index: Tuple[slice, ...]) -> Tuple[int, ...]:
+    return tuple(part.start or 0 for part in index)
 
 
 def refuse_rank_arguments(what: str, rank: Optional[int], world_size: Optional[int], device: Any) -> None:
