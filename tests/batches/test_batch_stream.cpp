@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -340,6 +341,40 @@ TEST_CASE("[batches] concurrency: stats and state read from other threads while 
     CHECK(stream->stats().steps == 100);
     stream.reset();  // with up to 4 steps prepared or in flight
   }
+}
+
+TEST_CASE("[batches] next() from two threads hands each step to exactly one of them") {
+  // Whatever the interleaving: together the two callers get steps 0..79,
+  // each once. A batch's first token names its first window's start, which
+  // names its step (the windows of the steps are distinct here).
+  Runtime runtime(placement_options());
+  const auto tokens = counting_tokens(60000);
+  Array source = host_tokens(runtime, tokens);
+  BatchStreamOptions options = options_for(4, 15, kCpu1);
+  BatchStream reference(runtime, {source}, options);
+  std::map<std::int64_t, std::int64_t> step_of_start;
+  for (std::int64_t step = 0; step < 80; ++step) {
+    REQUIRE(step_of_start.emplace(reference.windows(step)[0].start, step).second);
+  }
+  BatchStream stream(runtime, {source}, options);
+  std::vector<std::int64_t> got[2];
+  const auto take = [&](std::vector<std::int64_t>& into) {
+    for (int call = 0; call < 40; ++call) into.push_back(stream.next()[0].to_vector<std::uint16_t>()[0]);
+  };
+  std::thread other(take, std::ref(got[1]));
+  take(got[0]);
+  other.join();
+  std::set<std::int64_t> steps;
+  for (const auto& firsts : got) {
+    for (const std::int64_t first : firsts) {
+      const auto found = step_of_start.find(first);
+      REQUIRE(found != step_of_start.end());
+      CHECK(steps.insert(found->second).second);
+    }
+  }
+  CHECK(steps.size() == 80);
+  CHECK(*steps.rbegin() == 79);
+  CHECK(stream.step() == 80);
 }
 
 TEST_CASE("[batches] a failed copy surfaces at the next() of its step, and the state still names that step") {

@@ -742,9 +742,9 @@ BACKPLANE_API bp_status bp_safetensors_save_with(const char* path, const char* c
  * world_size that keeps the global batch.
  *
  * Thread-safety: any thread may call any function on a stream; calls to
- * bp_batch_stream_next on one stream are serialised (one consumer is the
- * intended use). The stream keeps its runtime and its sources alive until it
- * is destroyed. */
+ * bp_batch_stream_next on one stream are serialised by the stream (as its C++
+ * and Python faces are): each step goes to exactly one caller. The stream
+ * keeps its runtime and its sources alive until it is destroyed. */
 typedef struct bp_batch_stream bp_batch_stream;
 
 /* API 0.7. The most steps a stream prepares ahead (options.prefetch). */

@@ -32,8 +32,10 @@
 // hands that step out; the stream then stays failed and its state() still
 // names that step, so a new stream can retry it.
 //
-// Thread-safety: one consumer. next() is not to be called from two threads at
-// once; stats() and state() may be called from any thread.
+// Thread-safety: every call may come from any thread. next() and
+// next_batch() from several threads at once hand each step to exactly one
+// caller (as the C and Python faces do); stats() and state() never wait for
+// a step.
 #ifndef BACKPLANE_BATCH_STREAM_HPP
 #define BACKPLANE_BATCH_STREAM_HPP
 

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 
 namespace backplane {
 namespace {
@@ -42,6 +43,11 @@ class __attribute__((visibility("hidden"))) BatchStream::Impl {
   const std::uint64_t generation = detail::fork_generation();
   const std::uint64_t trace_id = next_trace_id();
   const detail::StreamPlan plan;
+  // next() from any thread: one caller at a time takes a step, so each step
+  // goes to exactly one caller. Never taken in a forked child (next() refuses
+  // there first), where a parent thread inside next() at fork time would have
+  // left it locked for ever.
+  std::mutex consumer;
   detail::StepGather gather;
   detail::StepQueue queue;  // last: its producer thread stops first
 };
@@ -64,6 +70,7 @@ StreamBatch BatchStream::next_batch() {
                 "BatchStream: the stream was made in the parent process before fork(); its threads are not in this "
                 "one; make a new stream here (from state() if it should continue)");
   }
+  const std::lock_guard lock(impl_->consumer);
   return impl_->queue.next();
 }
 

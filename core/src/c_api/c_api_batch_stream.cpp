@@ -1,6 +1,5 @@
 // bp_batch_stream_*: the C face of backplane::BatchStream.
 #include "c_api/c_api_support.hpp"
-#include "util/fork.hpp"
 
 #include <backplane/batch_stream.hpp>
 
@@ -9,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -24,21 +22,8 @@ struct bp_batch_stream {
   // runtime (and its backends) still exist.
   std::shared_ptr<backplane::Runtime> runtime;
   std::unique_ptr<backplane::BatchStream> stream;
-  std::size_t devices;    // arrays per step
-  bool documents;         // made with documents: its steps carry pieces
-  std::mutex next_mutex;  // BatchStream::next has one consumer: C callers are serialised
-  const std::uint64_t fork_generation = backplane::detail::fork_generation();
-
-  // The consumer lock, or none in a child forked after the stream was made:
-  // a parent thread inside next() at fork time held next_mutex, and it stays
-  // locked in the child for ever. Without it the stream's next() refuses at
-  // once (the stream's threads are in the parent), and only the forking
-  // thread exists in the child, so there is nobody to serialise with.
-  std::unique_lock<std::mutex> consumer_lock() {
-    std::unique_lock lock(next_mutex, std::defer_lock);
-    if (fork_generation == backplane::detail::fork_generation()) lock.lock();
-    return lock;
-  }
+  std::size_t devices;  // arrays per step
+  bool documents;       // made with documents: its steps carry pieces
 };
 
 namespace backplane::c_api {
@@ -280,10 +265,7 @@ bp_status bp_batch_stream_next(bp_batch_stream* stream, bp_array** out, size_t c
     require_capacity(live->devices, capacity, count, kFunction, "array handles (one per device)");
     require_non_null(out, kFunction, "out");
     std::vector<Array> batch;
-    {
-      const auto lock = live->consumer_lock();
-      batch = live->stream->next();
-    }
+    batch = live->stream->next();  // any thread: each step goes to one caller
     if (batch.size() != live->devices) {
       throw Error(ErrorCode::kInternal, fmt::format("{}: the stream handed out {} arrays for {} devices", kFunction,
                                                     batch.size(), live->devices));
@@ -313,11 +295,7 @@ bp_status bp_batch_stream_next_documents(bp_batch_stream* stream, bp_array** out
     require_capacity(live->devices, capacity, count, kFunction, "array handles and pieces (one per device)");
     require_non_null(out, kFunction, "out");
     require_non_null(pieces, kFunction, "pieces");
-    StreamBatch batch;
-    {
-      const auto lock = live->consumer_lock();
-      batch = live->stream->next_batch();
-    }
+    StreamBatch batch = live->stream->next_batch();
     if (batch.tokens.size() != live->devices || batch.documents.size() != live->devices) {
       throw Error(ErrorCode::kInternal,
                   fmt::format("{}: the stream handed out {} arrays and {} pieces for {} devices", kFunction,
