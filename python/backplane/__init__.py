@@ -21,7 +21,7 @@ import typing as _typing
 from . import _lib
 from . import _safetensors as safetensors
 from ._array import Array
-from ._batches import BatchStats, BatchStream, BatchStreamStats, Documents, Window, batches
+from ._batches import BatchStats, BatchStream, BatchStreamStats, DocumentPieces, Documents, Window, batches
 from ._devices import Backend, DefaultDevice, Device, DeviceInfo, MemoryStats
 from ._dtypes import bits as _bits
 from ._layout import Layout
@@ -35,7 +35,7 @@ from ._tokens import load_tokens
 
 __all__ = [
     "Array", "Backend", "BatchStats", "BatchStream", "BatchStreamStats", "CancelledError", "ConfigError", "DefaultDevice",
-    "DefaultDeviceScope", "Device", "DeviceError", "DeviceInfo", "Documents", "Error", "FileSystemError", "InternalError",
+    "DefaultDeviceScope", "Device", "DeviceError", "DeviceInfo", "DocumentPieces", "Documents", "Error", "FileSystemError", "InternalError",
     "InvalidArgumentError", "InvalidFileError", "Layout", "MemoryStats", "MissingFileError", "NotFoundError",
     "OutOfMemoryError", "OutOfRangeError", "PluginError", "Runtime", "UnavailableError", "UnsupportedError",
     "Window", "array", "backends", "batches", "default_device", "default_device_scope", "default_runtime", "device",

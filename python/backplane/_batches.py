@@ -95,7 +95,7 @@ class Window(NamedTuple):
     start: int
 
 
-class Documents(NamedTuple):
+class DocumentPieces(NamedTuple):
     """The document pieces of one device's x (with batches(documents=...)):
     the runs of its rows * T tokens, flattened, that lie in one document;
     every row starts a piece. The layout flash-attn's varlen functions take.
@@ -110,6 +110,8 @@ class Documents(NamedTuple):
     max_seqlen: int
     position_ids: Any
 
+
+Documents = DocumentPieces  # the name this class had before it took the C++ one
 
 XY_MODES = ("copies", "views")
 
@@ -589,7 +591,7 @@ class BatchStream(Generic[Item]):
             triples = []
             for array, (cu_seqlens, position_ids, max_seqlen) in zip(arrays, pieces):
                 x, y = split(convert(array))
-                triples.append((x, y, Documents(convert_pieces(cu_seqlens), max_seqlen, convert_pieces(position_ids))))
+                triples.append((x, y, DocumentPieces(convert_pieces(cu_seqlens), max_seqlen, convert_pieces(position_ids))))
         except BaseException:
             self._pending, self._pending_pieces = arrays, pieces
             raise
