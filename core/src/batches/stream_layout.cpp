@@ -24,9 +24,10 @@ std::string described(const std::vector<Layout::Axis>& mesh) {
 }
 
 // The axes `names` lists, as indices into the mesh; refuses a name the mesh
-// lacks or one already taken (by this list or the other).
+// lacks or one already taken (by this list or the other). `taken` holds, per
+// axis, the list that took it ("batch", "sequence"), or null.
 std::vector<std::size_t> axes_of(const std::vector<std::string>& names, const char* what,
-                                 const std::vector<Layout::Axis>& mesh, std::vector<bool>& taken) {
+                                 const std::vector<Layout::Axis>& mesh, std::vector<const char*>& taken) {
   std::vector<std::size_t> axes;
   for (const std::string& name : names) {
     const auto found =
@@ -35,8 +36,9 @@ std::vector<std::size_t> axes_of(const std::vector<std::string>& names, const ch
       refuse(fmt::format("{} axis '{}' is not an axis of the mesh ({})", what, name, described(mesh)));
     }
     const auto index = static_cast<std::size_t>(found - mesh.begin());
-    if (taken[index]) refuse(fmt::format("axis '{}' is named twice in batch and sequence", name));
-    taken[index] = true;
+    if (taken[index] == what) refuse(fmt::format("{} axis '{}' is listed twice", what, name));
+    if (taken[index] != nullptr) refuse(fmt::format("axis '{}' is in both {} and {}", name, taken[index], what));
+    taken[index] = what;
     axes.push_back(index);
   }
   return axes;
@@ -82,7 +84,7 @@ void StreamLayout::from_layout(const Layout& layout, const BatchStreamOptions& o
       refuse(fmt::format("the mesh {} has more than 2^63 positions", described(mesh)));
     }
   }
-  std::vector<bool> taken(mesh.size(), false);
+  std::vector<const char*> taken(mesh.size(), nullptr);
   const std::vector<std::size_t> batch = axes_of(layout.batch, "batch", mesh, taken);
   const std::vector<std::size_t> sequence = axes_of(layout.sequence, "sequence", mesh, taken);
   if (layout.ranks.empty()) refuse("ranks is empty: give the mesh position of each piece this process takes");
