@@ -48,6 +48,23 @@ DocumentBoundaries documents_of(const Json& documents) {
   return DocumentBoundaries::eos(documents.at("eos").get<std::int64_t>());
 }
 
+// A case's "layout": {"mesh": [[name, size], ...], "batch": [names],
+// "sequence": [names], "sequence_order": "contiguous" or "head_tail",
+// "ranks": [ranks]}.
+Layout layout_of(const Json& layout) {
+  Layout out;
+  for (const Json& axis : layout.value("mesh", Json::array())) {
+    out.mesh.push_back({axis[0].get<std::string>(), axis[1].get<std::int64_t>()});
+  }
+  out.batch = layout.value("batch", std::vector<std::string>{});
+  out.sequence = layout.value("sequence", std::vector<std::string>{});
+  if (layout.value("sequence_order", std::string("contiguous")) == "head_tail") {
+    out.sequence_order = Layout::SequenceOrder::kHeadTail;
+  }
+  out.ranks = layout.value("ranks", std::vector<std::int64_t>{});
+  return out;
+}
+
 BatchStreamOptions cxx_options(Runtime& runtime, const Json& options) {
   BatchStreamOptions cxx;
   cxx.batch_size = options.value("batch_size", std::int64_t{0});
@@ -71,6 +88,7 @@ BatchStreamOptions cxx_options(Runtime& runtime, const Json& options) {
   for (const Json& entry : options.value("weight_schedule", Json::array())) {
     cxx.weight_schedule.push_back({entry[0].get<std::int64_t>(), entry[1].get<std::vector<double>>()});
   }
+  if (options.contains("layout")) cxx.layout = layout_of(options["layout"]);
   return cxx;
 }
 
@@ -181,6 +199,17 @@ Outcome through_c(const Json& options, std::uint64_t tokens, const std::optional
     weight_steps.push_back(entry[0].get<std::int64_t>());
     for (const Json& weight : entry[1]) weights.push_back(weight.get<double>());
   }
+  // The layout's arrays; names point into `layout`.
+  const std::optional<Layout> layout =
+      options.contains("layout") ? std::optional(layout_of(options["layout"])) : std::nullopt;
+  std::vector<bp_mesh_axis> mesh;
+  std::vector<const char*> batch_axes;
+  std::vector<const char*> sequence_axes;
+  if (layout) {
+    for (const Layout::Axis& axis : layout->mesh) mesh.push_back({axis.name.c_str(), axis.size});
+    for (const std::string& name : layout->batch) batch_axes.push_back(name.c_str());
+    for (const std::string& name : layout->sequence) sequence_axes.push_back(name.c_str());
+  }
   bp_batch_stream_options c{};
   c.struct_size = sizeof(c);
   c.batch_size = options.value("batch_size", std::int64_t{0});
@@ -210,6 +239,18 @@ Outcome through_c(const Json& options, std::uint64_t tokens, const std::optional
   c.schedule_count = schedule.size();
   c.weight_steps = weight_steps.data();
   c.weight_step_count = weight_steps.size();
+  if (layout) {
+    c.mesh = mesh.data();
+    c.mesh_axis_count = mesh.size();
+    c.batch_axes = batch_axes.data();
+    c.batch_axis_count = batch_axes.size();
+    c.sequence_axes = sequence_axes.data();
+    c.sequence_axis_count = sequence_axes.size();
+    c.sequence_order =
+        layout->sequence_order == Layout::SequenceOrder::kHeadTail ? BP_SEQUENCE_HEAD_TAIL : BP_SEQUENCE_CONTIGUOUS;
+    c.mesh_ranks = layout->ranks.data();
+    c.mesh_rank_count = layout->ranks.size();
+  }
   bp_batch_stream* stream = nullptr;
   const bp_status status = bp_batch_stream_create(runtime, &source, 1, &c, &stream);
   Outcome outcome{bp_status_name(status), status == BP_OK ? "" : bp_last_error()};

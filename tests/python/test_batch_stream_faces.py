@@ -70,6 +70,8 @@ class BatchStreamFacesTest(unittest.TestCase):
         defaults = self.file["defaults"]
         self.assertGreaterEqual(len(self.file["cases"]), 20)
         for case in self.file["cases"]:
+            if "not_python" in case:
+                continue  # an argument batches() does not take: the case says why
             with self.subTest(case=json.dumps(case)[:120]):
                 state = self.state_of(case, defaults)
                 with self.assertRaises(backplane.Error) as caught:
