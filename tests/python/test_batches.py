@@ -351,6 +351,11 @@ class BatchesTest(unittest.TestCase):
         self.assertLessEqual(stats.data_stall_fraction, 1.0)
         self.assertGreater(stats.elapsed_seconds, 0.0)
         self.assertGreater(stats.windows_per_second, 0.0)
+        # uint16 sources: whole steps of 8 x 33 tokens, the 7 handed out and
+        # at most the 2 prefetched after them (however far the producer got).
+        self.assertEqual(stats.read_bytes % (8 * 33 * 2), 0)
+        self.assertGreaterEqual(stats.read_bytes, 7 * 8 * 33 * 2)
+        self.assertLessEqual(stats.read_bytes, 9 * 8 * 33 * 2)
         with self.assertRaises(Exception):
             stats.steps = 0  # frozen
         u16 = self.stream(8, 32, dtype=None, steps=3)
