@@ -45,6 +45,14 @@ class BatchStreamFacesTest(unittest.TestCase):
         options = dict(options)
         if "weight_schedule" in options:
             options["weights"] = [(step, weights) for step, weights in options.pop("weight_schedule")]
+        if "layout" in options:
+            layout = options.pop("layout")
+            (rank,) = layout["ranks"]
+            options["layout"] = backplane.Layout(dict(layout["mesh"]), batch=tuple(layout["batch"]),
+                                                 sequence=tuple(layout.get("sequence", ())), rank=rank,
+                                                 sequence_order=layout.get("sequence_order", "contiguous"))
+            if isinstance(options.get("devices"), list) and len(options["devices"]) == 1:
+                options["devices"] = options["devices"][0]  # a layout's one device, as batches() takes it
         return backplane.batches(self.tokens, options.pop("batch_size"), options.pop("context"),
                                  device=options.pop("devices"), dtype=options.pop("dtype", None), state=state,
                                  **options)

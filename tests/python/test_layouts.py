@@ -137,7 +137,7 @@ class LayoutTest(unittest.TestCase):
             (dict(layout=backplane.Layout({"dp": 2}, batch="data", rank=0)), "batch axis 'data' is not an axis of "
                                                                               "the mesh (dp=2)"),
             (dict(layout=backplane.Layout({"dp": 2, "cp": 2}, batch="dp", sequence="dp", rank=0)),
-             "axis 'dp' is named twice"),
+             "axis 'dp' is in both batch and sequence"),
             (dict(layout=backplane.Layout({"dp": 2, "tp": 2}, batch="dp", rank=4)),
              "rank 4 is not in [0, 4), the positions of the mesh dp=2 x tp=2"),
             (dict(layout=backplane.Layout({"dp": 2, "cp": 3}, batch="dp", sequence="cp", rank=0)),
