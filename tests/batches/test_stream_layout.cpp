@@ -498,6 +498,9 @@ TEST_CASE("[batches] a bad layout is refused with a message that names the probl
   CHECK(layout_message([](BatchStreamOptions& o) { o.world_size = 2; }) ==
         "BatchStream: layout: rank 0 and world_size 2 are given with a layout, whose ranks say where this process "
         "is; leave them 0 and 1");
+  CHECK(layout_message([](BatchStreamOptions& o) { o.rank = 1; }) ==
+        "BatchStream: layout: rank 1 and world_size 1 are given with a layout, whose ranks say where this process "
+        "is; leave them 0 and 1");
   CHECK(layout_message([](BatchStreamOptions& o) { o.context = 15; }) ==
         "BatchStream: context 15 does not split into the 2 chunks of sequence axes cp");
   // head_tail needs T to split into 2 cp chunks: 18 splits in 2, not in 4.

@@ -229,7 +229,8 @@ void StreamPlan::check_options(std::size_t source_count) {
   if (options_.world_size < 1) {
     refuse(ErrorCode::kInvalidArgument, fmt::format("world_size must be at least 1, got {}", options_.world_size));
   }
-  if (options_.rank < 0 || options_.rank >= options_.world_size) {
+  // With a layout, stream_layout refuses any rank and world_size but 0 and 1.
+  if (!options_.layout && (options_.rank < 0 || options_.rank >= options_.world_size)) {
     refuse(ErrorCode::kInvalidArgument,
            fmt::format("rank {} is not in [0, world_size = {})", options_.rank, options_.world_size));
   }
