@@ -517,18 +517,74 @@ TEST_CASE("[batches] a bad layout is refused with a message that names the probl
         }) ==
         "BatchStream: schedule entry 1 (step 3): context 17 does not split into the 2 chunks of sequence axes "
         "cp");
-  // Documents: fine when only the rows split, unsupported when the columns do.
-  BatchStreamOptions documents = base();
-  std::vector<std::int64_t> starts;  // a document every 40 tokens
-  for (std::int64_t start = 0; start < 20000; start += 40) starts.push_back(start);
-  documents.documents = DocumentBoundaries::given({starts});
-  const Error unsupported = error_from([&] { BatchStream stream(runtime, {source}, documents); });
-  CHECK(unsupported.code() == ErrorCode::kUnsupported);
-  CHECK(contains(unsupported.what(), "documents with a layout that splits the sequence"));
-  documents.layout = mesh_of({axis("dp", 2), axis("cp", 2)}, {"dp"}, {}, {0});
-  BatchStream rows_only(runtime, {source}, documents);
-  const StreamBatch batch = rows_only.next_batch();
-  REQUIRE(batch.tokens.size() == 1);
-  CHECK(batch.tokens[0].shape() == std::vector<std::int64_t>{2, 17});
-  CHECK(batch.documents.size() == 1);
+}
+
+TEST_CASE(
+    "[batches] layout with documents: a piece's position_ids are its columns' in the whole window, and "
+    "cu_seqlens cut its own tokens") {
+  Runtime runtime(placement_options());
+  const Array source = host_tokens(runtime);
+  std::vector<std::int64_t> starts;  // documents of 7 tokens: several cut every chunk
+  for (std::int64_t start = 0; start < 20000; start += 7) starts.push_back(start);
+  BatchStreamOptions whole;
+  whole.batch_size = 4;
+  whole.context = 16;
+  whole.seed = kSeed;
+  whole.devices = {kCpu1};
+  whole.documents = DocumentBoundaries::given({starts});
+  BatchStream reference_stream(runtime, {source}, whole);
+  const StreamBatch reference_batch = reference_stream.next_batch();
+  const std::vector<std::int32_t> positions = reference_batch.documents[0].position_ids.to_vector<std::int32_t>();
+  for (const auto order : {Layout::SequenceOrder::kContiguous, Layout::SequenceOrder::kHeadTail}) {
+    for (const std::int64_t rank : {0, 1, 2, 3}) {
+      CAPTURE(static_cast<int>(order));
+      CAPTURE(rank);
+      BatchStreamOptions options =
+          laid_out(mesh_of({axis("dp", 2), axis("cp", 2)}, {"dp"}, {"cp"}, {rank}, order), 2, 16);
+      options.documents = DocumentBoundaries::given({starts});
+      BatchStream stream(runtime, {source}, options);
+      const StreamBatch batch = stream.next_batch();
+      REQUIRE(batch.documents.size() == 1);
+      const DocumentPieces& pieces = batch.documents[0];
+      CHECK(pieces.position_ids.shape() == std::vector<std::int64_t>{2, 8});
+      // The piece's columns: chunk c of 2 (8 tokens), or chunks c and 3 - c of 4.
+      const std::int64_t c = rank % 2;
+      std::vector<std::int64_t> columns;
+      const auto add = [&](std::int64_t from, std::int64_t count) {
+        for (std::int64_t column = from; column < from + count; ++column) columns.push_back(column);
+      };
+      if (order == Layout::SequenceOrder::kContiguous) {
+        add(c * 8, 8);
+      } else {
+        add(c * 4, 4);
+        add((3 - c) * 4, 4);
+      }
+      const std::vector<std::int32_t> got = pieces.position_ids.to_vector<std::int32_t>();
+      std::vector<std::int32_t> expected_cu{0};
+      std::int64_t max_seqlen = 0;
+      std::int64_t run = 0;
+      for (std::int64_t row = 0; row < 2; ++row) {
+        const std::int64_t global_row = rank / 2 * 2 + row;
+        for (std::size_t at = 0; at < columns.size(); ++at) {
+          const std::int32_t want = positions[static_cast<std::size_t>(global_row * 16 + columns[at])];
+          CHECK(got[static_cast<std::size_t>(row * 8) + at] == want);
+          // A piece starts at a row's first column, at a document start, and
+          // where the columns jump (head_tail's second chunk).
+          const bool cut = at > 0 && (want == 0 || columns[at] != columns[at - 1] + 1);
+          if (cut || (at == 0 && row > 0)) {
+            expected_cu.push_back(static_cast<std::int32_t>(row * 8 + static_cast<std::int64_t>(at)));
+            run = 0;
+          }
+          max_seqlen = std::max(max_seqlen, ++run);
+        }
+      }
+      expected_cu.push_back(16);
+      const std::vector<std::int32_t> cu = pieces.cu_seqlens.to_vector<std::int32_t>();
+      REQUIRE(static_cast<std::int64_t>(expected_cu.size()) - 1 == pieces.pieces);
+      CHECK(std::vector<std::int32_t>(cu.begin(), cu.begin() + pieces.pieces + 1) == expected_cu);
+      CHECK(cu.size() == 17);  // max_documents 0: rows x the piece's 8 columns, + 1
+      CHECK(cu.back() == 16);
+      CHECK(pieces.max_seqlen == max_seqlen);
+    }
+  }
 }

@@ -44,18 +44,18 @@ void check_given(const std::vector<std::int64_t>& starts, std::size_t source, st
   }
 }
 
-// Calls `piece(length)` for each piece of the row whose x starts at document
-// start `first` of `starts` and holds `context` tokens: the row is cut at
-// every later document start inside it.
+// Calls piece(begin, end) for each run of columns [from, to) of the window
+// starting at `first` that lies in one document, in order (offsets from the
+// window's first token). The window starts at a document start.
 template <class Piece>
-void for_each_piece(std::span<const std::int64_t> starts, std::int64_t first, std::int64_t context, Piece&& piece) {
-  auto next = std::upper_bound(starts.begin(), starts.end(), first);
-  std::int64_t begin = 0;
-  for (; next != starts.end() && *next < first + context; ++next) {
+void for_each_piece(std::span<const std::int64_t> starts, std::int64_t first, ColumnRange columns, Piece&& piece) {
+  auto next = std::upper_bound(starts.begin(), starts.end(), first + columns.begin);
+  std::int64_t begin = columns.begin;
+  for (; next != starts.end() && *next < first + columns.end; ++next) {
     piece(begin, *next - first);
     begin = *next - first;
   }
-  piece(begin, context);
+  piece(begin, columns.end);
 }
 
 }  // namespace
@@ -112,36 +112,51 @@ std::uint64_t DocumentIndex::count() const noexcept {
   return total;
 }
 
-PieceLayout DocumentIndex::layout(std::span<const Window> windows, std::int64_t context, std::int64_t capacity) const {
+PieceLayout DocumentIndex::layout(std::span<const Window> windows, std::span<const ColumnRange> columns,
+                                  std::int64_t capacity) const {
   PieceLayout layout;
   layout.cu_seqlens.assign(static_cast<std::size_t>(capacity) + 1, 0);
-  for (std::size_t row = 0; row < windows.size(); ++row) {
-    const std::int64_t base = static_cast<std::int64_t>(row) * context;
-    for_each_piece(starts_[static_cast<std::size_t>(windows[row].source)], windows[row].start, context,
-                   [&](std::int64_t begin, std::int64_t end) {
-                     layout.max_seqlen = std::max(layout.max_seqlen, end - begin);
-                     // Counted past the capacity too, so the error says how many.
-                     if (++layout.pieces <= capacity) {
-                       layout.cu_seqlens[static_cast<std::size_t>(layout.pieces)] =
-                           static_cast<std::int32_t>(base + end);
-                     }
-                   });
+  // The piece's tokens, row by row: each row's column ranges one after the
+  // other. A range's first run is a piece even inside a document: the
+  // tokens before it are not here.
+  std::int64_t base = 0;
+  for (const Window& window : windows) {
+    for (const ColumnRange& range : columns) {
+      for_each_piece(starts_[static_cast<std::size_t>(window.source)], window.start, range,
+                     [&](std::int64_t begin, std::int64_t end) {
+                       layout.max_seqlen = std::max(layout.max_seqlen, end - begin);
+                       // Counted past the capacity too, so the error says how many.
+                       if (++layout.pieces <= capacity) {
+                         layout.cu_seqlens[static_cast<std::size_t>(layout.pieces)] =
+                             static_cast<std::int32_t>(base + end - range.begin);
+                       }
+                     });
+      base += range.end - range.begin;
+    }
   }
   if (layout.pieces > capacity) {
     throw Error(ErrorCode::kOutOfRange,
                 fmt::format("{} document pieces, more than max_documents = {}", layout.pieces, capacity));
   }
-  const auto total = static_cast<std::int32_t>(static_cast<std::int64_t>(windows.size()) * context);
-  std::fill(layout.cu_seqlens.begin() + layout.pieces + 1, layout.cu_seqlens.end(), total);
+  std::fill(layout.cu_seqlens.begin() + layout.pieces + 1, layout.cu_seqlens.end(), static_cast<std::int32_t>(base));
   return layout;
 }
 
-void DocumentIndex::positions(std::span<const Window> windows, std::size_t begin, std::size_t end, std::int64_t context,
-                              std::int32_t* out) const {
+void DocumentIndex::positions(std::span<const Window> windows, std::size_t begin, std::size_t end,
+                              std::span<const ColumnRange> columns, std::int32_t* out) const {
   for (std::size_t row = begin; row < end; ++row) {
-    std::int32_t* line = out + (row - begin) * static_cast<std::size_t>(context);
-    for_each_piece(starts_[static_cast<std::size_t>(windows[row].source)], windows[row].start, context,
-                   [&](std::int64_t from, std::int64_t to) { std::iota(line + from, line + to, 0); });
+    const std::span<const std::int64_t> starts = starts_[static_cast<std::size_t>(windows[row].source)];
+    const std::int64_t first = windows[row].start;
+    for (const ColumnRange& range : columns) {
+      // Each token's place in its document, counted in the whole window: a
+      // range that starts inside a document continues its count.
+      for_each_piece(starts, first, range, [&](std::int64_t from, std::int64_t to) {
+        const auto at = std::upper_bound(starts.begin(), starts.end(), first + from);
+        const std::int64_t document = std::max(*std::prev(at), first) - first;  // the window starts at a start
+        std::iota(out + (from - range.begin), out + (to - range.begin), static_cast<std::int32_t>(from - document));
+      });
+      out += range.end - range.begin;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "batches/gather_pool.hpp"
+#include "batches/stream_layout.hpp"
 #include "batches/stream_source.hpp"
 
 #include <backplane/batch_stream.hpp>
@@ -42,14 +43,18 @@ class DocumentIndex {
   BatchStreamState::Documents described() const noexcept { return described_; }
 
   // The pieces of `windows` (one device's rows, each starting at a document
-  // start) with x of `context` tokens a row, in `capacity` + 1 offsets.
-  // Throws Error(kOutOfRange) when they need more than `capacity` pieces,
-  // naming the count; the caller adds the step and device.
-  PieceLayout layout(std::span<const Window> windows, std::int64_t context, std::int64_t capacity) const;
-  // position_ids of rows [begin, end) of `windows` into `out` (context per
-  // row, from row `begin`'s first).
-  void positions(std::span<const Window> windows, std::size_t begin, std::size_t end, std::int64_t context,
-                 std::int32_t* out) const;
+  // start) whose x holds `columns` of each row (one after the other), in
+  // `capacity` + 1 offsets: a piece is a run of those tokens that lies in one
+  // document and is contiguous in the window. Throws Error(kOutOfRange) when
+  // they need more than `capacity` pieces, naming the count; the caller adds
+  // the step and device.
+  PieceLayout layout(std::span<const Window> windows, std::span<const ColumnRange> columns,
+                     std::int64_t capacity) const;
+  // position_ids of rows [begin, end) of `windows` into `out` (the columns'
+  // tokens per row, from row `begin`'s first): each token's place in its
+  // document, counted in the whole window.
+  void positions(std::span<const Window> windows, std::size_t begin, std::size_t end,
+                 std::span<const ColumnRange> columns, std::int32_t* out) const;
 
  private:
   std::vector<std::vector<std::int64_t>> starts_;

@@ -103,6 +103,11 @@ PreparedStep StepGather::gather(std::int64_t step) {
   return prepared;
 }
 
+std::int64_t StepGather::piece_columns(std::size_t device, std::int64_t context) const noexcept {
+  return plan_.layout().chunk_length(context) *
+         static_cast<std::int64_t>(plan_.layout().pieces()[device].chunks.size());
+}
+
 std::uint64_t StepGather::chunk_bytes(std::int64_t context) const noexcept {
   return plan_.window_bytes(plan_.layout().chunk_length(context));
 }
@@ -161,34 +166,39 @@ Array StepGather::gather_for(std::size_t device, std::span<const Window> windows
 
 PieceLayout StepGather::layout_for(std::size_t device, std::span<const Window> windows, std::int64_t context,
                                    std::int64_t step) const {
+  const std::vector<ColumnRange> columns = plan_.layout().columns(device, context);
   try {
-    return plan_.documents()->layout(windows, context, plan_.options().max_documents);
+    return plan_.documents()->layout(windows, columns, plan_.options().max_documents);
   } catch (const Error& error) {
     if (error.code() != ErrorCode::kOutOfRange) throw;
     throw Error(ErrorCode::kOutOfRange,
                 fmt::format("BatchStream: step {} on {}: its {} windows cut into {}; raise max_documents (at most "
                             "rows x context = {}, which no step exceeds)",
                             step, plan_.targets()[device]->selector(), windows.size(), error.what(),
-                            static_cast<std::int64_t>(windows.size()) * context));
+                            static_cast<std::int64_t>(windows.size()) * piece_columns(device, context)));
   }
 }
 
 DocumentPieces StepGather::send_pieces(std::size_t device, std::span<const Window> windows, const PieceLayout& layout,
                                        std::int64_t context, std::int64_t step) {
   // cu_seqlens and position_ids in one int32 buffer, one copy: the first
-  // C + 1 elements and the rows x T after them, each a view of it.
+  // C + 1 elements and the rows x L after them (L: the piece's columns of
+  // x, T without a sequence axis), each a view of it.
   const std::shared_ptr<LiveDevice>& target = plan_.targets()[device];
   const auto offsets = static_cast<std::int64_t>(layout.cu_seqlens.size());
   const auto rows = static_cast<std::int64_t>(windows.size());
-  const std::int64_t length = offsets + rows * context;
+  const std::vector<ColumnRange> columns = plan_.layout().columns(device, context);
+  const std::int64_t row_length = piece_columns(device, context);
+  const std::int64_t length = offsets + rows * row_length;
   std::vector<std::int64_t> shape{length};
   const Extent extent = extent_of(DType::kI32, shape, "BatchStream");
   const RowGather gather{DType::kI32, 1, length, [&](std::byte* destination, DType) {
                            auto* out = reinterpret_cast<std::int32_t*>(destination);
                            std::copy(layout.cu_seqlens.begin(), layout.cu_seqlens.end(), out);
                            pool_->run(windows.size(), [&](std::size_t begin, std::size_t end) {
-                             plan_.documents()->positions(windows, begin, end, context,
-                                                          out + offsets + static_cast<std::int64_t>(begin) * context);
+                             plan_.documents()->positions(
+                                 windows, begin, end, columns,
+                                 out + offsets + static_cast<std::int64_t>(begin) * row_length);
                            });
                          }};
   const Array whole = send_rows(
@@ -202,9 +212,9 @@ DocumentPieces StepGather::send_pieces(std::size_t device, std::span<const Windo
   pieces.cu_seqlens = whole.slice(0, offsets);
   const ArrayState& state = ArrayAccess::state(whole, "BatchStream");
   auto positions = std::make_shared<ArrayState>(state);
-  positions->shape = {rows, context};
+  positions->shape = {rows, row_length};
   positions->offset = state.offset + static_cast<std::uint64_t>(offsets) * sizeof(std::int32_t);
-  positions->elements = static_cast<std::uint64_t>(rows * context);
+  positions->elements = static_cast<std::uint64_t>(rows * row_length);
   positions->nbytes = positions->elements * sizeof(std::int32_t);
   pieces.position_ids = ArrayAccess::make(std::move(positions));
   pieces.max_seqlen = layout.max_seqlen;

@@ -148,6 +148,21 @@ RowRange StreamLayout::hull(std::int64_t global_batch) const noexcept {
   return {first, end - first};
 }
 
+std::vector<ColumnRange> StreamLayout::columns(std::size_t piece, std::int64_t context) const {
+  const std::int64_t length = chunk_length(context);
+  std::vector<ColumnRange> ranges;
+  for (const std::int64_t chunk : pieces_[piece].chunks) {
+    // head_tail's middle rank takes two chunks that meet: one range, so that
+    // a document running across them is one piece.
+    if (!ranges.empty() && ranges.back().end == chunk * length) {
+      ranges.back().end += length;
+    } else {
+      ranges.push_back({chunk * length, (chunk + 1) * length});
+    }
+  }
+  return ranges;
+}
+
 std::int64_t StreamLayout::chunk_length(std::int64_t context) const noexcept {
   const std::int64_t count = pieces_.front().chunk_count;
   return context % count == 0 ? context / count : 0;

@@ -26,6 +26,13 @@ struct RowRange {
   std::int64_t count = 0;
 };
 
+// Columns [begin, end) of a window's x (offsets from its first token): what
+// a piece holds of each row, one range or two (head_tail).
+struct ColumnRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
 class StreamLayout {
  public:
   // Checks options.layout (or rank and world_size) against `targets`, the
@@ -46,6 +53,9 @@ class StreamLayout {
   // The rows from the first piece's first to the last piece's last: what
   // this process draws of a step.
   RowRange hull(std::int64_t global_batch) const noexcept;
+  // Piece `piece`'s columns of x, in the order its rows hold them (two
+  // chunks that meet are one range).
+  std::vector<ColumnRange> columns(std::size_t piece, std::int64_t context) const;
   // The tokens of one chunk of x (of T); 0 when T does not split into them.
   std::int64_t chunk_length(std::int64_t context) const noexcept;
   // Why a step of context T cannot be split into the pieces' columns, or ""

@@ -287,11 +287,6 @@ void StreamPlan::choose_devices(Runtime& runtime) {
       refuse(ErrorCode::kInvalidArgument, entry_label(index) + why);
     }
   }
-  if (layout_->splits_columns() && options_.documents.kind != DocumentBoundaries::Kind::kNone) {
-    refuse(ErrorCode::kUnsupported,
-           "documents with a layout that splits the sequence: each piece's document pieces are not built yet; split "
-           "only the rows (no sequence axis), or leave documents out");
-  }
 }
 
 void StreamPlan::open_sources(std::vector<Array> sources) {
@@ -349,20 +344,31 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
 }
 
 void StreamPlan::find_documents() {
-  // Every piece has as many rows: G / row_blocks.
+  // Every piece has as many rows (G / row_blocks) and columns (T, or T / cp
+  // with a sequence axis).
   const auto rows_of = [&](std::size_t entry) {
     return layout_->rows(0, entries_[entry].batch_size * layout_->row_split()).count;
+  };
+  const auto columns_of = [&](std::size_t entry) {
+    const std::int64_t context = entries_[entry].context;
+    return layout_->chunk_length(context) * static_cast<std::int64_t>(layout_->pieces().front().chunks.size());
+  };
+  const auto context_of = [&](std::size_t entry) {
+    const std::int64_t context = entries_[entry].context;
+    const std::int64_t columns = columns_of(entry);
+    return columns == context ? fmt::format("context {}", context)
+                              : fmt::format("context {} (of {}, cut by the sequence axes)", columns, context);
   };
   std::int64_t largest = 0;
   std::size_t largest_entry = 0;
   for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
     const std::int64_t rows = rows_of(entry);
     std::int64_t tokens = 0;
-    if (__builtin_mul_overflow(rows, entries_[entry].context, &tokens) || tokens > INT32_MAX) {
+    if (__builtin_mul_overflow(rows, columns_of(entry), &tokens) || tokens > INT32_MAX) {
       refuse(ErrorCode::kInvalidArgument,
-             fmt::format("{}documents: a device's batch of {} rows x context {} is more than the 2^31 - 1 tokens "
-                         "that int32 cu_seqlens can count",
-                         entry_label(entry), rows, entries_[entry].context));
+             fmt::format("{}documents: a device's batch of {} rows x {} is more than the 2^31 - 1 tokens that int32 "
+                         "cu_seqlens can count",
+                         entry_label(entry), rows, context_of(entry)));
     }
     if (tokens > largest) {
       largest = tokens;
@@ -379,10 +385,10 @@ void StreamPlan::find_documents() {
                                                         : fmt::format(" (schedule entry {}, step {}, the largest)",
                                                                       largest_entry, entries_[largest_entry].step);
     refuse(ErrorCode::kInvalidArgument,
-           fmt::format("max_documents = {} is more than a step can hold: a device's batch of {} rows x context {}{} "
-                       "cuts into at most {} document pieces, each at least one token; pass at most {}, or 0 for that "
+           fmt::format("max_documents = {} is more than a step can hold: a device's batch of {} rows x {}{} cuts "
+                       "into at most {} document pieces, each at least one token; pass at most {}, or 0 for that "
                        "bound",
-                       options_.max_documents, rows, entries_[largest_entry].context, which, largest, largest));
+                       options_.max_documents, rows, context_of(largest_entry), which, largest, largest));
   }
   if (options_.max_documents == 0) options_.max_documents = largest;
   GatherPool pool(gather_thread_count(options_.threads));
