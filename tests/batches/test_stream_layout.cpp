@@ -588,3 +588,52 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("[batches] layout: a schedule entry that ended before the resume step need not split (batch_size 0)") {
+  // A ramp trained on one rank: G = 3 for steps 0-3, then G = 8. Resumed at
+  // step 5 as (dp=2), G = 3 cannot split, but that entry is over: given as
+  // batch_size 0 it takes the state's G, and the steps from 5 on are the
+  // single rank's.
+  Runtime runtime(placement_options());
+  const Array source = host_tokens(runtime);
+  BatchStreamOptions single;
+  single.context = 16;
+  single.seed = kSeed;
+  single.devices = {kCpu2};
+  single.schedule = {{0, 3, 16}, {4, 8, 16}};
+  BatchStream reference_stream(runtime, {source}, single);
+  std::vector<std::vector<std::uint16_t>> blocks;
+  for (int step = 0; step < 8; ++step) blocks.push_back(reference_stream.next()[0].to_vector<std::uint16_t>());
+  BatchStream saver(runtime, {source}, single);
+  for (int step = 0; step < 5; ++step) saver.next();
+  const BatchStreamState state = saver.state();
+  for (const std::int64_t rank : {0, 1}) {
+    CAPTURE(rank);
+    BatchStreamOptions options = laid_out(mesh_of({axis("dp", 2)}, {"dp"}, {}, {rank}), 0, 16);
+    options.schedule = {{0, 0, 16}, {4, 4, 16}};
+    BatchStream resumed(runtime, {source}, options, &state);
+    for (std::int64_t step = 5; step < 8; ++step) {
+      CHECK(next_piece(resumed) == expected_piece(blocks[static_cast<std::size_t>(step)], 16, rank * 4, 4, {0}, 1));
+    }
+    CHECK(resumed.state().global_batch == 3);  // the state it saves is the job's, as before
+    const Error before = error_from([&] { (void)resumed.windows(2); });
+    CHECK(before.code() == ErrorCode::kOutOfRange);
+    CHECK(std::string(before.what()) ==
+          "BatchStream: step 2 is in schedule entry 0, which ended before this stream's first step and whose global "
+          "batch of 3 batch axes dp = 2 cannot split");
+  }
+  // Given as a batch size, the ended entry is refused with the way out.
+  BatchStreamOptions options = laid_out(mesh_of({axis("dp", 2)}, {"dp"}, {}, {0}), 0, 16);
+  options.schedule = {{0, 1, 16}, {4, 4, 16}};
+  CHECK(std::string(error_from([&] { BatchStream stream(runtime, {source}, options, &state); }).what()) ==
+        "BatchStream: cannot resume: schedule entry 0 (step 0) of the state has a global batch of 3, which batch axes "
+        "dp = 2 cannot split; it ended before the resume step 5: give its batch_size as 0 to take the state's global "
+        "batch");
+  // batch_size 0 is only for an entry that has ended: not the current one, nor without a state.
+  options.schedule = {{0, 0, 16}, {4, 4, 16}, {6, 0, 16}};
+  CHECK(contains(error_from([&] { BatchStream stream(runtime, {source}, options, &state); }).what(),
+                 "schedule entry 2 (step 6): batch_size must be at least 1, got 0"));
+  options.schedule = {{0, 0, 16}, {4, 4, 16}};
+  CHECK(contains(error_from([&] { BatchStream stream(runtime, {source}, options); }).what(),
+                 "schedule entry 0 (step 0): batch_size must be at least 1, got 0"));
+}
