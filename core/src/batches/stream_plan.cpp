@@ -67,7 +67,7 @@ std::size_t entry_at(const std::vector<Entry>& entries, std::int64_t step) {
 
 StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options,
                        const BatchStreamState* resume)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), resume_(resume) {
   check_options(sources.size());
   choose_devices(runtime);
   open_sources(std::move(sources));
@@ -81,19 +81,23 @@ StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStream
   if (const std::string loss = value_loss(from_, to_); !loss.empty()) refuse(ErrorCode::kInvalidArgument, loss);
   if (!options_.seed) options_.seed = resume != nullptr ? resume->seed : 0;
   identity_.seed = *options_.seed;
-  const std::int64_t split = layout_->row_split();
-  identity_.global_batch = entries_.front().batch_size * split;
+  identity_.global_batch = global_batches_.front();
   identity_.context = entries_.front().context;
   identity_.weights = options_.weights;
   for (std::size_t entry = 1; entry < entries_.size(); ++entry) {
-    const ScheduleEntry& later = entries_[entry];
-    identity_.schedule.push_back({later.step, later.batch_size * split, later.context});
+    identity_.schedule.push_back({entries_[entry].step, global_batches_[entry], entries_[entry].context});
   }
   if (weight_entries_.size() > 1) identity_.weight_schedule.assign(weight_entries_.begin() + 1, weight_entries_.end());
   identity_.mixture = BatchStreamState::Mixture::kInterleaved;
   if (documents_) identity_.documents = documents_->described();
   if (resume != nullptr) check_resume(*resume);
+  resume_ = nullptr;  // the caller's, valid during the constructor only
   sampler_ = std::make_unique<WindowSampler>(identity_.seed, segments(), identity_.mixture);
+}
+
+bool StreamPlan::ended_before_resume(std::size_t entry) const noexcept {
+  const std::vector<ScheduleEntry>& schedule = options_.schedule;
+  return resume_ != nullptr && entry + 1 < schedule.size() && schedule[entry + 1].step <= resume_->step;
 }
 
 void StreamPlan::check_resume(const BatchStreamState& saved) {
@@ -101,18 +105,29 @@ void StreamPlan::check_resume(const BatchStreamState& saved) {
   if (!identity_.weights.empty()) identity_.mixture = saved.mixture;
   // Elastic resume: said before the field checks, which would only see two
   // global batches differ.
-  const auto splits = [&](std::size_t entry, std::int64_t step, std::int64_t global_batch) {
+  // An entry that ended before the saved step need not split: its windows
+  // are drawn no more, and batch_size 0 takes its global batch from the state.
+  const auto splits = [&](std::size_t entry, std::int64_t step, std::int64_t global_batch, bool ended) {
     if (global_batch % layout_->row_split() == 0) return;
+    if (ended && entry < entries_.size() && entries_[entry].step == step && entries_[entry].batch_size == 0) return;
     const std::string where = entries_.size() > 1 || !saved.schedule.empty()
                                   ? fmt::format("schedule entry {} (step {}) of the state", entry, step)
                                   : std::string("the state");
-    refuse(ErrorCode::kInvalidArgument, fmt::format("cannot resume: {} has a global batch of {}, which {} cannot split",
-                                                    where, global_batch, layout_->row_split_label()));
+    const std::string hint = ended ? fmt::format(
+                                         "; it ended before the resume step {}: give its batch_size as 0 "
+                                         "to take the state's global batch",
+                                         saved.step)
+                                   : std::string();
+    refuse(ErrorCode::kInvalidArgument,
+           fmt::format("cannot resume: {} has a global batch of {}, which {} cannot split{}", where, global_batch,
+                       layout_->row_split_label(), hint));
   };
-  splits(0, 0, saved.global_batch);
-  for (std::size_t stage = 0; stage < saved.schedule.size(); ++stage) {
+  const auto stages = saved.schedule.size();
+  splits(0, 0, saved.global_batch, stages > 0 && saved.schedule[0].step <= saved.step);
+  for (std::size_t stage = 0; stage < stages; ++stage) {
     if (saved.schedule[stage].step <= saved.step) {
-      splits(stage + 1, saved.schedule[stage].step, saved.schedule[stage].global_batch);
+      const bool ended = stage + 1 < stages && saved.schedule[stage + 1].step <= saved.step;
+      splits(stage + 1, saved.schedule[stage].step, saved.schedule[stage].global_batch, ended);
     }
   }
   check_resumable(saved, identity_);
@@ -152,7 +167,7 @@ void StreamPlan::check_schedule() {
     check_ordered(schedule, "schedule");
     for (std::size_t index = 0; index < schedule.size(); ++index) {
       const ScheduleEntry& entry = schedule[index];
-      if (entry.batch_size < 1) {
+      if (entry.batch_size < 1 && !(entry.batch_size == 0 && ended_before_resume(index))) {
         refuse(ErrorCode::kInvalidArgument, fmt::format("schedule entry {} (step {}): batch_size must be at least "
                                                         "1, got {}",
                                                         index, entry.step, entry.batch_size));
@@ -275,6 +290,10 @@ void StreamPlan::choose_devices(Runtime& runtime) {
   for (std::size_t index = 0; index < entries_.size(); ++index) {
     const ScheduleEntry& entry = entries_[index];
     std::int64_t global_batch = 0;
+    if (entry.batch_size == 0) {  // an entry that ended before the resume step: the state's global batch
+      global_batches_.push_back(saved_global_batch(index));
+      continue;
+    }
     if (__builtin_mul_overflow(entry.batch_size, layout_->row_split(), &global_batch)) {
       refuse(ErrorCode::kInvalidArgument, fmt::format("{}batch_size {} x {} overflows", entry_label(index),
                                                       entry.batch_size, layout_->row_split_label()));
@@ -286,7 +305,20 @@ void StreamPlan::choose_devices(Runtime& runtime) {
     if (const std::string why = layout_->refusal(entry.context); !why.empty()) {
       refuse(ErrorCode::kInvalidArgument, entry_label(index) + why);
     }
+    global_batches_.push_back(global_batch);
   }
+}
+
+std::int64_t StreamPlan::saved_global_batch(std::size_t entry) const {
+  const std::int64_t step = entries_[entry].step;
+  if (step == 0) return resume_->global_batch;
+  for (const BatchStreamState::Stage& stage : resume_->schedule) {
+    if (stage.step == step) return stage.global_batch;
+  }
+  refuse(ErrorCode::kInvalidArgument,
+         fmt::format("{}batch_size 0 takes the state's global batch at step {}, but the state has no schedule entry "
+                     "there",
+                     entry_label(entry), step));
 }
 
 void StreamPlan::open_sources(std::vector<Array> sources) {
@@ -346,9 +378,7 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
 void StreamPlan::find_documents() {
   // Every piece has as many rows (G / row_blocks) and columns (T, or T / cp
   // with a sequence axis).
-  const auto rows_of = [&](std::size_t entry) {
-    return layout_->rows(0, entries_[entry].batch_size * layout_->row_split()).count;
-  };
+  const auto rows_of = [&](std::size_t entry) { return layout_->rows(0, global_batches_[entry]).count; };
   const auto columns_of = [&](std::size_t entry) {
     const std::int64_t context = entries_[entry].context;
     return layout_->chunk_length(context) * static_cast<std::int64_t>(layout_->pieces().front().chunks.size());
@@ -362,6 +392,7 @@ void StreamPlan::find_documents() {
   std::int64_t largest = 0;
   std::size_t largest_entry = 0;
   for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
+    if (entries_[entry].batch_size == 0) continue;  // ended before the resume step: never gathered
     const std::int64_t rows = rows_of(entry);
     std::int64_t tokens = 0;
     if (__builtin_mul_overflow(rows, columns_of(entry), &tokens) || tokens > INT32_MAX) {
@@ -425,7 +456,7 @@ std::vector<Segment> StreamPlan::segments() const {
     const ScheduleEntry& shape = entries_[entry_at(entries_, first)];
     Segment segment;
     segment.first_step = first;
-    segment.global_batch = static_cast<std::uint64_t>(shape.batch_size * layout_->row_split());
+    segment.global_batch = static_cast<std::uint64_t>(global_batches_[entry_at(entries_, first)]);
     segment.context = shape.context;
     if (!weight_entries_.empty()) segment.weights = weight_entries_[entry_at(weight_entries_, first)].weights;
     for (std::size_t source = 0; source < sources_.size(); ++source) {
@@ -471,14 +502,15 @@ StreamPlan::Shape StreamPlan::shape_at(std::int64_t step) const noexcept {
 
 std::int64_t StreamPlan::largest_batch() const noexcept {
   std::int64_t largest = 0;
-  for (const ScheduleEntry& entry : entries_) {
-    largest = std::max(largest, layout_->hull(entry.batch_size * layout_->row_split()).count);
+  for (std::size_t entry = 0; entry < entries_.size(); ++entry) {
+    if (entries_[entry].batch_size == 0) continue;  // ended before the first step drawn
+    largest = std::max(largest, layout_->hull(global_batches_[entry]).count);
   }
   return largest;
 }
 
 std::int64_t StreamPlan::global_batch_at(std::int64_t step) const noexcept {
-  return shape_at(step).batch_size * layout_->row_split();
+  return global_batches_[entry_at(entries_, step)];
 }
 
 RowRange StreamPlan::drawn_rows(std::int64_t step) const noexcept { return layout_->hull(global_batch_at(step)); }
@@ -499,6 +531,13 @@ void StreamPlan::draw(std::int64_t step, std::span<Window> out) const {
 
 std::vector<Window> StreamPlan::windows(std::int64_t step) const {
   if (step < 0) refuse(ErrorCode::kOutOfRange, fmt::format("step {} is negative", step));
+  const std::size_t entry = entry_at(entries_, step);
+  if (entries_[entry].batch_size == 0 && global_batches_[entry] % layout_->row_split() != 0) {
+    refuse(ErrorCode::kOutOfRange,
+           fmt::format("step {} is in schedule entry {}, which ended before this stream's first step and whose global "
+                       "batch of {} {} cannot split",
+                       step, entry, global_batches_[entry], layout_->row_split_label()));
+  }
   std::vector<Window> drawn(static_cast<std::size_t>(drawn_rows(step).count));
   draw(step, drawn);
   return drawn;

@@ -80,6 +80,11 @@ class StreamPlan {
   void find_documents();
   void check_window_counts() const;
   void check_resume(const BatchStreamState& saved);
+  // Whether schedule entry `entry` ends at or before the resumed state's step
+  // (during the constructor; false without a state).
+  bool ended_before_resume(std::size_t entry) const noexcept;
+  // The resumed state's global batch of the entry starting where `entry` does.
+  std::int64_t saved_global_batch(std::size_t entry) const;
   // The runs of steps with one B, T and mixture, each with its sources'
   // window starts.
   std::vector<Segment> segments() const;
@@ -97,6 +102,10 @@ class StreamPlan {
   std::vector<ScheduleEntry> entries_;
   std::vector<WeightsEntry> weight_entries_;
   std::optional<StreamLayout> layout_;
+  // G of each schedule entry: batch_size x the layout's row split, or, for an
+  // entry given batch_size 0 (it ended before the resume step), the state's.
+  std::vector<std::int64_t> global_batches_;
+  const BatchStreamState* resume_ = nullptr;  // during the constructor only
   std::shared_ptr<Placement> placement_;
   std::vector<std::shared_ptr<LiveDevice>> targets_;
   std::vector<StreamSource> sources_;
