@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import json
-from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, NamedTuple, Optional, Sequence, Tuple,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, Optional, Sequence, Tuple,
                     TypedDict, TypeVar, Union, cast, overload)
 
 import numpy
@@ -37,6 +36,7 @@ from ._dlpack import KDLCPU
 from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
+from ._batch_types import BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
 from ._errors import OutOfRangeError
 from ._fork_safe import ForkSafeLock
 from ._global_arrays import GlobalBatches, refuse_rank_arguments
@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
     NumpyPair = Tuple[numpy.typing.NDArray[Any], numpy.typing.NDArray[Any]]
     TorchPair = Tuple[torch.Tensor, torch.Tensor]
+
+__all__ = ["BatchOptions", "BatchStats", "BatchStream", "BatchStreamStats", "DocumentPieces", "Documents", "Window",
+           "batches"]
 
 Converter = Callable[[Array], Any]
 # What next() hands out: (x, y) of the type to= makes, typed for the common
@@ -65,53 +68,6 @@ _stream_next = _lib.lib.bp_batch_stream_next
 _stream_next_documents = _lib.lib.bp_batch_stream_next_documents
 _HOST_ADDRESSABLE = 1  # BP_CAPABILITY_HOST_ADDRESSABLE of plugin.h: the CPU can read the memory
 
-
-@dataclass(frozen=True)
-class BatchStreamStats:
-    """What a stream did so far (C++ BatchStreamStats, C
-    bp_batch_stream_stats): counters, cheap to read every step. Seconds are
-    wall time on a steady clock. The resident size of the sources is
-    BatchStream.resident_bytes(), a slower call."""
-
-    steps: int  # batches handed out
-    windows: int  # windows handed out
-    bytes: int  # bytes of those batches, as handed out
-    wait_seconds: float  # inside next(), waiting for data
-    gather_seconds: float  # gathering windows (summed over steps, not threads)
-    transfer_seconds: float  # from a batch's copy issue to its arrival
-    elapsed_seconds: float  # from the first next() to the last return
-    windows_per_second: float
-    data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
-    read_bytes: int  # bytes gathered from the sources, prefetched steps included (a piece's own columns)
-
-
-BatchStats = BatchStreamStats  # the name this class had before it took the C++ one
-
-
-class Window(NamedTuple):
-    """One window of a step: the index of its source and its first token."""
-
-    source: int
-    start: int
-
-
-class DocumentPieces(NamedTuple):
-    """The document pieces of one device's x (with batches(documents=...)):
-    the runs of its rows * T tokens, flattened, that lie in one document;
-    every row starts a piece. The layout flash-attn's varlen functions take.
-
-    cu_seqlens: int32 [max_documents + 1]: 0, each piece's end, then rows * T
-        repeated (pieces of no tokens), on x's device, converted as x is.
-    max_seqlen: the longest piece, in tokens.
-    position_ids: int32 [rows, T]: 0 at each piece's first token, counting up.
-    """
-
-    cu_seqlens: Any
-    max_seqlen: int
-    position_ids: Any
-
-
-Documents = DocumentPieces  # the name this class had before it took the C++ one
 
 XY_MODES = ("copies", "views")
 

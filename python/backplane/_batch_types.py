@@ -1,0 +1,57 @@
+"""What a batch stream hands out besides x and y: its counters
+(BatchStreamStats), the windows of a step (Window) and the document pieces
+of a step with documents (DocumentPieces). Plain values, apart from the
+stream so that they read without it; _batches re-exports them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+@dataclass(frozen=True)
+class BatchStreamStats:
+    """What a stream did so far (C++ BatchStreamStats, C
+    bp_batch_stream_stats): counters, cheap to read every step. Seconds are
+    wall time on a steady clock. The resident size of the sources is
+    BatchStream.resident_bytes(), a slower call."""
+
+    steps: int  # batches handed out
+    windows: int  # windows handed out
+    bytes: int  # bytes of those batches, as handed out
+    wait_seconds: float  # inside next(), waiting for data
+    gather_seconds: float  # gathering windows (summed over steps, not threads)
+    transfer_seconds: float  # from a batch's copy issue to its arrival
+    elapsed_seconds: float  # from the first next() to the last return
+    windows_per_second: float
+    data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
+    read_bytes: int  # bytes gathered from the sources, prefetched steps included (a piece's own columns)
+
+
+BatchStats = BatchStreamStats  # the name this class had before it took the C++ one
+
+
+class Window(NamedTuple):
+    """One window of a step: the index of its source and its first token."""
+
+    source: int
+    start: int
+
+
+class DocumentPieces(NamedTuple):
+    """The document pieces of one device's x (with batches(documents=...)):
+    the runs of its rows * T tokens, flattened, that lie in one document;
+    every row starts a piece. The layout flash-attn's varlen functions take.
+
+    cu_seqlens: int32 [max_documents + 1]: 0, each piece's end, then rows * T
+        repeated (pieces of no tokens), on x's device, converted as x is.
+    max_seqlen: the longest piece, in tokens.
+    position_ids: int32 [rows, T]: 0 at each piece's first token, counting up.
+    """
+
+    cu_seqlens: Any
+    max_seqlen: int
+    position_ids: Any
+
+
+Documents = DocumentPieces  # the name this class had before it took the C++ one
+
