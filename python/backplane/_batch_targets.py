@@ -1,19 +1,24 @@
-"""What batches() hands out to the framework to= names: the dtype, and the
-refusals at the call of what the framework would take wrongly or not at
-all, so that no step delivers wrong numbers and no next() fails the same
-way every step."""
+"""Where batches() delivers and what it hands out to the framework to=
+names: the devices as C structs, whether they are host memory, the dtype,
+and the refusals at the call of what the framework would take wrongly or
+not at all, so that no step delivers wrong numbers and no next() fails the
+same way every step."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 
-from . import _dtypes
+from . import _dtypes, _lib
 from ._batch_arguments import _invalid
+from ._devices import Device
+from ._dlpack import KDLCPU
 from ._errors import UnsupportedError
+from ._runtime import DeviceLike, Runtime
 
 Converter = Callable[[Any], Any]
+_HOST_ADDRESSABLE = 1  # BP_CAPABILITY_HOST_ADDRESSABLE of plugin.h: the CPU can read the memory
 
 # JAX with 64-bit types off (jax_enable_x64, off by default) makes each
 # 64-bit integer array its 32-bit counterpart, value by value.
@@ -31,6 +36,37 @@ class _DefaultDtype:
 
 
 DEFAULT_DTYPE: Any = _DefaultDtype()
+
+
+def device_targets(runtime: Runtime, device: Union[None, DeviceLike, Sequence[DeviceLike]],
+                   many: bool) -> List[_lib.bp_device]:
+    """The devices as C structs (`many`: `device` is a list); [] for the
+    default device (the library picks it, unless a Python default-device
+    scope names one)."""
+    if many:
+        resolved = [runtime.device(item) for item in cast(Sequence[DeviceLike], device)]
+        if not resolved:  # a list asks for a list of pairs: of none, here
+            raise _invalid("the device list is empty")
+        return [target._to_c() for target in resolved]
+    single = runtime._c_device(cast(Optional[DeviceLike], device))
+    return [] if single is None else [single]
+
+
+def host_devices(runtime: Runtime, targets: List[_lib.bp_device]) -> Tuple[bool, Optional[Tuple[Device, Any]]]:
+    """Whether every target is host memory NumPy can read; where one is
+    not, that device and its backend (None: unavailable, which the library
+    refuses by name)."""
+    devices = [Device._from_c(target) for target in targets] or [runtime.default_device().device]
+    backends = {backend.name: backend for backend in runtime.backends() if backend.available}
+    for device in devices:
+        backend = backends.get(device.backend)
+        if backend is None:
+            continue
+        declared = backend.dlpack_device_type
+        if declared == KDLCPU or (declared == 0 and backend.capabilities & _HOST_ADDRESSABLE):
+            continue
+        return False, (device, backend)
+    return True, None
 
 
 def _jax_has_x64() -> bool:

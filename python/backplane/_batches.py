@@ -31,9 +31,7 @@ import numpy
 
 from . import _dtypes, _lib
 from ._array import Array
-from ._devices import Device
-from ._dlpack import KDLCPU
-from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype
+from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, device_targets, host_devices
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
 from ._batch_types import BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
@@ -66,7 +64,6 @@ _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 
 _stream_next = _lib.lib.bp_batch_stream_next
 _stream_next_documents = _lib.lib.bp_batch_stream_next_documents
-_HOST_ADDRESSABLE = 1  # BP_CAPABILITY_HOST_ADDRESSABLE of plugin.h: the CPU can read the memory
 
 
 XY_MODES = ("copies", "views")
@@ -347,7 +344,7 @@ class BatchStream(Generic[Item]):
         elif sharding is None:
             rank, world_size, self.rank_source = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
-        targets = self._targets(device)
+        targets = device_targets(self._runtime, device, self._many)
         if sharding is not None:
             if to not in (None, "jax"):
                 raise _invalid(f"sharding= with to={to!r}: a sharding makes global jax.Arrays; leave to out or pass "
@@ -378,9 +375,11 @@ class BatchStream(Generic[Item]):
         # cu_seqlens and position_ids become what x is, the same way.
         self._convert_pieces = self._convert
         dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
-        self._check_target(targets, to)
+        host, elsewhere = host_devices(self._runtime, targets)
+        if elsewhere is not None:  # refused now, not at every next()
+            check_target(self._runtime, to, *elsewhere)
         self._split: Callable[[Any], Tuple[Any, Any]] = _view_pair if xy == "views" else _copied_pair
-        if to == "jax" and self._host_devices(targets)[0]:
+        if to == "jax" and host:
             # JAX's own slicing dispatches an operation per slice (about 100
             # µs each on a CPU); one compiled call takes the NumPy view of
             # the host batch and makes x and y, in either xy mode (JAX arrays
@@ -431,41 +430,6 @@ class BatchStream(Generic[Item]):
         self._state_buffer = ctypes.create_string_buffer(_STATE_BUFFER)
         self._step = 0
         self._open(_state_text(state))
-
-    def _targets(self, device: Union[None, DeviceLike, Sequence[DeviceLike]]) -> List[_lib.bp_device]:
-        """The devices as C structs; [] for the default device (the library
-        picks it, unless a Python default-device scope names one)."""
-        runtime = self._runtime
-        if self._many:
-            resolved = [runtime.device(item) for item in cast(Sequence[DeviceLike], device)]
-            if not resolved:  # a list asks for a list of pairs: of none, here
-                raise _invalid("the device list is empty")
-            return [target._to_c() for target in resolved]
-        single = runtime._c_device(cast(Optional[DeviceLike], device))
-        return [] if single is None else [single]
-
-    def _host_devices(self, targets: List[_lib.bp_device]) -> Tuple[bool, Optional[Tuple[Device, Any]]]:
-        """Whether every target is host memory NumPy can read; where one is
-        not, that device and its backend (None: unavailable, which the
-        library refuses by name)."""
-        devices = [Device._from_c(target) for target in targets] or [self._runtime.default_device().device]
-        backends = {backend.name: backend for backend in self._runtime.backends() if backend.available}
-        for device in devices:
-            backend = backends.get(device.backend)
-            if backend is None:
-                continue
-            declared = backend.dlpack_device_type
-            if declared == KDLCPU or (declared == 0 and backend.capabilities & _HOST_ADDRESSABLE):
-                continue
-            return False, (device, backend)
-        return True, None
-
-    def _check_target(self, targets: List[_lib.bp_device], to: Union[None, str, Converter]) -> None:
-        """Refuses now, not at every next(), a `to` that could not take the
-        batches of a device that is not host memory (check_target)."""
-        host, other = self._host_devices(targets)
-        if not host and other is not None:
-            check_target(self._runtime, to, *other)
 
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and
