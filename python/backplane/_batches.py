@@ -31,6 +31,7 @@ import numpy
 
 from . import _dtypes, _lib
 from ._array import Array
+from ._batch_convert import Converter, conversion
 from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, device_targets, host_devices
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
                                _sources, _state_text)
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["BatchOptions", "BatchStats", "BatchStream", "BatchStreamStats", "DocumentPieces", "Documents", "Window",
            "batches"]
 
-Converter = Callable[[Array], Any]
 # What next() hands out: (x, y) of the type to= makes, typed for the common
 # calls (see BatchStream.__init__'s overloads), Any for the others.
 Item = TypeVar("Item")
@@ -64,91 +64,6 @@ _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 
 _stream_next = _lib.lib.bp_batch_stream_next
 _stream_next_documents = _lib.lib.bp_batch_stream_next_documents
-
-
-XY_MODES = ("copies", "views")
-
-
-def _head_tail_pair(tensor: Any) -> Tuple[Any, Any]:
-    """x and y of a head_tail piece [rows, 2, L + 1]: each row's two chunks
-    one after the other, as copies (a reshape of a strided view)."""
-    rows = tensor.shape[0]
-    if isinstance(tensor, numpy.ndarray):
-        return (numpy.ascontiguousarray(tensor[:, :, :-1]).reshape(rows, -1),
-                numpy.ascontiguousarray(tensor[:, :, 1:]).reshape(rows, -1))
-    return tensor[:, :, :-1].reshape(rows, -1), tensor[:, :, 1:].reshape(rows, -1)
-
-
-def _copied_pair(tensor: Any) -> Tuple[Any, Any]:
-    """x and y as contiguous copies that share no memory with each other or
-    with the batch buffer, made by the framework the tensor belongs to."""
-    if isinstance(tensor, numpy.ndarray):
-        return numpy.array(tensor[:, :-1], order="C"), numpy.array(tensor[:, 1:], order="C")
-    module = type(tensor).__module__
-    if module.startswith("torch"):
-        import torch
-        return (tensor[:, :-1].clone(memory_format=torch.contiguous_format),
-                tensor[:, 1:].clone(memory_format=torch.contiguous_format))
-    if module.startswith(("jax", "jaxlib")):
-        return tensor[:, :-1], tensor[:, 1:]  # a JAX slice is a new, immutable array already
-    if callable(getattr(tensor, "copy", None)):  # CuPy and other NumPy-like arrays
-        return tensor[:, :-1].copy(), tensor[:, 1:].copy()
-    raise _invalid(f"xy='copies' cannot copy the {type(tensor).__name__} that to= returned: return a NumPy "
-                   "array, a torch tensor, a JAX array or an array with copy(), or pass xy='views'")
-
-
-def _host_view(array: Array) -> Any:
-    return numpy.from_dlpack(array)
-
-
-_jax_split: Optional[Callable[[Any], Tuple[Any, Any]]] = None
-
-
-def _jax_pair_from_host(batch: Any) -> Tuple[Any, Any]:
-    """x and y of a host batch (a NumPy view) as JAX arrays: one compiled
-    call (per shape) that takes the batch in and slices it. Two
-    jnp.asarray() of NumPy slices cost about twice as much: JAX's fixed cost
-    is per call, not per byte."""
-    global _jax_split
-    if _jax_split is None:
-        import jax
-        _jax_split = jax.jit(lambda windows: (windows[:, :-1], windows[:, 1:]))
-    return _jax_split(batch)
-
-
-_jax_head_tail_split: Optional[Callable[[Any], Tuple[Any, Any]]] = None
-
-
-def _jax_head_tail_pair_from_host(batch: Any) -> Tuple[Any, Any]:
-    """_jax_pair_from_host for a head_tail piece [rows, 2, L + 1]."""
-    global _jax_head_tail_split
-    if _jax_head_tail_split is None:
-        import jax
-        _jax_head_tail_split = jax.jit(_head_tail_pair)
-    return _jax_head_tail_split(batch)
-
-
-def _view_pair(tensor: Any) -> Tuple[Any, Any]:
-    return tensor[:, :-1], tensor[:, 1:]
-
-
-def _converter(to: Union[None, str, Converter]) -> Converter:
-    if callable(to):
-        return to
-    if to is None or to == "numpy":
-        return _host_view
-    if to == "torch":
-        import torch
-        return lambda array: torch.from_dlpack(array)
-    if to == "jax":
-        import jax.numpy as jnp
-        return lambda array: jnp.from_dlpack(array)
-    raise _invalid(f"to={to!r}: expected 'numpy', 'torch', 'jax' or a callable taking an Array")
-
-
-def _jax_from_host(array: Array) -> Any:
-    import jax.numpy as jnp
-    return jnp.asarray(_host_view(array))
 
 
 class BatchOptions(TypedDict, total=False):
@@ -368,25 +283,13 @@ class BatchStream(Generic[Item]):
         self._starts = (ctypes.POINTER(ctypes.c_int64) * max(len(starts), 1))(
             *[array.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) for array in starts])
         self._start_counts = (ctypes.c_size_t * max(len(starts), 1))(*[len(array) for array in starts])
-        if xy not in XY_MODES:
-            raise _invalid(f"xy={xy!r}: expected 'copies' (x and y independent and contiguous) or 'views' "
-                           "(two overlapping views of one buffer, no copy)")
-        self._convert = _converter(to)
-        # cu_seqlens and position_ids become what x is, the same way.
-        self._convert_pieces = self._convert
-        dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
+        # Whether every target is host memory (what the conversion depends on); else one that is not.
         host, elsewhere = host_devices(self._runtime, targets)
+        self._convert, self._split, self._convert_pieces = conversion(to, xy, host,
+                                                                      layout is not None and layout.head_tail)
+        dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
         if elsewhere is not None:  # refused now, not at every next()
             check_target(self._runtime, to, *elsewhere)
-        self._split: Callable[[Any], Tuple[Any, Any]] = _view_pair if xy == "views" else _copied_pair
-        if to == "jax" and host:
-            # JAX's own slicing dispatches an operation per slice (about 100
-            # µs each on a CPU); one compiled call takes the NumPy view of
-            # the host batch and makes x and y, in either xy mode (JAX arrays
-            # are immutable: nothing can alias by surprise).
-            self._convert = _host_view
-            self._split = _jax_pair_from_host
-            self._convert_pieces = _jax_from_host
         self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
         self._options = _lib.bp_batch_stream_options(
@@ -419,9 +322,6 @@ class BatchStream(Generic[Item]):
         )
         if self._layout is not None:
             self._layout.fill(self._options)
-        if layout is not None and layout.head_tail:
-            # Pieces [rows, 2, L + 1]: x and y are each row's two chunks.
-            self._split = _jax_head_tail_pair_from_host if self._split is _jax_pair_from_host else _head_tail_pair
         self._arrays_per_step = max(len(targets), 1)
         self._out = (ctypes.c_void_p * self._arrays_per_step)()
         self._pieces = (_lib.bp_batch_pieces * self._arrays_per_step)()
