@@ -64,6 +64,9 @@ _STATE_BUFFER = 1024  # bytes; grown when a state needs more
 
 _stream_next = _lib.lib.bp_batch_stream_next
 _stream_next_documents = _lib.lib.bp_batch_stream_next_documents
+# One step from the library: each device's array and, with documents, its
+# (cu_seqlens, position_ids, max_seqlen).
+Step = Tuple[List[Array], Optional[List[Tuple[Array, Array, int]]]]
 
 
 class BatchOptions(TypedDict, total=False):
@@ -225,10 +228,8 @@ class BatchStream(Generic[Item]):
         # locks are unlocked in a forked child, where next() must refuse at
         # once rather than wait for a parent thread that is not there.
         self._next_lock = ForkSafeLock()
-        # A step whose conversion raised: handed out by the next next(). With
-        # documents, each device's arrays are (x's, cu_seqlens, position_ids).
-        self._pending: Optional[List[Array]] = None
-        self._pending_pieces: Optional[List[Tuple[Array, Array, int]]] = None
+        # A step whose conversion raised: handed out by the next next().
+        self._pending: Optional[Step] = None
         sources = _sources(tokens)
         self._runtime = runtime if runtime is not None else runtime_of(sources[0])
         # Here only what the C struct cannot say: Python types, values a C
@@ -349,7 +350,7 @@ class BatchStream(Generic[Item]):
             _lib.raise_status(status)
         with self._swap:
             old, self._handle = self._handle, handle
-            self._step, self._pending, self._pending_pieces = step.value, None, None
+            self._step, self._pending = step.value, None
         if old is not None:
             _lib.lib.bp_batch_stream_destroy(old)
 
@@ -366,58 +367,44 @@ class BatchStream(Generic[Item]):
             handle = self._handle
             if handle is None:
                 raise _invalid("the stream was used after close()")
-            if self._documents:
-                return self._next_with_documents(handle)
-            arrays = self._pending
-            if arrays is None:
-                status = _stream_next(handle, self._out, self._arrays_per_step, self._count_ref)
-                if status != 0:
-                    _lib.raise_status(status)  # the library's failed step is not consumed either
-                runtime, out = self._runtime, self._out
-                # Every array owned before any conversion, so none leaks when one raises.
-                arrays = [Array(runtime, ctypes.c_void_p(out[index])) for index in range(self._count.value)]
-            convert, split = self._convert, self._split
+            taken = self._pending if self._pending is not None else self._take(handle)
+            arrays, pieces = taken
+            convert, split, convert_pieces = self._convert, self._split, self._convert_pieces
             try:
                 if self._global is not None:
                     item = self._global.assemble(arrays)
-                    self._pending = None
-                    self._step += 1
-                    return cast(Item, item)
-                pairs = [split(convert(array)) for array in arrays]
+                elif pieces is None:
+                    items: List[Any] = [split(convert(array)) for array in arrays]
+                else:  # (x, y, DocumentPieces) per device
+                    items = [(*split(convert(array)), DocumentPieces(convert_pieces(cu_seqlens), max_seqlen,
+                                                                     convert_pieces(position_ids)))
+                             for array, (cu_seqlens, position_ids, max_seqlen) in zip(arrays, pieces)]
             except BaseException:
                 # Not consumed: the next next() hands this step out again.
-                self._pending = arrays
+                self._pending = taken
                 raise
             self._pending = None
             self._step += 1
-        return cast(Item, pairs if self._many else pairs[0])
+        return cast(Item, item if self._global is not None else items if self._many else items[0])
 
-    def _next_with_documents(self, handle: ctypes.c_void_p) -> Item:
-        """__next__ for a stream with documents (under its lock): (x, y,
-        Documents) per device."""
-        arrays, pieces = self._pending, self._pending_pieces
-        if arrays is None or pieces is None:
-            status = _stream_next_documents(handle, self._out, self._pieces, self._arrays_per_step, self._count_ref)
-            if status != 0:
-                _lib.raise_status(status)
-            runtime, out, made = self._runtime, self._out, self._pieces
-            count = self._count.value
-            arrays = [Array(runtime, ctypes.c_void_p(out[index])) for index in range(count)]
-            pieces = [(Array(runtime, ctypes.c_void_p(made[index].cu_seqlens)),
-                       Array(runtime, ctypes.c_void_p(made[index].position_ids)), made[index].max_seqlen)
-                      for index in range(count)]
-        convert, convert_pieces, split = self._convert, self._convert_pieces, self._split
-        try:
-            triples = []
-            for array, (cu_seqlens, position_ids, max_seqlen) in zip(arrays, pieces):
-                x, y = split(convert(array))
-                triples.append((x, y, DocumentPieces(convert_pieces(cu_seqlens), max_seqlen, convert_pieces(position_ids))))
-        except BaseException:
-            self._pending, self._pending_pieces = arrays, pieces
-            raise
-        self._pending = self._pending_pieces = None
-        self._step += 1
-        return cast(Item, triples if self._many else triples[0])
+    def _take(self, handle: ctypes.c_void_p) -> Step:
+        """The next step's arrays from the library, and with documents each
+        device's (cu_seqlens, position_ids, max_seqlen); every array owned
+        before any conversion, so that none leaks when one raises."""
+        out, made, count = self._out, self._pieces, self._count
+        if self._documents:
+            status = _stream_next_documents(handle, out, made, self._arrays_per_step, self._count_ref)
+        else:
+            status = _stream_next(handle, out, self._arrays_per_step, self._count_ref)
+        if status != 0:
+            _lib.raise_status(status)  # the library's failed step is not consumed either
+        runtime = self._runtime
+        arrays = [Array(runtime, ctypes.c_void_p(out[index])) for index in range(count.value)]
+        if not self._documents:
+            return arrays, None
+        return arrays, [(Array(runtime, ctypes.c_void_p(made[index].cu_seqlens)),
+                         Array(runtime, ctypes.c_void_p(made[index].position_ids)), made[index].max_seqlen)
+                        for index in range(count.value)]
 
     def __len__(self) -> int:
         """The steps left to hand out when `steps` was given (steps - step:
@@ -513,7 +500,7 @@ class BatchStream(Generic[Item]):
         batches already handed out stay valid."""
         with self._swap:
             handle, self._handle = self._handle, None
-            self._pending = self._pending_pieces = None
+            self._pending = None
         if handle is not None and _lib is not None and _lib.lib is not None:
             _lib.lib.bp_batch_stream_destroy(handle)
 
