@@ -247,3 +247,53 @@ def _documents(documents: Any, sources: List[Array]) -> _DocumentOptions:
         starts = [_starts_array(f"documents[{index}]", value) for index, value in enumerate(documents)]
         return _DocumentOptions(_lib.BP_DOCUMENTS_STARTS, 0, starts)
     raise _invalid(f"documents must be {_DOCUMENTS_WANTED}, got {_describe(documents)}")
+
+
+class StreamOptions(NamedTuple):
+    """bp_batch_stream_options (`struct`) and what its pointers point into
+    (`keep`), alive together for as long as the stream may be re-created."""
+
+    struct: _lib.bp_batch_stream_options
+    keep: Tuple[Any, ...]
+
+
+def stream_options(*, batch_size: int, context: int, targets: List[_lib.bp_device], dtype_code: int,
+                   seed: Optional[int], rank: int, world_size: int, prefetch: int, threads: int,
+                   release_pages: bool, schedules: _Schedules, schedule_count: int, documents: _DocumentOptions,
+                   max_documents: int) -> StreamOptions:
+    """The checked arguments as the C struct holds them (0 where C reads the
+    default; seed None: the saved state's, else 0)."""
+    devices = (_lib.bp_device * max(len(targets), 1))(*targets)
+    starts = documents.starts
+    start_pointers = (ctypes.POINTER(ctypes.c_int64) * max(len(starts), 1))(
+        *[array.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) for array in starts])
+    start_counts = (ctypes.c_size_t * max(len(starts), 1))(*[len(array) for array in starts])
+    weights, weight_steps = schedules.weights, schedules.weight_steps
+    struct = _lib.bp_batch_stream_options(
+        struct_size=ctypes.sizeof(_lib.bp_batch_stream_options),
+        batch_size=batch_size,
+        context=context,
+        devices=ctypes.cast(devices, ctypes.POINTER(_lib.bp_device)),
+        device_count=len(targets),
+        dtype=dtype_code,
+        seed=0 if seed is None else seed,
+        seed_from_state=int(seed is None),
+        rank=rank,
+        world_size=world_size,
+        prefetch=prefetch,
+        weights=None if weights is None else ctypes.cast(weights, ctypes.POINTER(ctypes.c_double)),
+        weight_count=0 if weights is None else len(weights),
+        threads=threads,
+        release_pages=int(release_pages),
+        documents=documents.kind,
+        document_token=documents.token,
+        document_starts=None if not starts else ctypes.cast(start_pointers,
+                                                            ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))),
+        document_start_counts=None if not starts else ctypes.cast(start_counts, ctypes.POINTER(ctypes.c_size_t)),
+        max_documents=max_documents,
+        schedule=ctypes.cast(schedules.entries, ctypes.POINTER(_lib.bp_schedule_entry)),
+        schedule_count=schedule_count,
+        weight_steps=None if weight_steps is None else ctypes.cast(weight_steps, ctypes.POINTER(ctypes.c_int64)),
+        weight_step_count=0 if weight_steps is None else len(weight_steps),
+    )
+    return StreamOptions(struct, (devices, start_pointers, start_counts, documents, schedules))

@@ -34,7 +34,7 @@ from ._array import Array
 from ._batch_convert import Converter, conversion
 from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, device_targets, host_devices
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
-                               _sources, _state_text)
+                               _sources, _state_text, stream_options)
 from ._batch_types import BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
 from ._errors import OutOfRangeError
 from ._fork_safe import ForkSafeLock
@@ -276,14 +276,9 @@ class BatchStream(Generic[Item]):
             batch_size, schedule = self._global.local_shapes(batch_size, schedule)
             self._batch_size = 0 if batch_size is None else batch_size
         self._schedules = _schedules(batch_size, context, schedule, weights, len(sources))
-        weight_array, weight_steps = self._schedules.weights, self._schedules.weight_steps
         max_documents = _int64("max_documents", max_documents, "an int >= 0")
-        self._document_options = _documents(documents, sources)
-        self._documents = self._document_options.kind != _lib.BP_DOCUMENTS_NONE
-        starts = self._document_options.starts
-        self._starts = (ctypes.POINTER(ctypes.c_int64) * max(len(starts), 1))(
-            *[array.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) for array in starts])
-        self._start_counts = (ctypes.c_size_t * max(len(starts), 1))(*[len(array) for array in starts])
+        document_options = _documents(documents, sources)
+        self._documents = document_options.kind != _lib.BP_DOCUMENTS_NONE
         # Whether every target is host memory (what the conversion depends on); else one that is not.
         host, elsewhere = host_devices(self._runtime, targets)
         self._convert, self._split, self._convert_pieces = conversion(to, xy, host,
@@ -291,38 +286,15 @@ class BatchStream(Generic[Item]):
         dtype = chosen_dtype(dtype, to, sources[0]._dtype_code())
         if elsewhere is not None:  # refused now, not at every next()
             check_target(self._runtime, to, *elsewhere)
-        self._devices = (_lib.bp_device * max(len(targets), 1))(*targets)
         self._sources = sources  # the library holds references of its own; these re-create the stream
-        self._options = _lib.bp_batch_stream_options(
-            struct_size=ctypes.sizeof(_lib.bp_batch_stream_options),
-            batch_size=self._batch_size,
-            context=self._context,
-            devices=ctypes.cast(self._devices, ctypes.POINTER(_lib.bp_device)),
-            device_count=len(targets),
-            dtype=0 if dtype is None else _dtypes.code(dtype),
-            seed=0 if seed is None else seed,
-            seed_from_state=int(seed is None),
-            rank=rank,
-            world_size=world_size,
-            prefetch=prefetch,
-            weights=None if weight_array is None else ctypes.cast(weight_array, ctypes.POINTER(ctypes.c_double)),
-            weight_count=0 if weight_array is None else len(weight_array),
-            threads=threads,
-            release_pages=int(release_pages),
-            documents=self._document_options.kind,
-            document_token=self._document_options.token,
-            document_starts=None if not starts else ctypes.cast(self._starts,
-                                                                ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))),
-            document_start_counts=None if not starts else ctypes.cast(self._start_counts,
-                                                                      ctypes.POINTER(ctypes.c_size_t)),
-            max_documents=max_documents,
-            schedule=ctypes.cast(self._schedules.entries, ctypes.POINTER(_lib.bp_schedule_entry)),
-            schedule_count=0 if schedule is None else len(schedule),
-            weight_steps=None if weight_steps is None else ctypes.cast(weight_steps, ctypes.POINTER(ctypes.c_int64)),
-            weight_step_count=0 if weight_steps is None else len(weight_steps),
-        )
+        self._options = stream_options(
+            batch_size=self._batch_size, context=self._context, targets=targets,
+            dtype_code=0 if dtype is None else _dtypes.code(dtype), seed=seed, rank=cast(int, rank),
+            world_size=cast(int, world_size), prefetch=prefetch, threads=threads, release_pages=release_pages,
+            schedules=self._schedules, schedule_count=0 if schedule is None else len(schedule),
+            documents=document_options, max_documents=max_documents)
         if self._layout is not None:
-            self._layout.fill(self._options)
+            self._layout.fill(self._options.struct)
         self._arrays_per_step = max(len(targets), 1)
         self._out = (ctypes.c_void_p * self._arrays_per_step)()
         self._pieces = (_lib.bp_batch_pieces * self._arrays_per_step)()
@@ -335,14 +307,14 @@ class BatchStream(Generic[Item]):
     def _open(self, state: Optional[bytes]) -> None:
         """Creates the native stream (at `state`'s step when given) and
         replaces the current one only once that has worked."""
-        self._options.state = state
+        self._options.struct.state = state
         handle = ctypes.c_void_p()
         sources = (ctypes.c_void_p * len(self._sources))(*[source._live().value for source in self._sources])
         try:
             _lib.check(_lib.lib.bp_batch_stream_create(self._runtime._live_handle(), sources, len(self._sources),
-                                                       ctypes.byref(self._options), ctypes.byref(handle)))
+                                                       ctypes.byref(self._options.struct), ctypes.byref(handle)))
         finally:
-            self._options.state = None
+            self._options.struct.state = None
         step = ctypes.c_int64()
         status = _lib.lib.bp_batch_stream_step(handle, ctypes.byref(step))
         if status != 0:
@@ -517,7 +489,7 @@ class BatchStream(Generic[Item]):
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"at step {self._step}"
         first = self._schedules.entries[0]
-        scheduled = self._options.schedule_count > 0
+        scheduled = self._options.struct.schedule_count > 0
         shape = (f"B={first.batch_size} T={first.context} at first (a schedule)" if scheduled else
                  f"B={self._batch_size} T={self._context}")
         return f"<backplane.BatchStream {shape} {state}>"
