@@ -1,20 +1,23 @@
 """Where batches() delivers and what it hands out to the framework to=
-names: the devices as C structs, whether they are host memory, the dtype,
-and the refusals at the call of what the framework would take wrongly or
-not at all, so that no step delivers wrong numbers and no next() fails the
-same way every step."""
+names: the devices as C structs and this process's share of the job
+(placement: rank, layout, sharding), whether the devices are host memory,
+the dtype, and the refusals at the call of what the framework would take
+wrongly or not at all, so that no step delivers wrong numbers and no next()
+fails the same way every step."""
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 
 from . import _dtypes, _lib
-from ._batch_arguments import _invalid
+from ._batch_arguments import _invalid, _ranks
 from ._devices import Device
 from ._dlpack import KDLCPU
 from ._errors import UnsupportedError
+from ._global_arrays import GlobalBatches, refuse_rank_arguments
+from ._layout import CLayout, Layout
 from ._runtime import DeviceLike, Runtime
 
 Converter = Callable[[Any], Any]
@@ -50,6 +53,51 @@ def device_targets(runtime: Runtime, device: Union[None, DeviceLike, Sequence[De
         return [target._to_c() for target in resolved]
     single = runtime._c_device(cast(Optional[DeviceLike], device))
     return [] if single is None else [single]
+
+
+class Placement(NamedTuple):
+    """Where a stream's batches go and which share of the job they are."""
+
+    targets: List[_lib.bp_device]
+    rank: int
+    world_size: int
+    rank_source: str  # what BatchStream.rank_source reads
+    layout: Optional[CLayout]  # this rank's piece of the global batch, from layout= or sharding=
+    sharded: Optional[GlobalBatches]  # with sharding=: the global jax.Arrays each step is assembled into
+
+
+def placement(runtime: Runtime, device: Union[None, DeviceLike, Sequence[DeviceLike]], many: bool,
+              rank: Optional[int], world_size: Optional[int], layout: Optional[Layout], sharding: Any,
+              to: Union[None, str, Converter], documents: Any) -> Placement:
+    """batches()'s device, rank, world_size, layout and sharding, checked in
+    this order: a layout or a sharding says the rank itself (and a sharding
+    the devices), so that rank, world_size and a device list are refused
+    with them; else the ranks are the arguments or the defaults (_ranks)."""
+    if layout is not None and sharding is not None:
+        raise _invalid("layout= and sharding= both given: pass a Layout for this rank's piece, or a "
+                       "NamedSharding for global JAX arrays")
+    c_layout: Optional[CLayout] = None
+    if layout is not None or sharding is not None:
+        refuse_rank_arguments("layout" if layout is not None else "sharding", rank, world_size, device)
+        rank, world_size = 0, 1
+    if layout is not None:
+        if not isinstance(layout, Layout):
+            raise _invalid(f"layout={layout!r}: expected a backplane.Layout")
+        mine, source = layout.resolve_rank()
+        c_layout = CLayout(layout.mesh, layout.batch, layout.sequence, layout.sequence_order, [mine])
+    elif sharding is None:
+        rank, world_size, source = _ranks(rank, world_size)
+    targets = device_targets(runtime, device, many)
+    if sharding is None:
+        return Placement(targets, cast(int, rank), cast(int, world_size), source, c_layout, None)
+    if to not in (None, "jax"):
+        raise _invalid(f"sharding= with to={to!r}: a sharding makes global jax.Arrays; leave to out or pass 'jax'")
+    sharded = GlobalBatches(sharding, runtime)
+    c_layout, targets = sharded.layout(), [target._to_c() for target in sharded.targets]
+    if documents is not None:
+        raise _invalid("sharding= with documents=: global arrays of document pieces are not built yet; "
+                       "use a Layout that splits only the rows for documents")
+    return Placement(targets, 0, 1, "jax sharding", c_layout, sharded)
 
 
 def host_devices(runtime: Runtime, targets: List[_lib.bp_device]) -> Tuple[bool, Optional[Tuple[Device, Any]]]:

@@ -24,22 +24,19 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, Optional, Sequence, Tuple,
-                    TypedDict, TypeVar, Union, cast, overload)
-
-import numpy
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, Optional, Sequence, Tuple, TypedDict,
+                    TypeVar, Union, cast, overload)
 
 from . import _dtypes, _lib
 from ._array import Array
-from ._batch_convert import Converter, conversion
-from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, device_targets, host_devices
-from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _ranks, _schedules,
+from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _schedules,
                                _sources, _state_text, stream_options)
+from ._batch_convert import Converter, conversion
+from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, host_devices, placement
 from ._batch_types import BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
 from ._errors import OutOfRangeError
 from ._fork_safe import ForkSafeLock
-from ._global_arrays import GlobalBatches, refuse_rank_arguments
-from ._layout import CLayout, Layout
+from ._layout import Layout
 from ._runtime import DeviceLike, Runtime, runtime_of
 
 if TYPE_CHECKING:
@@ -244,35 +241,12 @@ class BatchStream(Generic[Item]):
         threads = _integer("threads", threads, 0, _UINT32_LIMIT)
         if not isinstance(release_pages, bool):
             raise _invalid(f"release_pages must be True or False, got {release_pages!r}")
-        self._layout: Optional[CLayout] = None
-        self._global: Optional[GlobalBatches] = None
-        if layout is not None and sharding is not None:
-            raise _invalid("layout= and sharding= both given: pass a Layout for this rank's piece, or a "
-                           "NamedSharding for global JAX arrays")
-        if layout is not None or sharding is not None:
-            refuse_rank_arguments("layout" if layout is not None else "sharding", rank, world_size, device)
-            rank, world_size = 0, 1
-        if layout is not None:
-            if not isinstance(layout, Layout):
-                raise _invalid(f"layout={layout!r}: expected a backplane.Layout")
-            mine, self.rank_source = layout.resolve_rank()
-            self._layout = CLayout(layout.mesh, layout.batch, layout.sequence, layout.sequence_order, [mine])
-        elif sharding is None:
-            rank, world_size, self.rank_source = _ranks(rank, world_size)
         self._many = isinstance(device, (list, tuple))
-        targets = device_targets(self._runtime, device, self._many)
-        if sharding is not None:
-            if to not in (None, "jax"):
-                raise _invalid(f"sharding= with to={to!r}: a sharding makes global jax.Arrays; leave to out or pass "
-                               "'jax'")
+        where = placement(self._runtime, device, self._many, rank, world_size, layout, sharding, to, documents)
+        self.rank_source, self._layout, self._global = where.rank_source, where.layout, where.sharded
+        targets = where.targets
+        if self._global is not None:  # global jax.Arrays, of which this process fills its own devices' shards
             to = "jax"
-            self._global = GlobalBatches(sharding, self._runtime)
-            self.rank_source = "jax sharding"
-            self._layout = self._global.layout()
-            targets = [target._to_c() for target in self._global.targets]
-            if documents is not None:
-                raise _invalid("sharding= with documents=: global arrays of document pieces are not built yet; "
-                               "use a Layout that splits only the rows for documents")
             batch_size, schedule = self._global.local_shapes(batch_size, schedule)
             self._batch_size = 0 if batch_size is None else batch_size
         self._schedules = _schedules(batch_size, context, schedule, weights, len(sources))
@@ -289,8 +263,8 @@ class BatchStream(Generic[Item]):
         self._sources = sources  # the library holds references of its own; these re-create the stream
         self._options = stream_options(
             batch_size=self._batch_size, context=self._context, targets=targets,
-            dtype_code=0 if dtype is None else _dtypes.code(dtype), seed=seed, rank=cast(int, rank),
-            world_size=cast(int, world_size), prefetch=prefetch, threads=threads, release_pages=release_pages,
+            dtype_code=0 if dtype is None else _dtypes.code(dtype), seed=seed, rank=where.rank,
+            world_size=where.world_size, prefetch=prefetch, threads=threads, release_pages=release_pages,
             schedules=self._schedules, schedule_count=0 if schedule is None else len(schedule),
             documents=document_options, max_documents=max_documents)
         if self._layout is not None:
