@@ -1,11 +1,16 @@
-"""What a batch stream hands out besides x and y: its counters
-(BatchStreamStats), the windows of a step (Window) and the document pieces
-of a step with documents (DocumentPieces). Plain values, apart from the
-stream so that they read without it; _batches re-exports them."""
+"""The types around a batch stream, apart from it so that they read without
+it (_batches re-exports them): what it hands out besides x and y (its
+counters, BatchStreamStats; the windows of a step, Window; the document
+pieces of a step with documents, DocumentPieces) and its options for the
+type checker (BatchOptions)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, TypedDict
+
+from ._batch_arguments import StateLike, WeightsLike
+from ._layout import Layout
+from ._runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -55,3 +60,25 @@ class DocumentPieces(NamedTuple):
 
 Documents = DocumentPieces  # the name this class had before it took the C++ one
 
+
+class BatchOptions(TypedDict, total=False):
+    """The keyword arguments of batches() that do not change what x and y
+    are, for the type checker (BatchStream.__init__ says what each does).
+    Every name and type here is one of __init__'s; a test holds the two
+    lists equal."""
+
+    schedule: Optional[Sequence[Tuple[int, int, int]]]
+    dtype: Any
+    seed: Optional[int]
+    prefetch: int
+    steps: Optional[int]
+    rank: Optional[int]
+    world_size: Optional[int]
+    weights: Optional[WeightsLike]
+    threads: int
+    release_pages: bool
+    max_documents: int
+    state: Optional[StateLike]
+    xy: str
+    runtime: Optional[Runtime]
+    layout: Optional[Layout]

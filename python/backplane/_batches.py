@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, Optional, Sequence, Tuple, TypedDict,
-                    TypeVar, Union, cast, overload)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Literal, Optional, Sequence, Tuple, TypeVar,
+                    Union, cast, overload)
 
 from . import _dtypes, _lib
 from ._array import Array
@@ -33,7 +33,7 @@ from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64
                                _sources, _state_text, stream_options)
 from ._batch_convert import Converter, conversion
 from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, host_devices, placement
-from ._batch_types import BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
+from ._batch_types import BatchOptions, BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
 from ._errors import OutOfRangeError
 from ._fork_safe import ForkSafeLock
 from ._layout import Layout
@@ -64,29 +64,6 @@ _stream_next_documents = _lib.lib.bp_batch_stream_next_documents
 # One step from the library: each device's array and, with documents, its
 # (cu_seqlens, position_ids, max_seqlen).
 Step = Tuple[List[Array], Optional[List[Tuple[Array, Array, int]]]]
-
-
-class BatchOptions(TypedDict, total=False):
-    """The keyword arguments of batches() that do not change what x and y
-    are, for the type checker (BatchStream.__init__ says what each does).
-    Every name and type here is one of __init__'s; a test holds the two
-    lists equal."""
-
-    schedule: Optional[Sequence[Tuple[int, int, int]]]
-    dtype: Any
-    seed: Optional[int]
-    prefetch: int
-    steps: Optional[int]
-    rank: Optional[int]
-    world_size: Optional[int]
-    weights: Optional[WeightsLike]
-    threads: int
-    release_pages: bool
-    max_documents: int
-    state: Optional[StateLike]
-    xy: str
-    runtime: Optional[Runtime]
-    layout: Optional[Layout]
 
 
 class BatchStream(Generic[Item]):
