@@ -47,10 +47,21 @@ class DocumentPieces(NamedTuple):
     the runs of its rows * T tokens, flattened, that lie in one document;
     every row starts a piece. The layout flash-attn's varlen functions take.
 
+    With a layout whose sequence axes cut the columns, they describe the
+    piece's own tokens: its rows * L (L: its columns, each row's chunks one
+    after the other). position_ids are then each token's place in its
+    document counted in the whole window (what the unsliced batch has at
+    those columns, so that rotary embeddings match it), and cu_seqlens cuts
+    where a document starts, where a row starts and where two chunks that
+    do not meet are joined (head_tail), so that each piece is contiguous in
+    the window.
+
     cu_seqlens: int32 [max_documents + 1]: 0, each piece's end, then rows * T
-        repeated (pieces of no tokens), on x's device, converted as x is.
+        (rows * L) repeated (pieces of no tokens), on x's device, converted
+        as x is.
     max_seqlen: the longest piece, in tokens.
-    position_ids: int32 [rows, T]: 0 at each piece's first token, counting up.
+    position_ids: int32 [rows, T] ([rows, L]): 0 at each piece's first
+        token, counting up (without a sequence axis).
     """
 
     cu_seqlens: Any
