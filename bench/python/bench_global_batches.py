@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any, List
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -32,6 +33,7 @@ import numpy as np  # noqa: E402
 
 import backplane  # noqa: E402
 
+jax: Any
 try:
     import jax  # noqa: E402
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
@@ -39,7 +41,7 @@ except ImportError:
     jax = None
 
 
-def per_step_seconds(stream, steps):
+def per_step_seconds(stream: Any, steps: int) -> float:
     """Median caller's time per next(), over `steps` steps after a warm-up."""
     for _ in range(5):
         x, _ = next(stream)
@@ -52,17 +54,17 @@ def per_step_seconds(stream, steps):
             y.block_until_ready()
         times.append(time.perf_counter() - start)
     stream.close()
-    return statistics.median(times)
+    return float(statistics.median(times))
 
 
-def handmade_global_arrays(tokens, batch, context, sharding, steps):
+def handmade_global_arrays(tokens: Any, batch: int, context: int, sharding: Any, steps: int) -> float:
     """The glue written today: a NumPy batch, sliced per shard and put on
     each device, then assembled (MaxText's _form_global_array)."""
     stream = backplane.batches(tokens, batch, context, device="cpu:0", seed=1, dtype="int32")
     shape = (batch, context)
     indices = sharding.addressable_devices_indices_map(shape)
 
-    def step():
+    def step() -> Any:
         x, y = next(stream)
         xs = [jax.device_put(x[index], device) for device, index in indices.items()]
         ys = [jax.device_put(y[index], device) for device, index in indices.items()]
@@ -70,16 +72,16 @@ def handmade_global_arrays(tokens, batch, context, sharding, steps):
                 jax.make_array_from_single_device_arrays(shape, sharding, ys))
 
     class Handmade:
-        def __next__(self):
+        def __next__(self) -> Any:
             return step()
 
-        def close(self):
+        def close(self) -> None:
             stream.close()
 
     return per_step_seconds(Handmade(), steps)
 
 
-def stall_behind_a_step(tokens, batch, context, sharding, steps, compute_s):
+def stall_behind_a_step(tokens: Any, batch: int, context: int, sharding: Any, steps: int, compute_s: float) -> float:
     stream = backplane.batches(tokens, batch, context, seed=1, sharding=sharding, steps=steps + 5)
     for _ in range(5):
         next(stream)
@@ -87,13 +89,13 @@ def stall_behind_a_step(tokens, batch, context, sharding, steps, compute_s):
         deadline = time.perf_counter() + compute_s
         while time.perf_counter() < deadline:  # the fake step: a busy loop, as a device step keeps the host busy
             pass
-    fraction = stream.stats().data_stall_fraction
+    fraction = float(stream.stats().data_stall_fraction)
     stream.close()
     return fraction
 
 
-def bytes_per_rank(tokens, batch, context, steps):
-    figures = []
+def bytes_per_rank(tokens: Any, batch: int, context: int, steps: int) -> List[int]:
+    figures: List[int] = []
     for layout in (backplane.Layout({"dp": 2}, batch="dp", rank=1),
                    backplane.Layout({"dp": 2, "cp": 2}, batch="dp", sequence="cp", rank=3)):
         stream = backplane.batches(tokens, batch, context, device="cpu:0", seed=1, layout=layout, steps=steps,
@@ -105,7 +107,7 @@ def bytes_per_rank(tokens, batch, context, steps):
     return figures
 
 
-def main():
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--context", type=int, default=2048)
@@ -120,7 +122,7 @@ def main():
         print("skipped: rows 1 and 2 need jax")
     else:
         mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "seq"))
-        sharding = NamedSharding(mesh, P("data", "seq"))
+        sharding = NamedSharding(mesh, P("data", "seq"))  # type: ignore[no-untyped-call]
         numpy_s = per_step_seconds(backplane.batches(tokens, batch, context, device="cpu:0", seed=1,
                                                      dtype="int32"), steps)
         sharded_s = per_step_seconds(backplane.batches(tokens, batch, context, seed=1, sharding=sharding), steps)

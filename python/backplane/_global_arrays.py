@@ -168,7 +168,8 @@ class GlobalBatches:
         return found
 
 
-def _starts(index: Tuple[slice, ...]) -> Tuple[int, ...]:
+def _starts(index: Any) -> Tuple[int, ...]:
+    """A shard index (a tuple of slices, as JAX hands it) by its starts."""
     return tuple(part.start or 0 for part in index)
 
 
