@@ -1,6 +1,12 @@
-"""Shared helpers: an isolated runtime over the build tree's plugins."""
+"""Shared helpers: an isolated runtime over the build tree's plugins, and
+the launch of a job of worker processes."""
+import json
 import os
+import pathlib
 import socket
+import subprocess
+import sys
+import tempfile
 
 import backplane
 
@@ -47,3 +53,56 @@ def sim_runtime(directory):
     runs without a GPU and without the core knowing the backend by name."""
     return plugin_runtime(directory, os.environ["BACKPLANE_TEST_CPU_PLUGIN"],
                           os.environ["BACKPLANE_TEST_SIM_PLUGIN"], config="[backend.sim]\ndevices = 2\n")
+
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def worker_environment(drop=(), **values):
+    """os.environ for a worker script of this directory: this directory on
+    PYTHONPATH (for support.py), the variables in `drop` unset (a launcher's
+    RANK, say), and `values` set."""
+    environment = dict(os.environ, **values)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE)] + [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path])
+    for name in drop:
+        environment.pop(name, None)
+    return environment
+
+
+def run_processes(worker, count, arguments, environment, timeout_s, what="process"):
+    """Runs `count` copies of the worker script at once, process i with
+    arguments(i, out) where `out` is the JSON file it must write, and
+    returns what each wrote. A process that fails or does not finish in
+    timeout_s raises AssertionError with its output; none outlives the
+    call."""
+    with tempfile.TemporaryDirectory() as scratch:
+        outs = [os.path.join(scratch, f"process{index}.json") for index in range(count)]
+        logs = [open(os.path.join(scratch, f"process{index}.log"), "w+", encoding="utf-8") for index in range(count)]
+        processes = [subprocess.Popen([sys.executable, str(HERE / worker)] + arguments(index, outs[index]),
+                                      env=environment, stdout=logs[index], stderr=subprocess.STDOUT)
+                     for index in range(count)]
+        try:
+            for index, process in enumerate(processes):
+                try:
+                    code = process.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    code = None
+                logs[index].seek(0)
+                output = logs[index].read()
+                if code is None:
+                    raise AssertionError(f"{what} {index} did not finish in {timeout_s} s:\n{output}")
+                if code != 0:
+                    raise AssertionError(f"{what} {index} exited {code}:\n{output}")
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            for log in logs:
+                log.close()
+        reports = []
+        for out in outs:
+            with open(out, encoding="utf-8") as file:
+                reports.append(json.load(file))
+        return reports

@@ -8,18 +8,13 @@ the global array (run across both processes) equals the same sum of the
 reference."""
 import json
 import os
-import pathlib
-import subprocess
-import sys
-import tempfile
 import unittest
 
 import backplane
-from support import free_port, isolated_runtime, optional_module
+from support import free_port, isolated_runtime, optional_module, run_processes, worker_environment
 
 numpy = optional_module("numpy")
 jax = optional_module("jax")
-HERE = pathlib.Path(__file__).resolve().parent
 # Two JAX processes starting on a loaded 2-core machine: generous, and the
 # failure names what did not finish.
 JOB_TIMEOUT_S = 300
@@ -49,44 +44,12 @@ class JaxProcessesShardingTest(unittest.TestCase):
 
     @classmethod
     def _launch(cls):
-        with tempfile.TemporaryDirectory() as scratch:
-            environment = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2",
-                               PYTHONPATH=os.pathsep.join(
-                                   [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-            for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-                environment.pop(name, None)
-            coordinator = f"127.0.0.1:{free_port()}"
-            outs = [os.path.join(scratch, f"process{index}.json") for index in range(PROCESSES)]
-            logs = [open(os.path.join(scratch, f"process{index}.log"), "w+", encoding="utf-8")
-                    for index in range(PROCESSES)]
-            processes = [subprocess.Popen([sys.executable, str(HERE / "jax_processes_sharding_worker.py"), coordinator,
-                                           str(index), outs[index], json.dumps(SPEC)],
-                                          env=environment, stdout=logs[index], stderr=subprocess.STDOUT)
-                         for index in range(PROCESSES)]
-            try:
-                for index, process in enumerate(processes):
-                    try:
-                        code = process.wait(timeout=JOB_TIMEOUT_S)
-                    except subprocess.TimeoutExpired:
-                        code = None
-                    logs[index].seek(0)
-                    output = logs[index].read()
-                    if code is None:
-                        raise AssertionError(f"JAX process {index} did not finish in {JOB_TIMEOUT_S} s:\n{output}")
-                    if code != 0:
-                        raise AssertionError(f"JAX process {index} exited {code}:\n{output}")
-            finally:
-                for process in processes:
-                    if process.poll() is None:
-                        process.kill()
-                        process.wait()
-                for log in logs:
-                    log.close()
-            reports = []
-            for out in outs:
-                with open(out, encoding="utf-8") as file:
-                    reports.append(json.load(file))
-            return reports
+        environment = worker_environment(drop=("RANK", "WORLD_SIZE", "LOCAL_RANK"), JAX_PLATFORMS="cpu",
+                                         XLA_FLAGS="--xla_force_host_platform_device_count=2")
+        coordinator = f"127.0.0.1:{free_port()}"
+        return run_processes("jax_processes_sharding_worker.py", PROCESSES,
+                             lambda index, out: [coordinator, str(index), out, json.dumps(SPEC)], environment,
+                             JOB_TIMEOUT_S, "JAX process")
 
     @staticmethod
     def _reference():
