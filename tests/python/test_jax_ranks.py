@@ -2,7 +2,6 @@
 jax.distributed.initialize() and left rank and world_size out (no RANK in
 their environment) draw different windows, which together are the one
 process batch of twice the size at every step."""
-import json
 import os
 import unittest
 

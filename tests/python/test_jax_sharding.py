@@ -8,7 +8,7 @@ import subprocess
 import sys
 import unittest
 
-from support import optional_module
+from support import optional_module, worker_environment
 
 jax = optional_module("jax")
 numpy = optional_module("numpy")
@@ -20,11 +20,8 @@ TIMEOUT_S = 300  # JAX's start on a loaded 2-core machine, generously
 @unittest.skipIf(os.environ.get("BACKPLANE_TEST_SANITIZER"), "JAX under a preloaded sanitizer runtime")
 class JaxShardingTest(unittest.TestCase):
     def test_the_sharding_cases_pass_with_four_cpu_devices(self):
-        environment = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4",
-                           PYTHONPATH=os.pathsep.join(
-                               [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-        for name in ("RANK", "WORLD_SIZE", "JAX_NUM_CPU_DEVICES"):
-            environment.pop(name, None)
+        environment = worker_environment(drop=("RANK", "WORLD_SIZE", "JAX_NUM_CPU_DEVICES"), JAX_PLATFORMS="cpu",
+                                         XLA_FLAGS="--xla_force_host_platform_device_count=4")
         result = subprocess.run([sys.executable, "-m", "unittest", "-v", "sharding_cases"], cwd=HERE,
                                 env=environment, capture_output=True, text=True, timeout=TIMEOUT_S)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)

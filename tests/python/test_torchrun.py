@@ -11,7 +11,7 @@ import tempfile
 import unittest
 
 import backplane
-from support import isolated_runtime, optional_module
+from support import isolated_runtime, optional_module, worker_environment
 
 numpy = optional_module("numpy")
 torch = optional_module("torch")
@@ -27,11 +27,9 @@ class TorchrunTest(unittest.TestCase):
             with open(config, "w", encoding="utf-8") as file:
                 file.write("[backend.cpu]\ndevices = 2\n")
             out = os.path.join(scratch, "ranks.json")
-            environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-            for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                         "BACKPLANE_DEFAULT_DEVICE", "BACKPLANE_PLUGIN_PATH", "BACKPLANE_BACKENDS"):
-                environment.pop(name, None)
+            environment = worker_environment(drop=("LOCAL_RANK", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                   "SLURM_LOCALID", "BACKPLANE_DEFAULT_DEVICE", "BACKPLANE_PLUGIN_PATH",
+                                                   "BACKPLANE_BACKENDS"))
             result = subprocess.run(
                 [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                  # Debian's torch 1.13 on Python 3.11 maps only the single-stream values of

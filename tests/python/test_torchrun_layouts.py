@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 import backplane
-from support import isolated_runtime, optional_module
+from support import isolated_runtime, optional_module, worker_environment
 
 numpy = optional_module("numpy")
 torch = optional_module("torch")
@@ -51,11 +51,9 @@ class TorchrunLayoutsTest(unittest.TestCase):
     @classmethod
     def _launch(cls):
         with tempfile.TemporaryDirectory() as scratch:
-            environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-            for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                         "BACKPLANE_DEFAULT_DEVICE", "BACKPLANE_PLUGIN_PATH", "BACKPLANE_BACKENDS"):
-                environment.pop(name, None)
+            environment = worker_environment(drop=("LOCAL_RANK", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                   "SLURM_LOCALID", "BACKPLANE_DEFAULT_DEVICE", "BACKPLANE_PLUGIN_PATH",
+                                                   "BACKPLANE_BACKENDS"))
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={RANKS}",
                        # Debian's torch 1.13 on Python 3.11 maps only the single-stream values of
                        # these flags (see test_torchrun.py): stderr to logs here, stdout teed.
