@@ -10,6 +10,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <iterator>
 #include <new>
 #include <string>
@@ -218,13 +219,13 @@ std::unique_ptr<SimBackend::Event> SimBackend::copy_to_device(Buffer& destinatio
                                                               const void* source, std::uint64_t size, sdk::Mode mode) {
   return run(
       {nullptr, destination.storage, static_cast<const std::byte*>(source), destination.storage.get() + offset, size},
-      destination.ordinal, mode);
+      destination.ordinal, mode, destination.ordinal);
 }
 
 std::unique_ptr<SimBackend::Event> SimBackend::copy_to_host(Buffer& source, std::uint64_t offset, void* destination,
                                                             std::uint64_t size, sdk::Mode mode) {
   return run({source.storage, nullptr, source.storage.get() + offset, static_cast<std::byte*>(destination), size},
-             source.ordinal, mode);
+             source.ordinal, mode, source.ordinal);
 }
 
 std::unique_ptr<SimBackend::Event> SimBackend::copy_device_to_device(Buffer& source, std::uint64_t source_offset,
@@ -237,10 +238,11 @@ std::unique_ptr<SimBackend::Event> SimBackend::copy_device_to_device(Buffer& sou
   }
   return run({source.storage, destination.storage, source.storage.get() + source_offset,
               destination.storage.get() + destination_offset, size},
-             destination.ordinal, mode);
+             destination.ordinal, mode, source.ordinal);
 }
 
-std::unique_ptr<SimBackend::Event> SimBackend::run(Transfer transfer, std::int32_t engine, sdk::Mode mode) {
+std::unique_ptr<SimBackend::Event> SimBackend::run(Transfer transfer, std::int32_t engine, sdk::Mode mode,
+                                                   std::int32_t also_after) {
   transfer.number = ++copies_;
   transfer.inject_failure = transfer.number == options_.fail_copy_at;
   if (mode == sdk::Mode::kBlocking) {
@@ -252,9 +254,19 @@ std::unique_ptr<SimBackend::Event> SimBackend::run(Transfer transfer, std::int32
   auto event = std::make_unique<Event>();
   event->backend = this;
   event->completion = std::make_shared<Completion>();
+  // A copy between two devices runs on the destination's engine once the
+  // source's engine has run what was queued there before it: every copy
+  // stays after those submitted earlier on either device, as with one queue.
+  std::shared_future<void> source_done;
+  if (also_after != engine) {
+    auto fence = std::make_shared<std::promise<void>>();
+    source_done = fence->get_future().share();
+    workers_[static_cast<std::size_t>(also_after)]->submit([fence] { fence->set_value(); });
+  }
   try {
     workers_[static_cast<std::size_t>(engine)]->submit(
-        [this, engine, completion = event->completion, transfer = std::move(transfer)] {
+        [this, engine, source_done, completion = event->completion, transfer = std::move(transfer)] {
+          if (source_done.valid()) source_done.wait();
           throttle(engine, transfer.size);
           complete(*completion, transfer);
         });

@@ -16,7 +16,10 @@
 //     one copy engine (a worker thread) per device, the destination's (a copy
 //     to the host: the source's), started on the first async call to it and
 //     joined by backend_destroy, so BP_CAPABILITY_ASYNC is set; the devices'
-//     engines run at once, as a GPU's own copy engines do,
+//     engines run at once, as a GPU's own copy engines do, and a copy
+//     between two devices also waits for what was queued before it on the
+//     source's engine, so each copy runs after every earlier one of either
+//     device,
 //   event_wait (returns the copy's error), event_query, event_destroy
 //     (waits for the copy),
 //   memory_wrap: an address inside a live device allocation of that device
@@ -163,7 +166,10 @@ class SimBackend {
 
  private:
   struct Transfer;
-  std::unique_ptr<Event> run(Transfer transfer, std::int32_t engine, sdk::Mode mode);
+  // Runs `transfer` on device `engine`'s copy engine (async) or here (sync);
+  // an async one runs after the work queued before it on `also_after`'s
+  // engine too (a copy between two devices).
+  std::unique_ptr<Event> run(Transfer transfer, std::int32_t engine, sdk::Mode mode, std::int32_t also_after);
   // Holds the caller until `engine` may have moved `size` more bytes at the
   // capped bandwidth (at once without a cap).
   void throttle(std::int32_t engine, std::uint64_t size);
