@@ -103,11 +103,6 @@ PreparedStep StepGather::gather(std::int64_t step) {
   return prepared;
 }
 
-std::int64_t StepGather::piece_columns(std::size_t device, std::int64_t context) const noexcept {
-  return plan_.layout().chunk_length(context) *
-         static_cast<std::int64_t>(plan_.layout().pieces()[device].chunks.size());
-}
-
 std::uint64_t StepGather::chunk_bytes(std::int64_t context) const noexcept {
   return plan_.window_bytes(plan_.layout().chunk_length(context));
 }
@@ -175,7 +170,7 @@ PieceLayout StepGather::layout_for(std::size_t device, std::span<const Window> w
                 fmt::format("BatchStream: step {} on {}: its {} windows cut into {}; raise max_documents (at most "
                             "rows x context = {}, which no step exceeds)",
                             step, plan_.targets()[device]->selector(), windows.size(), error.what(),
-                            static_cast<std::int64_t>(windows.size()) * piece_columns(device, context)));
+                            static_cast<std::int64_t>(windows.size()) * plan_.layout().piece_columns(context)));
   }
 }
 
@@ -188,7 +183,7 @@ DocumentPieces StepGather::send_pieces(std::size_t device, std::span<const Windo
   const auto offsets = static_cast<std::int64_t>(layout.cu_seqlens.size());
   const auto rows = static_cast<std::int64_t>(windows.size());
   const std::vector<ColumnRange> columns = plan_.layout().columns(device, context);
-  const std::int64_t row_length = piece_columns(device, context);
+  const std::int64_t row_length = plan_.layout().piece_columns(context);
   const std::int64_t length = offsets + rows * row_length;
   std::vector<std::int64_t> shape{length};
   const Extent extent = extent_of(DType::kI32, shape, "BatchStream");

@@ -65,8 +65,6 @@ class StepGather {
   // The bytes of one of a piece's chunks with its one-token overlap: what a
   // gathered row holds.
   std::uint64_t chunk_bytes(std::int64_t context) const noexcept;
-  // The columns of x a piece holds of each row: T, or T / cp.
-  std::int64_t piece_columns(std::size_t device, std::int64_t context) const noexcept;
   // Piece `device`'s columns of `windows` (its rows), gathered and issued.
   Array gather_for(std::size_t device, std::span<const Window> windows, std::int64_t context, std::int64_t step);
   // The first token of each of the piece's chunks of each window, row by

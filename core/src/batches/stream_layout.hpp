@@ -56,6 +56,11 @@ class StreamLayout {
   // Piece `piece`'s columns of x, in the order its rows hold them (two
   // chunks that meet are one range).
   std::vector<ColumnRange> columns(std::size_t piece, std::int64_t context) const;
+  // The columns of x a piece holds of each row: T, or T / cp with a
+  // sequence axis (every piece holds as many).
+  std::int64_t piece_columns(std::int64_t context) const noexcept {
+    return chunk_length(context) * static_cast<std::int64_t>(pieces_.front().chunks.size());
+  }
   // The tokens of one chunk of x (of T); 0 when T does not split into them.
   std::int64_t chunk_length(std::int64_t context) const noexcept;
   // Why a step of context T cannot be split into the pieces' columns, or ""

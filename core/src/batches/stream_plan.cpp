@@ -379,10 +379,7 @@ void StreamPlan::find_documents() {
   // Every piece has as many rows (G / row_blocks) and columns (T, or T / cp
   // with a sequence axis).
   const auto rows_of = [&](std::size_t entry) { return layout_->rows(0, global_batches_[entry]).count; };
-  const auto columns_of = [&](std::size_t entry) {
-    const std::int64_t context = entries_[entry].context;
-    return layout_->chunk_length(context) * static_cast<std::int64_t>(layout_->pieces().front().chunks.size());
-  };
+  const auto columns_of = [&](std::size_t entry) { return layout_->piece_columns(entries_[entry].context); };
   const auto context_of = [&](std::size_t entry) {
     const std::int64_t context = entries_[entry].context;
     const std::int64_t columns = columns_of(entry);
