@@ -3,6 +3,7 @@
 #include "config/config.hpp"
 #include "config/selector.hpp"
 #include "loader/table_validation.hpp"
+#include "remote/s3_xml.hpp"
 #include "safetensors/json_number.hpp"
 #include "tokens/token_formats.hpp"
 #include "tokens/token_layout.hpp"
@@ -433,6 +434,19 @@ void trace_summary(Bytes data) {
   std::uint64_t in_total = 0;
   for (const auto& [name, totals] : summary.batch_stream.by_name) in_total += totals.events;
   require(in_streams <= in_total, "a stream's events are among all streams' events");
+}
+
+void s3_listing(Bytes data) {
+  const std::string_view text = as_text(data);
+  try {
+    const ListingPage page = parse_listing(text, "fuzz");
+    require(!page.truncated || !page.next_token.empty(), "a truncated page has a continuation token");
+    require(page.objects.size() <= text.size() / 20, "each object took at least its <Key> and <Size> tags");
+  } catch (const Error& error) {
+    require(error.code() == ErrorCode::kIo, "a listing is refused with kIo");
+  }
+  const S3ErrorBody error = parse_error(text);
+  require(error.message.size() <= 303, "an error's message is cut to 300 bytes");
 }
 
 }  // namespace backplane::fuzz

@@ -47,6 +47,10 @@ void json_number(Bytes data);
 // categories, at most kMaxTraceGroups devices and streams, and counts no
 // more events than the input has bytes.
 void trace_summary(Bytes data);
+// parse_listing and parse_error (an S3 server's ListObjectsV2 page and error
+// body) over the bytes: a page is read or refused with kIo, never anything
+// else; a truncated page has a token; an error's message is cut to 300 bytes.
+void s3_listing(Bytes data);
 
 struct Target {
   std::string_view name;  // as in fuzz_<name> and tests/fuzz/seeds/<name>/
@@ -61,6 +65,7 @@ inline constexpr Target kTargets[] = {
     {"token_headers", token_headers},
     {"json_number", json_number},
     {"trace_summary", trace_summary},
+    {"s3_listing", s3_listing},
 };
 
 }  // namespace backplane::fuzz
