@@ -27,7 +27,9 @@ namespace {
 namespace st = backplane::safetensors;
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kUsage = "usage: backplane inspect FILE [--json]\n";
+constexpr std::string_view kUsage =
+    "usage: backplane inspect FILE [--json]\n"
+    "       backplane inspect s3://BUCKET/KEY | http(s)://URL [--json]   (a token file in object storage)\n";
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
@@ -209,6 +211,37 @@ std::string token_file_text(const std::string& file, const TokenFileInfo& info) 
       printable(file), info.format, info.count, dtype_name(info.dtype));
 }
 
+bool names_object(std::string_view file) {
+  return file.starts_with("s3://") || file.starts_with("http://") || file.starts_with("https://");
+}
+
+// An object (s3://, http(s)://) is read only as far as its header: what
+// describe_tokens finds there, by ranged requests.
+int inspect_object(const std::string& object, bool as_json) {
+  try {
+    const TokenFileInfo info = describe_tokens(object);
+    if (as_json) {
+      json report = {{"object", object},
+                     {"format", info.format},
+                     {"dtype", std::string(dtype_name(info.dtype))},
+                     {"count", info.count},
+                     {"data_file", info.data_file}};
+      if (info.documents) report["documents"] = *info.documents;
+      fmt::print("{}\n", dump(report));
+    } else {
+      fmt::print("object     {}\n", printable(object));
+      fmt::print("format     {}\n", info.format);
+      fmt::print("tokens     {} {}\n", info.count, dtype_name(info.dtype));
+      if (info.data_file != object) fmt::print("data       {}\n", printable(info.data_file));
+      if (info.documents) fmt::print("documents  {}\n", *info.documents);
+    }
+    return 0;
+  } catch (const Error& error) {
+    fmt::print(stderr, "backplane inspect: error: {}\n", error.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int run_inspect(const Arguments& args) {
@@ -227,6 +260,7 @@ int run_inspect(const Arguments& args) {
   }
   const std::string file(parsed.positional.front());
   const bool as_json = !parsed.options.empty();
+  if (names_object(file)) return inspect_object(file, as_json);
 
   try {
     st::Header header = st::read_header(file);

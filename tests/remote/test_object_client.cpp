@@ -56,7 +56,8 @@ std::vector<std::byte> pattern_bytes(std::size_t size, unsigned seed) {
 
 // Uploads `bytes` as `key` and gives its s3:// URL.
 detail::ObjectUrl put(const std::string& key, const std::vector<std::byte>& bytes) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / ("backplane-put-" + std::to_string(::getpid()));
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("backplane-put-" + std::to_string(::getpid()));
   {
     std::ofstream out(file, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -72,9 +73,9 @@ detail::S3Settings settings_for(const std::string& endpoint_variable, bool signe
   settings.endpoint = variable(endpoint_variable.c_str());
   settings.endpoint_source = "the test";
   if (signed_requests) {
-    settings.credentials = detail::S3Credentials{variable("AWS_ACCESS_KEY_ID"),
-                                                 secret.empty() ? variable("AWS_SECRET_ACCESS_KEY") : secret, "",
-                                                 "the test's variables"};
+    settings.credentials =
+        detail::S3Credentials{variable("AWS_ACCESS_KEY_ID"),
+                              secret.empty() ? variable("AWS_SECRET_ACCESS_KEY") : secret, "", "the test's variables"};
   }
   return settings;
 }
@@ -135,8 +136,7 @@ TEST_CASE("[remote] stat, ranged reads and listings return the object's own byte
 TEST_CASE("[remote] 403 and 404 fail at once and say what they mean, never the secret") {
   const detail::ObjectUrl object = put("client/refusals/a.bin", pattern_bytes(100, 4));
   SUBCASE("a wrong secret key") {
-    detail::ObjectClient client(settings_for("BACKPLANE_TEST_S3_ENDPOINT", true, "not-the-secret-xyz"),
-                                quick_policy());
+    detail::ObjectClient client(settings_for("BACKPLANE_TEST_S3_ENDPOINT", true, "not-the-secret-xyz"), quick_policy());
     const std::string message = message_of(
         [&] {
           std::vector<std::byte> out(10);
@@ -198,7 +198,8 @@ TEST_CASE("[remote] retries are bounded: the error names the URL, the range, the
   SUBCASE("503 SlowDown every time") {
     REQUIRE(control("faults 503 503 503") == "ok");
     const std::string message = message_of([&] { client.read(object, info, 100, out); }, ErrorCode::kIo);
-    CHECK(contains(message, "GET s3://tokens/client/bounded/a.bin bytes 100-199: HTTP 503 (SlowDown) after 3 attempts"));
+    CHECK(
+        contains(message, "GET s3://tokens/client/bounded/a.bin bytes 100-199: HTTP 503 (SlowDown) after 3 attempts"));
     CHECK(contains(message, "at most 3 times within 20 s"));
   }
   SUBCASE("a server that stops answering") {

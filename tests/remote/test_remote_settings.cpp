@@ -63,8 +63,8 @@ TEST_CASE("[remote] object URLs split into scheme, bucket and key, and hide a qu
             .find("s3://BUCKET/KEY") != std::string::npos);
   CHECK(message_of([] { detail::parse_object_url("s3:///key"); }, ErrorCode::kInvalidArgument)
             .find("names a bucket and a key") != std::string::npos);
-  CHECK(message_of([] { detail::parse_object_url("http:///x"); }, ErrorCode::kInvalidArgument)
-            .find("names no host") != std::string::npos);
+  CHECK(message_of([] { detail::parse_object_url("http:///x"); }, ErrorCode::kInvalidArgument).find("names no host") !=
+        std::string::npos);
 }
 
 TEST_CASE("[remote] keys are percent-encoded as SigV4 signs them") {
@@ -78,8 +78,9 @@ TEST_CASE("[remote] the settings come from the variables first, then the profile
              "# a comment\n[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n"
              "[work]\naws_access_key_id = WORKKEY\naws_secret_access_key = WORKSECRET\n"
              "aws_session_token = WORKTOKEN\n");
-  home.write(".aws/config", "[default]\nregion = eu-west-1\n[profile work]\nregion = ap-south-1\n"
-                            "endpoint_url = http://127.0.0.1:9000\ns3 =\n  addressing_style = path\n");
+  home.write(".aws/config",
+             "[default]\nregion = eu-west-1\n[profile work]\nregion = ap-south-1\n"
+             "endpoint_url = http://127.0.0.1:9000\ns3 =\n  addressing_style = path\n");
 
   SUBCASE("nothing set: the default profile's files") {
     const detail::S3Settings settings =
@@ -92,22 +93,22 @@ TEST_CASE("[remote] the settings come from the variables first, then the profile
     CHECK(settings.object_url("dotted.bucket", "k") == "https://s3.eu-west-1.amazonaws.com/dotted.bucket/k");
   }
   SUBCASE("AWS_PROFILE picks a profile, its endpoint is addressed path-style") {
-    const detail::S3Settings settings = detail::read_s3_settings(
-        detail::Environment::fixed({{"HOME", home.dir.string()}, {"AWS_PROFILE", "work"}}));
+    const detail::S3Settings settings =
+        detail::read_s3_settings(detail::Environment::fixed({{"HOME", home.dir.string()}, {"AWS_PROFILE", "work"}}));
     REQUIRE(settings.credentials);
     CHECK(settings.credentials->session_token == "WORKTOKEN");
     CHECK(settings.region == "ap-south-1");
     CHECK(settings.object_url("bucket", "k.bin") == "http://127.0.0.1:9000/bucket/k.bin");
   }
   SUBCASE("the variables win over the files") {
-    const detail::S3Settings settings = detail::read_s3_settings(detail::Environment::fixed(
-        {{"HOME", home.dir.string()},
-         {"AWS_ACCESS_KEY_ID", "ENVKEY"},
-         {"AWS_SECRET_ACCESS_KEY", "ENVSECRET"},
-         {"AWS_DEFAULT_REGION", "us-west-2"},
-         {"AWS_ENDPOINT_URL", "http://other:1"},
-         {"AWS_ENDPOINT_URL_S3", "http://127.0.0.1:8333/"},
-         {"AWS_CA_BUNDLE", "/etc/ca.pem"}}));
+    const detail::S3Settings settings =
+        detail::read_s3_settings(detail::Environment::fixed({{"HOME", home.dir.string()},
+                                                             {"AWS_ACCESS_KEY_ID", "ENVKEY"},
+                                                             {"AWS_SECRET_ACCESS_KEY", "ENVSECRET"},
+                                                             {"AWS_DEFAULT_REGION", "us-west-2"},
+                                                             {"AWS_ENDPOINT_URL", "http://other:1"},
+                                                             {"AWS_ENDPOINT_URL_S3", "http://127.0.0.1:8333/"},
+                                                             {"AWS_CA_BUNDLE", "/etc/ca.pem"}}));
     CHECK(settings.credentials->access_key_id == "ENVKEY");
     CHECK(settings.region == "us-west-2");
     CHECK(settings.region_source == "AWS_DEFAULT_REGION");
@@ -121,7 +122,8 @@ TEST_CASE("[remote] the settings come from the variables first, then the profile
     CHECK(described.find("ENVKEY") == std::string::npos);
   }
   SUBCASE("no credentials anywhere: unsigned requests") {
-    const detail::S3Settings settings = detail::read_s3_settings(detail::Environment::fixed({{"HOME", "/nonexistent"}}));
+    const detail::S3Settings settings =
+        detail::read_s3_settings(detail::Environment::fixed({{"HOME", "/nonexistent"}}));
     CHECK_FALSE(settings.credentials);
     CHECK(settings.region == "us-east-1");
     CHECK(settings.describe().find("no credentials") != std::string::npos);
@@ -138,7 +140,9 @@ TEST_CASE("[remote] the settings come from the variables first, then the profile
   SUBCASE("a malformed line names the file and line, not its text") {
     home.write(".aws/credentials", "[default]\naws_secret_access_key SECRETVALUE\n");
     const std::string message = message_of(
-        [&] { detail::read_s3_settings(detail::Environment::fixed({{"HOME", home.dir.string()}})); },
+        [&] {
+          detail::read_s3_settings(detail::Environment::fixed({{"HOME", home.dir.string()}}));
+        },
         ErrorCode::kConfig);
     CHECK(message.find("credentials:2: expected \"key = value\"") != std::string::npos);
     CHECK(message.find("SECRETVALUE") == std::string::npos);
@@ -146,11 +150,10 @@ TEST_CASE("[remote] the settings come from the variables first, then the profile
 }
 
 TEST_CASE("[remote] a ListObjectsV2 page is read with its entities, and a bad one is refused") {
-  const std::string xml =
-      R"(<?xml version="1.0"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>)"
-      R"(<Contents><Key>dir/a&amp;b.bin</Key><ETag>&#34;abc&#34;</ETag><Size>22</Size></Contents>)"
-      R"(<Contents><Key>dir/&#x3b1;.bin</Key><Size>0</Size></Contents>)"
-      R"(<NextContinuationToken>tok&lt;1&gt;</NextContinuationToken></ListBucketResult>)";
+  const std::string xml = R"(<?xml version="1.0"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>)"
+                          R"(<Contents><Key>dir/a&amp;b.bin</Key><ETag>&#34;abc&#34;</ETag><Size>22</Size></Contents>)"
+                          R"(<Contents><Key>dir/&#x3b1;.bin</Key><Size>0</Size></Contents>)"
+                          R"(<NextContinuationToken>tok&lt;1&gt;</NextContinuationToken></ListBucketResult>)";
   const detail::ListingPage page = detail::parse_listing(xml, "the listing");
   REQUIRE(page.objects.size() == 2);
   CHECK(page.objects[0].key == "dir/a&b.bin");

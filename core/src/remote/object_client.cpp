@@ -42,10 +42,8 @@ bool transient(CURLcode code) noexcept {
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      return true;
-    default:
-      return false;
+    case CURLE_HTTP2_STREAM: return true;
+    default: return false;
   }
 }
 
@@ -175,8 +173,7 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 
 }  // namespace
 
-ObjectClient::ObjectClient(S3Settings settings, RetryPolicy policy)
-    : settings_(std::move(settings)), policy_(policy) {
+ObjectClient::ObjectClient(S3Settings settings, RetryPolicy policy) : settings_(std::move(settings)), policy_(policy) {
   initialise_curl();
 }
 
@@ -217,7 +214,8 @@ ObjectClientStats ObjectClient::stats() const noexcept { return {requests_.load(
 ObjectResponse ObjectClient::perform(const ObjectRequest& request) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + policy_.deadline;
-  const std::string what = fmt::format("{} {}{}", request.head ? "HEAD" : "GET", request.shown, range_words(request.range));
+  const std::string what =
+      fmt::format("{} {}{}", request.head ? "HEAD" : "GET", request.shown, range_words(request.range));
   thread_local std::minstd_rand jitter(std::random_device{}());
   ObjectResponse response;
   for (int attempt = 1;; ++attempt) {
@@ -244,8 +242,7 @@ ObjectResponse ObjectClient::perform(const ObjectRequest& request) {
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, remaining);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, std::min(remaining, 10'000L));
     curl_easy_setopt(easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME,
-                     std::max<long>(1, static_cast<long>(policy_.stall.count() / 1000)));
+    curl_easy_setopt(easy, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(policy_.stall.count() / 1000)));
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
     // A signed request is never sent on to another host; a plain one may be.
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, request.sign ? 0L : 1L);
@@ -298,8 +295,8 @@ ObjectResponse ObjectClient::perform(const ObjectRequest& request) {
     } else if (transient_status(response.status)) {
       retry = true;
     } else if (request.range && response.status == 206 && response.received != request.range->second) {
-      response.network_error = fmt::format("the body ended after {} of {} bytes", response.received,
-                                           request.range->second);
+      response.network_error =
+          fmt::format("the body ended after {} of {} bytes", response.received, request.range->second);
       response.code = CURLE_PARTIAL_FILE;
       retry = true;
     }
@@ -312,13 +309,12 @@ ObjectResponse ObjectClient::perform(const ObjectRequest& request) {
       throw Error(ErrorCode::kIo,
                   fmt::format("{}: {} after {} attempts in {:.1f} s (requests are tried at most {} times within "
                               "{:.0f} s)",
-                              what, response.failure(), attempt,
-                              std::chrono::duration<double>(now - start).count(), policy_.attempts,
-                              std::chrono::duration<double>(policy_.deadline).count()));
+                              what, response.failure(), attempt, std::chrono::duration<double>(now - start).count(),
+                              policy_.attempts, std::chrono::duration<double>(policy_.deadline).count()));
     }
     ++retries_;
-    const std::chrono::milliseconds most =
-        std::min<std::chrono::milliseconds>(policy_.backoff_most, policy_.backoff_first * (1L << std::min(attempt - 1, 20)));
+    const std::chrono::milliseconds most = std::min<std::chrono::milliseconds>(
+        policy_.backoff_most, policy_.backoff_first * (1L << std::min(attempt - 1, 20)));
     std::uniform_int_distribution<long long> pause(0, std::max<long long>(0, most.count()));
     const Clock::time_point resume = std::min(deadline, now + std::chrono::milliseconds(pause(jitter)));
     if (!wait_backoff(resume)) {
@@ -330,23 +326,21 @@ ObjectResponse ObjectClient::perform(const ObjectRequest& request) {
 namespace {
 
 // The words for an answer that is no success and not worth another try.
-Error refusal(const ObjectResponse& response, const std::string& what, const S3Settings& settings,
-              bool s3) {
+Error refusal(const ObjectResponse& response, const std::string& what, const S3Settings& settings, bool s3) {
   const S3ErrorBody error = parse_error(response.body);
-  const std::string server =
-      error.code.empty() ? std::string() : fmt::format(" ({}: {})", error.code, error.message);
+  const std::string server = error.code.empty() ? std::string() : fmt::format(" ({}: {})", error.code, error.message);
   switch (response.status) {
     case 404:
-      return Error(ErrorCode::kNotFound,
-                   fmt::format("{}: no such {} (HTTP 404{})", what,
-                               error.code == "NoSuchBucket" ? "bucket" : "object", server));
+      return Error(ErrorCode::kNotFound, fmt::format("{}: no such {} (HTTP 404{})", what,
+                                                     error.code == "NoSuchBucket" ? "bucket" : "object", server));
     case 403: {
       std::string advice;
       if (!s3) {
         advice = "the server refuses to serve it";
       } else if (!settings.credentials) {
-        advice = "the request was unsigned (no credentials were found): set AWS_ACCESS_KEY_ID and "
-                 "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE";
+        advice =
+            "the request was unsigned (no credentials were found): set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE";
       } else if (error.code == "SignatureDoesNotMatch") {
         advice = fmt::format("the secret key does not match the access key id (credentials from {})",
                              settings.credentials->source);
@@ -375,8 +369,7 @@ Error refusal(const ObjectResponse& response, const std::string& what, const S3S
                                  settings.region, response.status));
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return Error(ErrorCode::kIo, fmt::format("{}: HTTP {}{}", what, response.status, server));
 }

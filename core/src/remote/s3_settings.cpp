@@ -109,9 +109,8 @@ S3Settings read_s3_settings(const Environment& environment) {
   const std::optional<Section> config =
       read_section(config_file, settings.profile == "default" ? "default" : "profile " + settings.profile);
   if (settings.profile != "default" && !stored && !config) {
-    throw Error(ErrorCode::kConfig,
-                fmt::format("AWS_PROFILE names the profile {}, which neither {} nor {} has", settings.profile,
-                            credentials_file, config_file));
+    throw Error(ErrorCode::kConfig, fmt::format("AWS_PROFILE names the profile {}, which neither {} nor {} has",
+                                                settings.profile, credentials_file, config_file));
   }
 
   const std::optional<std::string> id = environment.get("AWS_ACCESS_KEY_ID");

@@ -47,8 +47,8 @@ bool unescape_one(std::string_view text, std::string& out, std::size_t& used) {
   const std::string_view digits = name.substr(hex ? 2 : 1);
   std::uint32_t code = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), code, hex ? 16 : 10);
-  if (error != std::errc() || end != digits.data() + digits.size() || digits.empty() || code == 0 ||
-      code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+  if (error != std::errc() || end != digits.data() + digits.size() || digits.empty() || code == 0 || code > 0x10FFFF ||
+      (code >= 0xD800 && code <= 0xDFFF)) {
     return false;
   }
   append_utf8(out, code);

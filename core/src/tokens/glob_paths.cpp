@@ -1,6 +1,12 @@
 #include "tokens/glob_paths.hpp"
 
+#include "tokens/token_file.hpp"
 #include "tokens/token_formats.hpp"
+
+#include "remote/object_client.hpp"
+#include "remote/object_url.hpp"
+#include "remote/s3_settings.hpp"
+#include "util/environment.hpp"
 
 #include "safetensors/text.hpp"
 #include "util/text_argument.hpp"
@@ -9,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <fnmatch.h>
 #include <glob.h>
 #include <sys/stat.h>
 
@@ -31,10 +38,7 @@ class GlobResult {
   glob_t result_{};
 };
 
-bool exists(const std::string& path) {
-  struct stat status {};
-  return ::lstat(path.c_str(), &status) == 0;
-}
+bool exists(const std::string& path) { return TokenFile::exists(path); }
 
 // A name load_tokens opens as written though no file has it: the prefix
 // of a two-file format's index and data.
@@ -45,12 +49,41 @@ bool names_dataset(const std::string& path) {
   return false;
 }
 
+bool has_wildcard(std::string_view text) { return text.find_first_of("*?[") != std::string_view::npos; }
+
+// The s3:// URLs of the keys that match `pattern` (an s3 URL whose key holds
+// a wildcard), listed from the longest prefix without one; matched as glob(3)
+// matches paths (a wildcard never matches a '/').
+std::vector<std::string> list_matching(const std::string& pattern) {
+  const ObjectUrl url = parse_object_url(pattern);
+  const std::string prefix = url.key.substr(0, url.key.find_first_of("*?["));
+  ObjectClient client(read_s3_settings(Environment::process()), RetryPolicy{});
+  std::vector<std::string> paths;
+  for (const ListedObject& object : client.list(url.bucket, prefix)) {
+    if (::fnmatch(url.key.c_str(), object.key.c_str(), FNM_PATHNAME) == 0) {
+      paths.push_back(fmt::format("s3://{}/{}", url.bucket, object.key));
+    }
+  }
+  return paths;
+}
+
 }  // namespace
 
 std::vector<std::string> glob_paths(std::string_view pattern, bool allow_empty) {
   if (pattern.empty()) throw Error(ErrorCode::kInvalidArgument, "load_token_files: the pattern is empty");
   refuse_nul_bytes(pattern, "load_token_files", "pattern");
   const std::string text(pattern);
+  if (is_object_url(text)) {
+    // An http(s) URL is never a pattern ('?' starts its query): one file.
+    const bool listed = text.starts_with("s3://") && has_wildcard(text);
+    std::vector<std::string> paths = listed ? list_matching(text) : std::vector<std::string>{};
+    if (!listed && (exists(text) || names_dataset(text))) paths.push_back(text);
+    if (paths.empty() && !allow_empty) {
+      throw Error(ErrorCode::kNotFound, fmt::format("no object matches {}", quote(shown_url(text))));
+    }
+    std::sort(paths.begin(), paths.end());
+    return paths;
+  }
   GlobResult result;
   // GLOB_NOSORT: glob sorts by the locale's collation; the order here is bytewise.
   const int status = ::glob(text.c_str(), GLOB_NOSORT, nullptr, result.get());

@@ -156,8 +156,7 @@ TokenFileInfo describe_tokens(const std::filesystem::path& path, const TokenFile
   refuse_nul_arguments(path, options, "describe_tokens");
   detail::TokenFile file(header_file_for(path, detail::token_formats()));
   const detail::TokenLayout layout = read_layout(file, options, detail::token_formats());
-  std::error_code missing;
-  if (!layout.data_file.empty() && std::filesystem::exists(layout.data_file, missing)) {
+  if (!layout.data_file.empty() && detail::TokenFile::exists(layout.data_file)) {
     detail::TokenFile data(layout.data_file);
     refuse_self_described_data(data, layout, file, detail::token_formats());
   }

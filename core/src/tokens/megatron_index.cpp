@@ -1,5 +1,9 @@
 #include "tokens/megatron_index.hpp"
 
+#include "tokens/object_file.hpp"
+
+#include "remote/object_url.hpp"
+
 #include "tokens/byte_fields.hpp"
 
 #include <backplane/error.hpp>
@@ -75,6 +79,7 @@ std::vector<std::int64_t> document_starts(std::span<const std::byte> prefix, con
 }
 
 bool exists(const std::string& path) {
+  if (is_object_url(path)) return object_exists(path);
   std::error_code error;
   return std::filesystem::exists(path, error);
 }

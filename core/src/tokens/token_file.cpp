@@ -1,5 +1,8 @@
 #include "tokens/token_file.hpp"
 
+#include "tokens/object_file.hpp"
+
+#include "remote/object_url.hpp"
 #include "util/page_advice.hpp"
 #include "util/regular_file.hpp"
 
@@ -33,18 +36,41 @@ TokenFileMapping::TokenFileMapping(int fd, std::uint64_t size, const std::string
 TokenFileMapping::~TokenFileMapping() { ::munmap(base_, static_cast<std::size_t>(size_)); }
 
 TokenFile::TokenFile(const std::filesystem::path& path) : name_(path.string()) {
+  if (is_object_url(name_)) {
+    object_ = std::make_unique<ObjectFile>(name_);
+    name_ = object_->name();
+    size_ = object_->size();
+    return;
+  }
   struct stat status {};
   fd_ = detail::open_regular_file(path, status);
   size_ = static_cast<std::uint64_t>(status.st_size);
 }
 
-TokenFile::~TokenFile() { ::close(fd_); }
+TokenFile::~TokenFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool TokenFile::exists(const std::string& path) {
+  if (is_object_url(path)) return object_exists(path);
+  struct stat status {};
+  return ::lstat(path.c_str(), &status) == 0;
+}
 
 std::span<const std::byte> TokenFile::prefix(std::uint64_t bytes) {
   const std::uint64_t wanted = std::min(bytes, size_);
   std::uint64_t done = prefix_.size();
   if (wanted <= done) return std::span<const std::byte>(prefix_).first(static_cast<std::size_t>(wanted));
   prefix_.resize(static_cast<std::size_t>(wanted));
+  if (object_) {
+    try {
+      object_->read(done, std::span(prefix_).subspan(static_cast<std::size_t>(done)));
+    } catch (...) {
+      prefix_.resize(static_cast<std::size_t>(done));
+      throw;
+    }
+    return prefix_;
+  }
   while (done < wanted) {
     const ssize_t got =
         ::pread(fd_, prefix_.data() + done, static_cast<std::size_t>(wanted - done), static_cast<off_t>(done));
@@ -64,6 +90,7 @@ std::span<const std::byte> TokenFile::prefix(std::uint64_t bytes) {
 }
 
 std::shared_ptr<const TokenFileMapping> TokenFile::map() const {
+  if (object_) return object_->download();
   return std::make_shared<const TokenFileMapping>(fd_, size_, name_);
 }
 
