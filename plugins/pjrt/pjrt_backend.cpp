@@ -118,7 +118,7 @@ sdk::Probe PjrtBackend::probe_client() {
     const std::string text = failure->message + " (" + code_name(failure->code) + ", " + identity + ")";
     if (failure->code == PJRT_Error_Code_INVALID_ARGUMENT) {
       throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                    "PJRT_Client_Create of " + library_path_ + " refused the create options: " + text);
+                    "PJRT_Client_Create of " + library_name_ + " refused the create options: " + text);
     }
     return {.available = false, .reason = text, .priority = {}};
   }
@@ -129,7 +129,7 @@ sdk::Probe PjrtBackend::probe_client() {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, backend_ +
                                                  ": option data_path = \"host\" needs the cpu platform, whose "
                                                  "buffers are host memory; " +
-                                                 library_path_ + " is platform " + client->platform());
+                                                 library_name_ + " is platform " + client->platform());
   }
   std::vector<std::unique_ptr<Device>> devices = client->devices(backend_);
   if (devices.empty()) {
@@ -153,7 +153,7 @@ sdk::Probe PjrtBackend::probe_client() {
   }
   const std::string reason = "platform " + client->platform() + " (" + client->platform_version() + ") through " +
                              identity + ": " + device_count_text(devices.size()) + ", data path " +
-                             data_path_name(data_path_) + ", " + library_path_;
+                             data_path_name(data_path_) + ", " + library_name_;
   refusal_text_ = client->forked_message();
   fork_.note_initialised();
   devices_.assign(std::move(devices));

@@ -245,6 +245,29 @@ TEST_CASE("[pjrt][discovery] bad options and bad libraries are failed, naming th
   }
 }
 
+// The library is judged at discovery, and the adapter loads it at the first
+// device use (probe-in-child: discovery probes it in the helper). A name
+// re-pointed in between must not change what is loaded.
+TEST_CASE("[pjrt][discovery] the first device use loads the library judged, not what its name leads to since") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  TempDir directory;
+  const std::filesystem::path name = directory / "libpjrt.so";
+  std::filesystem::create_symlink(library, name);
+  Runtime runtime(pjrt_runtime_options(name.string()));
+  REQUIRE_MESSAGE(runtime.is_available(kPjrtBackend), backend_named(runtime, kPjrtBackend).reason);
+  // Re-pointed at a hostile library, as the owner of a link could do.
+  std::filesystem::create_symlink(fixture("null-api"), directory / "next.so");
+  std::filesystem::rename(directory / "next.so", name);
+  const std::vector<std::uint8_t> bytes = {7, 8, 9};
+  const Array host = Array::from_host(runtime, Device{"cpu", 0}, DType::kU8, {3}, bytes.data(), bytes.size());
+  try {
+    CHECK(device_put(runtime, host, pjrt_device()).to_vector<std::uint8_t>() == bytes);
+  } catch (const Error& error) {
+    FAIL("the first device use loaded another library: " << error.what());
+  }
+}
+
 TEST_CASE("[pjrt][discovery] the devices of a failed PJRT backend are refused with its reason") {
   Runtime runtime(pjrt_runtime_options(fixture("null-api")));
   try {

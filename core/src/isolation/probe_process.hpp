@@ -69,6 +69,8 @@ class SpawnEnvironmentScope {
   std::shared_ptr<const EnvironmentCopy> previous_;
 };
 
+// An option whose value is the /proc/self/fd/N of a held file
+// (util/held_file.hpp) reaches the child's same descriptor.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
                             std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
                             const std::function<void()>& on_first_record = {});
