@@ -11,6 +11,7 @@
  *   HOSTILE_ERROR         PJRT_Client_Create fails FAILED_PRECONDITION with a message
  *   HOSTILE_OPTIONS       PJRT_Client_Create refuses the option "preallocate" by name (as a platform
  *                         without it may), then fails saying what it was asked
+ *   HOSTILE_LONG_ERROR    PJRT_Client_Create fails FAILED_PRECONDITION with a message of 10,000,033 bytes
  * Built against the pjrt_c_api.h the adapter uses. Every call the adapter
  * does not expect to reach answers UNIMPLEMENTED. */
 #include <pjrt_c_api.h>
@@ -76,6 +77,11 @@ static PJRT_Error* plugin_attributes(PJRT_Plugin_Attributes_Args* args) {
   return NULL;
 }
 
+#if defined(HOSTILE_LONG_ERROR)
+enum { kLongMessageSize = 10000033 };
+static char* long_message;
+#endif
+
 static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   (void)args;
 #if defined(HOSTILE_CRASH)
@@ -96,6 +102,16 @@ static PJRT_Error* client_create(PJRT_Client_Create_Args* args) {
   snprintf(said, sizeof(said), "hostile fixture: asked preallocate=%s, refused it, then asked with %zu option(s)",
            asked_preallocate, args->num_options);
   return make_error(PJRT_Error_Code_FAILED_PRECONDITION, said);
+#elif defined(HOSTILE_LONG_ERROR)
+  /* A beginning to recognise, then filler. */
+  if (long_message == NULL) {
+    static const char beginning[] = "hostile fixture: the beginning of a long message";
+    long_message = malloc(kLongMessageSize + 1);
+    memset(long_message, 'x', kLongMessageSize);
+    memcpy(long_message, beginning, sizeof(beginning) - 1);
+    long_message[kLongMessageSize] = '\0';
+  }
+  return make_error(PJRT_Error_Code_FAILED_PRECONDITION, long_message);
 #endif
   return make_error(PJRT_Error_Code_FAILED_PRECONDITION, "hostile fixture: no devices are visible to this plugin");
 }

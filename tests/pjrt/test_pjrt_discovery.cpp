@@ -152,6 +152,19 @@ TEST_CASE("[pjrt][discovery] Client_Create's error code and message become the r
         "hostile_fixture 42)");
 }
 
+// A PJRT message of megabytes (a compiler's dump, say) is what says why the
+// library cannot be used: its beginning is kept, and the cut is said.
+TEST_CASE("[pjrt][discovery] a PJRT error message past 64 KiB is cut to its beginning, saying it was cut") {
+  const BackendInfo info = discovered(fixture("long-error"));
+  CHECK(info.status == BackendStatus::kUnavailable);
+  CHECK_MESSAGE(info.reason.starts_with("hostile fixture: the beginning of a long message"),
+                info.reason.substr(0, 200));
+  CHECK(info.reason.size() <= 65536);
+  // 10,000,033 bytes of message and PJRT's code and version after it.
+  CHECK(
+      info.reason.ends_with(" [cut: 10000086 bytes, more than the 65536 a plugin may answer; this is the beginning]"));
+}
+
 // GPU plugins preallocate most of the device unless told not to: the
 // adapter asks every client for preallocate=false, and asks again without it
 // when a platform refuses the option by name.

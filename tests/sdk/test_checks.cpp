@@ -103,3 +103,25 @@ TEST_CASE("integer type names and the fork guard's message read alike in every p
             " before fork(); demo contexts do not survive fork: use the demo backend only in the parent, or start "
             "workers with the 'spawn' method");
 }
+
+TEST_CASE("text past the core's limit is cut to its beginning, whole characters, with a note saying so") {
+  CHECK(sdk::fitted_text("short") == "short");
+  const std::string exact(sdk::kMaxTextSize, 'a');
+  CHECK(sdk::fitted_text(exact) == exact);
+  // A PJRT plugin's message of 10 MB: its first words say what failed.
+  std::string long_text = "what failed: ";
+  while (long_text.size() < 10'000'033) long_text += "\xc3\xa9";  // é, two bytes each
+  long_text.resize(10'000'033);
+  const std::string fitted = sdk::fitted_text(long_text);
+  CHECK(fitted.size() <= sdk::kMaxTextSize);
+  CHECK(fitted.starts_with("what failed: \xc3\xa9"));
+  const std::string note = " [cut: 10000033 bytes, more than the 65536 a plugin may answer; this is the beginning]";
+  REQUIRE(fitted.ends_with(note));
+  const std::string kept = fitted.substr(0, fitted.size() - note.size());
+  CHECK(kept.size() + note.size() > sdk::kMaxTextSize - 2);  // cut at most one character early
+  CHECK(kept.back() == '\xa9');                              // no character split
+  // Errors made by the SDK carry the fitted text.
+  BP_Error* error = sdk::make_error(BP_ERROR_DEVICE, long_text);
+  CHECK(std::string(error->message, error->message_size) == fitted);
+  error->destroy(error);
+}
