@@ -165,6 +165,14 @@ TEST_CASE("[pjrt][discovery] a PJRT error message past 64 KiB is cut to its begi
       info.reason.ends_with(" [cut: 10000086 bytes, more than the 65536 a plugin may answer; this is the beginning]"));
 }
 
+// The core's checks of what the adapter answers name the backend the user
+// selects (pjrt_test), not the adapter that serves it.
+TEST_CASE("[pjrt][discovery] a PJRT library with more devices than the core takes is failed, naming the instance") {
+  const BackendInfo info = discovered(fixture("many-devices"));
+  CHECK(info.status == BackendStatus::kFailed);
+  CHECK(info.reason == "pjrt_test: device_count answered 5000, outside 0..4096");
+}
+
 // GPU plugins preallocate most of the device unless told not to: the
 // adapter asks every client for preallocate=false, and asks again without it
 // when a platform refuses the option by name.

@@ -265,8 +265,8 @@ SpawnEnvironmentScope::~SpawnEnvironmentScope() {
 // Exec'ing a small helper gives the plugin a fresh single-threaded process,
 // and the vfork-style start copies no page tables, however large the caller.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
-                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
-                            const std::function<void()>& on_first_record) {
+                            std::string_view expected_name, std::string_view backend_name, const PluginOptions& options,
+                            std::uint32_t timeout_ms, const std::function<void()>& on_first_record) {
   ChildVerdict verdict;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -274,7 +274,7 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
     return verdict;
   }
   std::vector<std::string> arguments = {helper.string(), std::to_string(::getpid()), file.string(),
-                                        std::string(expected_name)};
+                                        std::string(expected_name), std::string(backend_name)};
   for (const auto& [key, value] : options) {
     arguments.push_back(key);
     arguments.push_back(value);
