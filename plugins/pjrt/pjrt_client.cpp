@@ -1,11 +1,8 @@
 // The PJRT client, its devices and their memories (pjrt_client.hpp).
 #include "pjrt_client.hpp"
 
-#include <sys/sysinfo.h>
-
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <system_error>
 
 namespace backplane::pjrt {
@@ -282,24 +279,6 @@ BP_DeviceKind kind_of_platform(std::string_view platform) {
   if (platform == "cpu") return BP_DEVICE_KIND_CPU;
   if (platform == "cuda" || platform == "rocm" || platform == "gpu") return BP_DEVICE_KIND_GPU;
   return BP_DEVICE_KIND_ACCELERATOR;
-}
-
-sdk::MemoryFigures host_memory() {
-  sdk::MemoryFigures memory;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemTotal: %llu kB", &kib) == 1) memory.total = kib * 1024;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) memory.free = kib * 1024;
-  }
-  if (memory.total == 0) {  // no /proc: the kernel's own count
-    struct sysinfo info {};
-    if (sysinfo(&info) == 0) memory.total = std::uint64_t{info.totalram} * info.mem_unit;
-  }
-  if (memory.total == 0) memory.total = 1;  // never 0 (the ABI's rule); nothing can be told
-  if (memory.free && *memory.free > memory.total) memory.free = memory.total;
-  return memory;
 }
 
 }  // namespace backplane::pjrt

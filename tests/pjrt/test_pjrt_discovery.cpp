@@ -3,13 +3,16 @@
 // listed as failed with what is wrong, and bad options named.
 #include "pjrt_support.hpp"
 #include "support/backend_named.hpp"
+#include "support/fork_child.hpp"
 #include "support/keep_segv_in_child.hpp"
 #include "support/temp_dir.hpp"
 
 #include <backplane/array.hpp>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -71,7 +74,8 @@ TEST_CASE("[pjrt][discovery] the CPU PJRT plugin is available with the devices i
     CAPTURE(device.selector());
     CHECK(device.kind == DeviceKind::kCpu);
     CHECK(device.name == "CpuDevice(id=" + std::to_string(device.ordinal) + ")");
-    CHECK(device.memory_total == meminfo_total());
+    // One figure of host memory for every plugin that serves it (the SDK's).
+    CHECK(device.memory_total == runtime.devices("cpu").at(0).memory_total);
     CHECK(device.memory_free.has_value());
     CHECK(attribute(device, "platform") == "cpu");
     CHECK(attribute(device, "pjrt_api_version") == "0.81");
@@ -80,8 +84,35 @@ TEST_CASE("[pjrt][discovery] the CPU PJRT plugin is available with the devices i
     CHECK(attribute(device, "pjrt_library") == library);
     CHECK(attribute(device, "plugin.xla_version") == "2");
     CHECK(attribute(device, "data_path") == "host");
-    CHECK(attribute(device, "memory_total_source") == "host memory (/proc/meminfo)");
+    CHECK(attribute(device, "memory_total_source") == "host memory (/proc/meminfo, RLIMIT_AS and the cgroup's limit)");
   }
+}
+
+// In a container the process can use its cgroup's memory, not the host's; a
+// real RLIMIT_AS stands in for both here: the figure is the SDK's, which the
+// cpu plugin reports too.
+TEST_CASE("[pjrt][discovery] the cpu platform's memory is what the process may use, under RLIMIT_AS too") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  const std::uint64_t machine = meminfo_total();
+  const std::uint64_t limit = std::min<std::uint64_t>(machine / 2, std::uint64_t{8} << 30);
+  // A child process sets the limit and discovers: the probe helper it starts
+  // (which inherits the limit) creates the PJRT client, not the child.
+  const ChildOutcome outcome = run_forked([&] {
+    Checks checks;
+    const rlimit address_space{limit, limit};
+    checks.expect(setrlimit(RLIMIT_AS, &address_space) == 0, "setrlimit(RLIMIT_AS)");
+    Runtime runtime(pjrt_runtime_options(library));
+    const BackendInfo& info = backend_named(runtime, kPjrtBackend);
+    checks.expect(info.status == BackendStatus::kAvailable, "available: " + info.reason);
+    if (info.status != BackendStatus::kAvailable) return checks.failures();
+    const DeviceInfo device = runtime.devices(kPjrtBackend).at(0);
+    checks.expect(device.memory_total <= limit,
+                  "total within RLIMIT_AS: " + std::to_string(device.memory_total) + " of " + std::to_string(limit));
+    checks.expect(device.memory_total < machine, "not the machine's " + std::to_string(machine));
+    return checks.failures();
+  });
+  CHECK_CHILD_PASSED(outcome);
 }
 
 TEST_CASE("[pjrt][discovery] data_path=copy keeps the cpu platform's memory behind PJRT calls") {
