@@ -1,11 +1,14 @@
 // The SDK's shared checks and message pieces.
 #include <backplane/plugin_sdk/checks.hpp>
 #include <backplane/plugin_sdk/fork.hpp>
+#include <backplane/plugin_sdk/typed_value.hpp>
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 namespace sdk = backplane::plugin_sdk;
@@ -124,4 +127,28 @@ TEST_CASE("text past the core's limit is cut to its beginning, whole characters,
   BP_Error* error = sdk::make_error(BP_ERROR_DEVICE, long_text);
   CHECK(std::string(error->message, error->message_size) == fitted);
   error->destroy(error);
+}
+
+TEST_CASE("typed option values: one grammar, parsed once for the core's check and the pjrt adapter") {
+  using Problem = sdk::TypedValueProblem;
+  using Type = sdk::TypedValue::Type;
+  const auto value = [](std::string_view text) { return std::get<sdk::TypedValue>(sdk::parse_typed_value(text)); };
+  CHECK(value("int64:-9223372036854775808").integer == INT64_MIN);
+  CHECK(value("bool:true").boolean);
+  CHECK(value("float:0.5").real == 0.5f);
+  CHECK(value("string:a:b").text == "a:b");
+  CHECK(value("int64_list:").integers.empty());
+  CHECK(value("int64_list:1,-2,3").integers == std::vector<std::int64_t>{1, -2, 3});
+  CHECK(value("int64_list:7").type == Type::kInt64List);
+  const auto problem = [](std::string_view text) { return std::get<Problem>(sdk::parse_typed_value(text)); };
+  CHECK(problem("2").kind == Problem::Kind::kNoType);
+  CHECK(problem("double:1").kind == Problem::Kind::kUnknownType);
+  CHECK(problem("double:1").type == "double");
+  const Problem list = problem("int64_list:1,,2");
+  CHECK(list.kind == Problem::Kind::kBadValue);
+  CHECK(list.value == "1,,2");
+  CHECK(list.part == "");                       // the element that failed
+  CHECK(problem("float:1e39").part == "1e39");  // past a 32-bit float, which PJRT takes
+  CHECK(problem("int64:9223372036854775808").kind == Problem::Kind::kBadValue);
+  CHECK(problem("bool:yes").part == "yes");
 }
