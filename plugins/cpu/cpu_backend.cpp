@@ -1,7 +1,8 @@
 // The CPU backend's hooks. The SDK has checked every handle, ordinal, range
 // and pointer before a hook runs; what is left here is host memory.
 #include "cpu_backend.hpp"
-#include "host_memory.hpp"
+
+#include <backplane/plugin_sdk/host_memory.hpp>
 
 #include <unistd.h>
 
@@ -81,7 +82,7 @@ sdk::DeviceDescription CpuBackend::describe(std::int32_t ordinal) {
           {{"model", model}, {"cores", online_cores()}, {"alignment", std::to_string(kAlignment)}}};
 }
 
-sdk::MemoryFigures CpuBackend::memory(std::int32_t /*ordinal*/) { return host_memory(this_process()); }
+sdk::MemoryFigures CpuBackend::memory(std::int32_t /*ordinal*/) { return sdk::host_memory(); }
 
 std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, BP_MemoryKind kind, std::uint64_t size) {
   // aligned_alloc wants a multiple of the alignment; 0 becomes one line.
@@ -90,7 +91,7 @@ std::unique_ptr<CpuBackend::Buffer> CpuBackend::allocate(std::int32_t ordinal, B
     data = std::aligned_alloc(kAlignment, size == 0 ? kAlignment : (size + kAlignment - 1) / kAlignment * kAlignment);
   }
   if (data == nullptr) {
-    const sdk::MemoryFigures memory = host_memory(this_process());
+    const sdk::MemoryFigures memory = sdk::host_memory();
     throw sdk::Failure(BP_ERROR_OUT_OF_MEMORY, "memory_allocate of " + sdk::format_bytes(size) + " (" +
                                                    std::to_string(size) + " bytes) on cpu:" + std::to_string(ordinal) +
                                                    " failed: out of memory (" +

@@ -14,7 +14,7 @@
 //   devices = N   strict integer 1..64, default 1 (for multi-device testing).
 //
 // Memory figures are the host's as this process can use it: capped by
-// RLIMIT_AS and the cgroup's memory limit (host_memory.hpp). A failed
+// RLIMIT_AS and the cgroup's memory limit (plugin_sdk/host_memory.hpp). A failed
 // allocation is BP_ERROR_OUT_OF_MEMORY with the size asked and those
 // free/total figures.
 #ifndef BACKPLANE_PLUGINS_CPU_CPU_BACKEND_HPP

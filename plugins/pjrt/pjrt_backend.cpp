@@ -2,6 +2,8 @@
 // handle, ordinal, range and pointer before a hook runs.
 #include "pjrt_backend.hpp"
 
+#include <backplane/plugin_sdk/host_memory.hpp>
+
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -37,6 +39,16 @@ std::atomic<bool> in_forked_child{false};
 std::once_flag fork_handler;
 
 void note_forked_child() { in_forked_child.store(true, std::memory_order_relaxed); }
+
+// The cpu platform's memory: the host's as this process can use it (the
+// SDK's one figure, which the cpu plugin reports too), never 0 (the ABI's
+// rule) even where nothing can be told.
+sdk::MemoryFigures cpu_platform_memory() {
+  sdk::MemoryFigures memory = sdk::host_memory();
+  if (memory.total == 0) memory.total = 1;
+  if (memory.free && *memory.free > memory.total) memory.free = memory.total;
+  return memory;
+}
 
 std::string device_count_text(std::size_t count) {
   return std::to_string(count) + (count == 1 ? " device" : " devices");
@@ -118,7 +130,7 @@ sdk::Probe PjrtBackend::probe_client() {
     const std::string text = failure->message + " (" + code_name(failure->code) + ", " + identity + ")";
     if (failure->code == PJRT_Error_Code_INVALID_ARGUMENT) {
       throw Failure(BP_ERROR_INVALID_ARGUMENT,
-                    "PJRT_Client_Create of " + library_path_ + " refused the create options: " + text);
+                    "PJRT_Client_Create of " + library_name_ + " refused the create options: " + text);
     }
     return {.available = false, .reason = text, .priority = {}};
   }
@@ -129,7 +141,7 @@ sdk::Probe PjrtBackend::probe_client() {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, backend_ +
                                                  ": option data_path = \"host\" needs the cpu platform, whose "
                                                  "buffers are host memory; " +
-                                                 library_path_ + " is platform " + client->platform());
+                                                 library_name_ + " is platform " + client->platform());
   }
   std::vector<std::unique_ptr<Device>> devices = client->devices(backend_);
   if (devices.empty()) {
@@ -138,22 +150,23 @@ sdk::Probe PjrtBackend::probe_client() {
                       identity + ")",
             .priority = {}};
   }
-  const sdk::MemoryFigures host = host_memory();
+  const sdk::MemoryFigures host = cpu_platform_memory();
   for (auto& device : devices) {
     if (cpu) {
       device->memory_total = host.total;
-      device->memory_source = "host memory (/proc/meminfo)";
+      device->memory_source = "host memory (/proc/meminfo, RLIMIT_AS and the cgroup's limit)";
     } else if (const auto stats = client->memory_stats(device->device)) {
       device->memory_total = stats->limit;
       device->memory_source = "PJRT_Device_MemoryStats bytes_limit";
     } else {
       device->memory_total = host.total;
-      device->memory_source = "host memory (/proc/meminfo): PJRT_Device_MemoryStats gives no bytes_limit";
+      device->memory_source =
+          "host memory (/proc/meminfo, RLIMIT_AS and the cgroup's limit): PJRT_Device_MemoryStats gives no bytes_limit";
     }
   }
   const std::string reason = "platform " + client->platform() + " (" + client->platform_version() + ") through " +
                              identity + ": " + device_count_text(devices.size()) + ", data path " +
-                             data_path_name(data_path_) + ", " + library_path_;
+                             data_path_name(data_path_) + ", " + library_name_;
   refusal_text_ = client->forked_message();
   fork_.note_initialised();
   devices_.assign(std::move(devices));
@@ -190,7 +203,7 @@ sdk::MemoryList PjrtBackend::memories(std::int32_t ordinal) {
 // there); elsewhere the PJRT allocator's limit and what it has not handed out.
 sdk::MemoryFigures PjrtBackend::memory(std::int32_t ordinal) {
   const Device& device = devices_.at(ordinal);
-  if (client_->platform() == "cpu") return host_memory();
+  if (client_->platform() == "cpu") return cpu_platform_memory();
   if (const auto stats = client_->memory_stats(device.device)) {
     return {stats->limit, stats->limit - std::min(stats->in_use, stats->limit)};
   }
@@ -204,7 +217,7 @@ std::unique_ptr<PjrtBackend::Buffer> PjrtBackend::allocate(std::int32_t ordinal,
     throw Failure(BP_ERROR_UNSUPPORTED,
                   "memory_allocate: " + device.label + " (" + device.name + ") has no pinned_host memory");
   }
-  const std::uint64_t limit = kind == BP_MEMORY_PINNED_HOST ? host_memory().total : device.memory_total;
+  const std::uint64_t limit = kind == BP_MEMORY_PINNED_HOST ? cpu_platform_memory().total : device.memory_total;
   return allocate_buffer(*client_, device, kind, size, !host_path(), limit);
 }
 

@@ -4,7 +4,9 @@
 // mapping, the PJRT versions handled and the pitfalls avoided.
 //
 // Options (string values):
-//   library = PATH            the PJRT plugin library (required).
+//   library = PATH            the PJRT plugin library (required). The core
+//                             gives /proc/self/fd/N, a descriptor of the file
+//                             it judged; messages name where it leads.
 //   create.<key> = TYPE:VALUE a PJRT_Client_Create option, TYPE one of int64,
 //                             bool, float, string, int64_list (comma-separated):
 //                             `create.cpu_device_count = int64:2`.
@@ -80,6 +82,7 @@ class PjrtBackend {
   PjrtBackend(std::string backend, std::string library, std::vector<CreateOption> create_options, DataPath data_path)
       : backend_(std::move(backend)),
         library_path_(std::move(library)),
+        library_name_(pjrt::library_name(library_path_)),
         create_options_(std::move(create_options)),
         data_path_(data_path) {}
   ~PjrtBackend();
@@ -108,8 +111,9 @@ class PjrtBackend {
   bool host_path() const { return data_path_ == DataPath::kHost; }
   sdk::Probe probe_client();
 
-  const std::string backend_;  // the instance's name (option backend), "pjrt" when not given
-  const std::string library_path_;
+  const std::string backend_;       // the instance's name (option backend), "pjrt" when not given
+  const std::string library_path_;  // what is opened
+  const std::string library_name_;  // what messages name (pjrt::library_name)
   const std::vector<CreateOption> create_options_;
   DataPath data_path_;                         // resolved from kAuto by probe
   const Library* library_ = nullptr;           // set by probe

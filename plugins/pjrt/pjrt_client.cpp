@@ -1,12 +1,9 @@
 // The PJRT client, its devices and their memories (pjrt_client.hpp).
 #include "pjrt_client.hpp"
 
-#include <sys/sysinfo.h>
+#include <backplane/plugin_sdk/typed_value.hpp>
 
-#include <charconv>
 #include <cstdio>
-#include <fstream>
-#include <system_error>
 
 namespace backplane::pjrt {
 namespace {
@@ -16,15 +13,6 @@ using sdk::Failure;
 [[noreturn]] void bad_option(std::string_view key, std::string_view value, const std::string& why) {
   throw Failure(BP_ERROR_INVALID_ARGUMENT,
                 "option " + std::string(key) + " = " + sdk::quoted(value) + " is invalid: " + why);
-}
-
-std::int64_t parse_int64(std::string_view key, std::string_view value, std::string_view text) {
-  std::int64_t parsed = 0;
-  const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (text.empty() || status != std::errc{} || end != text.data() + text.size()) {
-    bad_option(key, value, sdk::quoted(text) + " is not a 64-bit integer");
-  }
-  return parsed;
 }
 
 // The named values Client_Create reads; they point into `options`.
@@ -62,40 +50,50 @@ std::string text_of(const char* data, std::size_t size) {
 }  // namespace
 
 CreateOption parse_create_option(std::string_view key, std::string_view value) {
+  using Problem = sdk::TypedValueProblem;
+  using Type = sdk::TypedValue::Type;
   CreateOption option;
   option.name = std::string(key.substr(kCreatePrefix.size()));
   if (option.name.empty()) bad_option(key, value, "the PJRT option has no name after \"create.\"");
-  const auto colon = value.find(':');
-  if (colon == std::string_view::npos) {
-    bad_option(key, value, "expected <type>:<value>, with type int64, bool, float, string or int64_list");
+  auto parsed = sdk::parse_typed_value(value);
+  if (const auto* problem = std::get_if<Problem>(&parsed)) {
+    switch (problem->kind) {
+      case Problem::Kind::kNoType:
+        bad_option(key, value, "expected <type>:<value>, with type " + std::string(sdk::kTypedValueTypes));
+      case Problem::Kind::kUnknownType:
+        bad_option(key, value,
+                   "unknown type " + sdk::quoted(problem->type) + ": expected " + std::string(sdk::kTypedValueTypes));
+      case Problem::Kind::kBadValue: break;
+    }
+    const std::string_view type = problem->type;
+    bad_option(key, value,
+               sdk::quoted(problem->part) + " is not " +
+                   (type == "bool"    ? "true or false"
+                    : type == "float" ? "a float"
+                                      : "a 64-bit integer"));
   }
-  const std::string_view type = value.substr(0, colon);
-  const std::string_view text = value.substr(colon + 1);
-  if (type == "string") {
-    option.type = PJRT_NamedValue_kString;
-    option.text = std::string(text);
-  } else if (type == "int64") {
-    option.type = PJRT_NamedValue_kInt64;
-    option.integer = parse_int64(key, value, text);
-  } else if (type == "int64_list") {
-    option.type = PJRT_NamedValue_kInt64List;
-    for (std::size_t start = 0; !text.empty() && start <= text.size();) {
-      const std::size_t comma = std::min(text.find(',', start), text.size());
-      option.list.push_back(parse_int64(key, value, text.substr(start, comma - start)));
-      start = comma + 1;
-    }
-  } else if (type == "float") {
-    option.type = PJRT_NamedValue_kFloat;
-    const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), option.real);
-    if (text.empty() || status != std::errc{} || end != text.data() + text.size()) {
-      bad_option(key, value, sdk::quoted(text) + " is not a float");
-    }
-  } else if (type == "bool") {
-    option.type = PJRT_NamedValue_kBool;
-    if (text != "true" && text != "false") bad_option(key, value, sdk::quoted(text) + " is not true or false");
-    option.boolean = text == "true";
-  } else {
-    bad_option(key, value, "unknown type " + sdk::quoted(type) + ": expected int64, bool, float, string or int64_list");
+  sdk::TypedValue& typed = std::get<sdk::TypedValue>(parsed);
+  switch (typed.type) {
+    case Type::kString:
+      option.type = PJRT_NamedValue_kString;
+      option.text = std::move(typed.text);
+      break;
+    case Type::kInt64:
+      option.type = PJRT_NamedValue_kInt64;
+      option.integer = typed.integer;
+      break;
+    case Type::kInt64List:
+      option.type = PJRT_NamedValue_kInt64List;
+      option.list = std::move(typed.integers);
+      break;
+    case Type::kFloat:
+      option.type = PJRT_NamedValue_kFloat;
+      option.real = typed.real;
+      break;
+    case Type::kBool:
+      option.type = PJRT_NamedValue_kBool;
+      option.boolean = typed.boolean;
+      break;
   }
   return option;
 }
@@ -282,24 +280,6 @@ BP_DeviceKind kind_of_platform(std::string_view platform) {
   if (platform == "cpu") return BP_DEVICE_KIND_CPU;
   if (platform == "cuda" || platform == "rocm" || platform == "gpu") return BP_DEVICE_KIND_GPU;
   return BP_DEVICE_KIND_ACCELERATOR;
-}
-
-sdk::MemoryFigures host_memory() {
-  sdk::MemoryFigures memory;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemTotal: %llu kB", &kib) == 1) memory.total = kib * 1024;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) memory.free = kib * 1024;
-  }
-  if (memory.total == 0) {  // no /proc: the kernel's own count
-    struct sysinfo info {};
-    if (sysinfo(&info) == 0) memory.total = std::uint64_t{info.totalram} * info.mem_unit;
-  }
-  if (memory.total == 0) memory.total = 1;  // never 0 (the ABI's rule); nothing can be told
-  if (memory.free && *memory.free > memory.total) memory.free = memory.total;
-  return memory;
 }
 
 }  // namespace backplane::pjrt

@@ -102,9 +102,6 @@ class Client {
 // BP_DEVICE_KIND_CPU for "cpu", GPU for "cuda", "rocm" and "gpu", else ACCELERATOR.
 BP_DeviceKind kind_of_platform(std::string_view platform);
 
-// /proc/meminfo MemTotal and MemAvailable (the cpu platform's memory).
-sdk::MemoryFigures host_memory();
-
 }  // namespace backplane::pjrt
 
 #endif  // BACKPLANE_PLUGINS_PJRT_PJRT_CLIENT_HPP

@@ -2,7 +2,9 @@
 #include "pjrt_library.hpp"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -113,15 +115,17 @@ void check_table(const std::string& path, const PJRT_Api* api) {
 // A file that is not there or not readable fails here with the system's
 // words, before dlopen (whose message for a directory or a text file is
 // less clear).
-void check_readable(const std::string& path) {
+void check_readable(const std::string& opened, const std::string& path) {
   struct stat status {};
-  if (::stat(path.c_str(), &status) != 0) {
+  if (::stat(opened.c_str(), &status) != 0) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, "PJRT library " + path + ": " + std::strerror(errno));
   }
   if (!S_ISREG(status.st_mode)) {
     throw Failure(BP_ERROR_INVALID_ARGUMENT, "PJRT library " + path + " is not a regular file");
   }
 }
+
+constexpr std::string_view kDescriptorPrefix = "/proc/self/fd/";
 
 // One entry per opened file (dlopen's handle): the check and
 // Plugin_Initialize run once, and their failure is kept.
@@ -193,12 +197,21 @@ TextPairs named_values_text(const PJRT_NamedValue* values, std::size_t count) {
   return text;
 }
 
-const Library& Library::open(const std::string& path) {
-  check_readable(path);
+std::string library_name(const std::string& path) {
+  if (path.compare(0, kDescriptorPrefix.size(), kDescriptorPrefix) != 0) return path;
+  char target[PATH_MAX];
+  const ssize_t size = ::readlink(path.c_str(), target, sizeof(target));
+  if (size <= 0 || static_cast<std::size_t>(size) >= sizeof(target)) return path;
+  return std::string(target, static_cast<std::size_t>(size));
+}
+
+const Library& Library::open(const std::string& opened) {
+  const std::string path = library_name(opened);
+  check_readable(opened, path);
   // RTLD_LOCAL: the plugin's own copies of LLVM, absl and protobuf stay out
   // of the global namespace. The handle is never closed: XLA plugins do not
   // survive being unloaded (their static destructors and threads).
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(opened.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     throw Failure(BP_ERROR_INVALID_ARGUMENT,

@@ -53,9 +53,16 @@ BP_ErrorCode abi_code(PJRT_Error_Code code);
 std::string value_text(const PJRT_NamedValue& value);
 TextPairs named_values_text(const PJRT_NamedValue* values, std::size_t count);
 
+// How messages name the library at `path`: the core hands the adapter a
+// /proc/self/fd/N of the file it judged (held open, so that the file loaded
+// is that one), which names the file the descriptor leads to; any other
+// path is itself.
+std::string library_name(const std::string& path);
+
 class Library {
  public:
-  // The library at `path`, opened, checked and initialised; the same object
+  // The library at `path`, opened, checked and initialised (messages and
+  // path() name it as library_name does); the same object
   // for every backend of this process that opens the same file. Throws
   // sdk::Failure whose message says what is wrong (no such file, not a PJRT
   // plugin, NULL table, future major, too old, short table, a call missing,

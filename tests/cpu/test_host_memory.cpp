@@ -1,11 +1,12 @@
-// The cpu backend's memory figures: the host's, capped by RLIMIT_AS and the
+// The cpu backend's memory figures, the plugin SDK's host memory
+// (plugin_sdk/host_memory.hpp): the host's, capped by RLIMIT_AS and the
 // cgroup's memory limit. Made-up /proc and /sys trees reach every kind of
 // limit; a child under a real RLIMIT_AS checks the plugin end to end.
-#include "host_memory.hpp"
-
 #include "support/fork_child.hpp"
 #include "support/plugin_harness.hpp"
 #include "support/temp_dir.hpp"
+
+#include <backplane/plugin_sdk/host_memory.hpp>
 
 #include <sys/resource.h>
 
@@ -14,6 +15,8 @@
 
 namespace backplane::testing {
 namespace {
+
+namespace sdk = backplane::plugin_sdk;
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
@@ -35,7 +38,7 @@ std::string mountinfo_line(const std::string& mount_root, const std::string& mou
          "\n";
 }
 
-cpu::HostMemorySources under(const TempDir& root, std::uint64_t address_space_limit = cpu::kNoLimit) {
+sdk::HostMemorySources under(const TempDir& root, std::uint64_t address_space_limit = sdk::kNoMemoryLimit) {
   return {root.path().string(), address_space_limit};
 }
 
@@ -44,7 +47,7 @@ cpu::HostMemorySources under(const TempDir& root, std::uint64_t address_space_li
 TEST_CASE("[cpu] memory figures are the machine's when nothing limits the process") {
   TempDir root;
   write_machine(root);
-  const cpu::sdk::MemoryFigures memory = cpu::host_memory(under(root));
+  const sdk::MemoryFigures memory = sdk::host_memory(under(root));
   CHECK(memory.total == 16 * kGiB);
   CHECK(memory.free == 12 * kGiB);
 }
@@ -52,11 +55,11 @@ TEST_CASE("[cpu] memory figures are the machine's when nothing limits the proces
 TEST_CASE("[cpu] RLIMIT_AS caps total and free, less what is already mapped") {
   TempDir root;
   write_machine(root, 1 * kGiB);
-  const cpu::sdk::MemoryFigures memory = cpu::host_memory(under(root, 4 * kGiB));
+  const sdk::MemoryFigures memory = sdk::host_memory(under(root, 4 * kGiB));
   CHECK(memory.total == 4 * kGiB);
   CHECK(memory.free == 3 * kGiB);
   write_machine(root, 5 * kGiB);  // more mapped than the limit allows: nothing left
-  CHECK(cpu::host_memory(under(root, 4 * kGiB)).free == 0);
+  CHECK(sdk::host_memory(under(root, 4 * kGiB)).free == 0);
 }
 
 TEST_CASE("[cpu] a cgroup v2 memory.max caps the figures, the tightest level up the hierarchy winning") {
@@ -68,13 +71,13 @@ TEST_CASE("[cpu] a cgroup v2 memory.max caps the figures, the tightest level up 
   root.write("sys/fs/cgroup/job/step/memory.current", "100\n");
   root.write("sys/fs/cgroup/job/memory.max", std::to_string(2 * kGiB) + "\n");
   root.write("sys/fs/cgroup/job/memory.current", std::to_string(512 * kMiB) + "\n");
-  cpu::sdk::MemoryFigures memory = cpu::host_memory(under(root));
+  sdk::MemoryFigures memory = sdk::host_memory(under(root));
   CHECK(memory.total == 2 * kGiB);
   CHECK(memory.free == 2 * kGiB - 512 * kMiB);
 
   root.write("sys/fs/cgroup/job/step/memory.max", std::to_string(1 * kGiB) + "\n");
   root.write("sys/fs/cgroup/job/step/memory.current", std::to_string(1 * kGiB + 5) + "\n");  // over its limit
-  memory = cpu::host_memory(under(root));
+  memory = sdk::host_memory(under(root));
   CHECK(memory.total == 1 * kGiB);
   CHECK(memory.free == 0);
 }
@@ -89,7 +92,7 @@ TEST_CASE("[cpu] a cgroup v1 memory controller caps the figures; a mount showing
   root.write("sys/fs/cgroup/memory/abc/memory.limit_in_bytes", std::to_string(3 * kGiB) + "\n");
   root.write("sys/fs/cgroup/memory/abc/memory.usage_in_bytes", std::to_string(1 * kGiB) + "\n");
   root.write("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1's "no limit"
-  const cpu::sdk::MemoryFigures memory = cpu::host_memory(under(root));
+  const sdk::MemoryFigures memory = sdk::host_memory(under(root));
   CHECK(memory.total == 3 * kGiB);
   CHECK(memory.free == 2 * kGiB);
 }

@@ -50,7 +50,11 @@ TEST_CASE("[pjrt sources] create options are typed: int64, bool, float, string, 
         "64-bit integer");
   CHECK(create_option_problem("flag", "bool:yes") ==
         "PJRT create option 'flag' = 'bool:yes': yes is not true or false");
-  CHECK(create_option_problem("f", "float:") == "PJRT create option 'f' = 'float:': '' is not a number");
+  CHECK(create_option_problem("f", "float:") == "PJRT create option 'f' = 'float:': '' is not a 32-bit float");
+  // The adapter's grammar, checked before the adapter sees it: PJRT floats
+  // are 32-bit, so 1e39 is refused here, not first by backend_create.
+  CHECK(create_option_problem("f", "float:1e39") ==
+        "PJRT create option 'f' = 'float:1e39': 1e39 is not a 32-bit float");
   CHECK(create_option_problem("ids", "int64_list:1,,2") ==
         "PJRT create option 'ids' = 'int64_list:1,,2': 1,,2 is not a comma-separated list of 64-bit integers");
   CHECK(

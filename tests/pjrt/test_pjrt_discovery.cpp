@@ -3,13 +3,16 @@
 // listed as failed with what is wrong, and bad options named.
 #include "pjrt_support.hpp"
 #include "support/backend_named.hpp"
+#include "support/fork_child.hpp"
 #include "support/keep_segv_in_child.hpp"
 #include "support/temp_dir.hpp"
 
 #include <backplane/array.hpp>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -71,7 +74,8 @@ TEST_CASE("[pjrt][discovery] the CPU PJRT plugin is available with the devices i
     CAPTURE(device.selector());
     CHECK(device.kind == DeviceKind::kCpu);
     CHECK(device.name == "CpuDevice(id=" + std::to_string(device.ordinal) + ")");
-    CHECK(device.memory_total == meminfo_total());
+    // One figure of host memory for every plugin that serves it (the SDK's).
+    CHECK(device.memory_total == runtime.devices("cpu").at(0).memory_total);
     CHECK(device.memory_free.has_value());
     CHECK(attribute(device, "platform") == "cpu");
     CHECK(attribute(device, "pjrt_api_version") == "0.81");
@@ -80,8 +84,35 @@ TEST_CASE("[pjrt][discovery] the CPU PJRT plugin is available with the devices i
     CHECK(attribute(device, "pjrt_library") == library);
     CHECK(attribute(device, "plugin.xla_version") == "2");
     CHECK(attribute(device, "data_path") == "host");
-    CHECK(attribute(device, "memory_total_source") == "host memory (/proc/meminfo)");
+    CHECK(attribute(device, "memory_total_source") == "host memory (/proc/meminfo, RLIMIT_AS and the cgroup's limit)");
   }
+}
+
+// In a container the process can use its cgroup's memory, not the host's; a
+// real RLIMIT_AS stands in for both here: the figure is the SDK's, which the
+// cpu plugin reports too.
+TEST_CASE("[pjrt][discovery] the cpu platform's memory is what the process may use, under RLIMIT_AS too") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  const std::uint64_t machine = meminfo_total();
+  const std::uint64_t limit = std::min<std::uint64_t>(machine / 2, std::uint64_t{8} << 30);
+  // A child process sets the limit and discovers: the probe helper it starts
+  // (which inherits the limit) creates the PJRT client, not the child.
+  const ChildOutcome outcome = run_forked([&] {
+    Checks checks;
+    const rlimit address_space{limit, limit};
+    checks.expect(setrlimit(RLIMIT_AS, &address_space) == 0, "setrlimit(RLIMIT_AS)");
+    Runtime runtime(pjrt_runtime_options(library));
+    const BackendInfo& info = backend_named(runtime, kPjrtBackend);
+    checks.expect(info.status == BackendStatus::kAvailable, "available: " + info.reason);
+    if (info.status != BackendStatus::kAvailable) return checks.failures();
+    const DeviceInfo device = runtime.devices(kPjrtBackend).at(0);
+    checks.expect(device.memory_total <= limit,
+                  "total within RLIMIT_AS: " + std::to_string(device.memory_total) + " of " + std::to_string(limit));
+    checks.expect(device.memory_total < machine, "not the machine's " + std::to_string(machine));
+    return checks.failures();
+  });
+  CHECK_CHILD_PASSED(outcome);
 }
 
 TEST_CASE("[pjrt][discovery] data_path=copy keeps the cpu platform's memory behind PJRT calls") {
@@ -150,6 +181,27 @@ TEST_CASE("[pjrt][discovery] Client_Create's error code and message become the r
   CHECK(info.reason ==
         "hostile fixture: no devices are visible to this plugin (FAILED_PRECONDITION, PJRT 0.81, "
         "hostile_fixture 42)");
+}
+
+// A PJRT message of megabytes (a compiler's dump, say) is what says why the
+// library cannot be used: its beginning is kept, and the cut is said.
+TEST_CASE("[pjrt][discovery] a PJRT error message past 64 KiB is cut to its beginning, saying it was cut") {
+  const BackendInfo info = discovered(fixture("long-error"));
+  CHECK(info.status == BackendStatus::kUnavailable);
+  CHECK_MESSAGE(info.reason.starts_with("hostile fixture: the beginning of a long message"),
+                info.reason.substr(0, 200));
+  CHECK(info.reason.size() <= 65536);
+  // 10,000,033 bytes of message and PJRT's code and version after it.
+  CHECK(
+      info.reason.ends_with(" [cut: 10000086 bytes, more than the 65536 a plugin may answer; this is the beginning]"));
+}
+
+// The core's checks of what the adapter answers name the backend the user
+// selects (pjrt_test), not the adapter that serves it.
+TEST_CASE("[pjrt][discovery] a PJRT library with more devices than the core takes is failed, naming the instance") {
+  const BackendInfo info = discovered(fixture("many-devices"));
+  CHECK(info.status == BackendStatus::kFailed);
+  CHECK(info.reason == "pjrt_test: device_count answered 5000, outside 0..4096");
 }
 
 // GPU plugins preallocate most of the device unless told not to: the
@@ -242,6 +294,29 @@ TEST_CASE("[pjrt][discovery] bad options and bad libraries are failed, naming th
     const BackendInfo& info = backend_named(runtime, kPjrtBackend);
     CHECK(info.status == BackendStatus::kFailed);
     CHECK_MESSAGE(info.reason.find(bad.reason) != std::string::npos, info.reason);
+  }
+}
+
+// The library is judged at discovery, and the adapter loads it at the first
+// device use (probe-in-child: discovery probes it in the helper). A name
+// re-pointed in between must not change what is loaded.
+TEST_CASE("[pjrt][discovery] the first device use loads the library judged, not what its name leads to since") {
+  const std::string library = cpu_pjrt_library();
+  if (library.empty()) return;
+  TempDir directory;
+  const std::filesystem::path name = directory / "libpjrt.so";
+  std::filesystem::create_symlink(library, name);
+  Runtime runtime(pjrt_runtime_options(name.string()));
+  REQUIRE_MESSAGE(runtime.is_available(kPjrtBackend), backend_named(runtime, kPjrtBackend).reason);
+  // Re-pointed at a hostile library, as the owner of a link could do.
+  std::filesystem::create_symlink(fixture("null-api"), directory / "next.so");
+  std::filesystem::rename(directory / "next.so", name);
+  const std::vector<std::uint8_t> bytes = {7, 8, 9};
+  const Array host = Array::from_host(runtime, Device{"cpu", 0}, DType::kU8, {3}, bytes.data(), bytes.size());
+  try {
+    CHECK(device_put(runtime, host, pjrt_device()).to_vector<std::uint8_t>() == bytes);
+  } catch (const Error& error) {
+    FAIL("the first device use loaded another library: " << error.what());
   }
 }
 

@@ -127,6 +127,39 @@ TEST_CASE("[pjrt instances] a library others could replace is refused before any
                              " is world-writable (anyone could replace it); run chmod o-w " + library.string());
 }
 
+TEST_CASE("[pjrt instances] a library reached through another user's link in a sticky directory is refused") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root to give a link to another user");
+    return;
+  }
+  TempDir dir;
+  const auto library = dir.write("lib/real.so", "reason=the file judged\n");
+  const auto shared = dir / "tmp";
+  std::filesystem::create_directory(shared);
+  REQUIRE(::chmod(shared.c_str(), 01777) == 0);
+  const auto link = shared / "pjrt.so";
+  std::filesystem::create_symlink(library, link);
+  {
+    // Root's own link is followed; the adapter is handed the file judged and
+    // names it by where the link led.
+    Runtime runtime(options_with({pjrt_source("linked", link)}));
+    const BackendInfo& linked = backend_named(runtime, "pjrt_linked");
+    CHECK(linked.status == BackendStatus::kAvailable);
+    CHECK(linked.reason == "the file judged (library " + library.string() + "; create options: )");
+  }
+  REQUIRE(::lchown(link.c_str(), 12345, static_cast<gid_t>(-1)) == 0);
+  Runtime runtime(options_with({pjrt_source("linked", link)}));
+  const BackendInfo& linked = backend_named(runtime, "pjrt_linked");
+  CHECK(linked.status == BackendStatus::kFailed);
+  CHECK(linked.reason == "refused: " + link.string() + " is a symlink in the sticky world-writable directory " +
+                             shared.string() +
+                             " and belongs to uid 12345, neither the user running this (root) nor the directory's "
+                             "owner, who could re-point it at another file at any time (the kernel's "
+                             "protected_symlinks rule, which backplane follows whether or not the kernel does); "
+                             "name the file it leads to (" +
+                             library.string() + ") instead");
+}
+
 TEST_CASE("[pjrt instances] a library set in [backend.pjrt_NAME] or in code is the one checked, used and listed") {
   TempDir dir;
   const auto listed = dir.write("listed.so", "reason=the [pjrt.NAME] library\n");

@@ -1,11 +1,14 @@
 // The SDK's shared checks and message pieces.
 #include <backplane/plugin_sdk/checks.hpp>
 #include <backplane/plugin_sdk/fork.hpp>
+#include <backplane/plugin_sdk/typed_value.hpp>
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 namespace sdk = backplane::plugin_sdk;
@@ -102,4 +105,50 @@ TEST_CASE("integer type names and the fork guard's message read alike in every p
         "Demo was initialised in process " + std::to_string(getpid()) +
             " before fork(); demo contexts do not survive fork: use the demo backend only in the parent, or start "
             "workers with the 'spawn' method");
+}
+
+TEST_CASE("text past the core's limit is cut to its beginning, whole characters, with a note saying so") {
+  CHECK(sdk::fitted_text("short") == "short");
+  const std::string exact(sdk::kMaxTextSize, 'a');
+  CHECK(sdk::fitted_text(exact) == exact);
+  // A PJRT plugin's message of 10 MB: its first words say what failed.
+  std::string long_text = "what failed: ";
+  while (long_text.size() < 10'000'033) long_text += "\xc3\xa9";  // é, two bytes each
+  long_text.resize(10'000'033);
+  const std::string fitted = sdk::fitted_text(long_text);
+  CHECK(fitted.size() <= sdk::kMaxTextSize);
+  CHECK(fitted.starts_with("what failed: \xc3\xa9"));
+  const std::string note = " [cut: 10000033 bytes, more than the 65536 a plugin may answer; this is the beginning]";
+  REQUIRE(fitted.ends_with(note));
+  const std::string kept = fitted.substr(0, fitted.size() - note.size());
+  CHECK(kept.size() + note.size() > sdk::kMaxTextSize - 2);  // cut at most one character early
+  CHECK(kept.back() == '\xa9');                              // no character split
+  // Errors made by the SDK carry the fitted text.
+  BP_Error* error = sdk::make_error(BP_ERROR_DEVICE, long_text);
+  CHECK(std::string(error->message, error->message_size) == fitted);
+  error->destroy(error);
+}
+
+TEST_CASE("typed option values: one grammar, parsed once for the core's check and the pjrt adapter") {
+  using Problem = sdk::TypedValueProblem;
+  using Type = sdk::TypedValue::Type;
+  const auto value = [](std::string_view text) { return std::get<sdk::TypedValue>(sdk::parse_typed_value(text)); };
+  CHECK(value("int64:-9223372036854775808").integer == INT64_MIN);
+  CHECK(value("bool:true").boolean);
+  CHECK(value("float:0.5").real == 0.5f);
+  CHECK(value("string:a:b").text == "a:b");
+  CHECK(value("int64_list:").integers.empty());
+  CHECK(value("int64_list:1,-2,3").integers == std::vector<std::int64_t>{1, -2, 3});
+  CHECK(value("int64_list:7").type == Type::kInt64List);
+  const auto problem = [](std::string_view text) { return std::get<Problem>(sdk::parse_typed_value(text)); };
+  CHECK(problem("2").kind == Problem::Kind::kNoType);
+  CHECK(problem("double:1").kind == Problem::Kind::kUnknownType);
+  CHECK(problem("double:1").type == "double");
+  const Problem list = problem("int64_list:1,,2");
+  CHECK(list.kind == Problem::Kind::kBadValue);
+  CHECK(list.value == "1,,2");
+  CHECK(list.part == "");                       // the element that failed
+  CHECK(problem("float:1e39").part == "1e39");  // past a 32-bit float, which PJRT takes
+  CHECK(problem("int64:9223372036854775808").kind == Problem::Kind::kBadValue);
+  CHECK(problem("bool:yes").part == "yes");
 }

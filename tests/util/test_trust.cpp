@@ -245,3 +245,53 @@ TEST_CASE("[trust] a user's private group counts only without other members, pri
   CAPTURE(refused);
   CHECK(refused.find("is writable by its group (gid " + std::to_string(gid) + ")") != std::string::npos);
 }
+
+// The kernel's protected_symlinks rule, applied whether or not the kernel
+// enforces it: another user's link in /tmp could be re-pointed between the
+// judgement and the dlopen.
+TEST_CASE("[trust] a plugin reached through another user's link in a sticky world-writable directory is refused") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root to give a link to another user");
+    return;
+  }
+  TempDir dir;
+  const auto file = plugin_in(dir / "plugins");
+  const auto shared = dir / "tmp";
+  std::filesystem::create_directory(shared);
+  ::chmod(shared.c_str(), 01777);
+  const auto link = shared / "backplane-cpu.so";
+  std::filesystem::create_symlink(file, link);
+  CHECK(cpu_found_in(link).status == BackendStatus::kAvailable);  // root's own link is followed
+  REQUIRE(::lchown(link.c_str(), kOtherUser, static_cast<gid_t>(-1)) == 0);
+  BackendInfo cpu = cpu_found_in(link);
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: " + link.string() + " is a symlink in the sticky world-writable directory " +
+                          shared.string() +
+                          " and belongs to uid 12345, neither the user running this (root) nor the directory's "
+                          "owner, who could re-point it at another file at any time (the kernel's "
+                          "protected_symlinks rule, which backplane follows whether or not the kernel does); name "
+                          "the file it leads to (" +
+                          file.string() + ") instead");
+  // A link to that link: every hop is judged, not only the name given and the end.
+  const auto outer = dir / "plugins2" / "backplane-cpu.so";
+  std::filesystem::create_directories(outer.parent_path());
+  std::filesystem::create_symlink(link, outer);
+  CHECK(cpu_found_in(outer).reason == cpu.reason);
+}
+
+TEST_CASE("[trust] a link to a link whose directory others can write is refused, naming that directory") {
+  TempDir dir;
+  const auto file = plugin_in(dir / "plugins");
+  const auto open = dir / "open";
+  std::filesystem::create_directory(open);
+  ::chmod(open.c_str(), 0777);  // not sticky: anyone may replace the link in it
+  std::filesystem::create_symlink(file, open / "middle.so");
+  const auto named = dir / "safe" / "backplane-cpu.so";
+  std::filesystem::create_directories(named.parent_path());
+  std::filesystem::create_symlink(open / "middle.so", named);
+  BackendInfo cpu = cpu_found_in(named);
+  CHECK(cpu.status == BackendStatus::kFailed);
+  CHECK(cpu.reason == "refused: the directory of the symlink " + (open / "middle.so").string() + ", " + open.string() +
+                          " is world-writable (anyone could add or swap what it holds); run chmod o-w " +
+                          open.string());
+}

@@ -8,6 +8,11 @@
 //   backplane/plugin_sdk/devices.hpp  a backend's devices, started on first use
 //   backplane/plugin_sdk/handles.hpp  lock-free handle tables
 //   backplane/plugin_sdk/fork.hpp     refusing a forked child of a driver's process
+//   backplane/plugin_sdk/host_memory.hpp  host memory as this process can use it
+//                                     (RLIMIT_AS and cgroup limits); included
+//                                     by the plugins that serve host memory
+//   backplane/plugin_sdk/typed_value.hpp  the <type>:<value> grammar of typed
+//                                     option values (PJRT create options)
 #ifndef BACKPLANE_PLUGIN_SDK_HPP
 #define BACKPLANE_PLUGIN_SDK_HPP
 

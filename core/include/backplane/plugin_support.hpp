@@ -22,6 +22,26 @@
 
 namespace backplane::plugin_sdk {
 
+// The most bytes of text the core takes from a plugin in one probe reason or
+// error message: it refuses a longer reason (the plugin is failed) and cuts a
+// longer message. The SDK hands out nothing longer (fitted_text).
+inline constexpr std::size_t kMaxTextSize = 64 * 1024;
+
+// `text` whole when it fits kMaxTextSize; else its beginning, cut where no
+// UTF-8 character is split, followed by a note that says it was cut and how
+// long it was. Messages from a library the plugin wraps (a PJRT plugin's, a
+// driver's) can be megabytes long, and their beginning says what failed.
+inline std::string fitted_text(std::string text) {
+  if (text.size() <= kMaxTextSize) return text;
+  const std::string note = " [cut: " + std::to_string(text.size()) + " bytes, more than the " +
+                           std::to_string(kMaxTextSize) + " a plugin may answer; this is the beginning]";
+  std::size_t keep = kMaxTextSize - note.size();
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  text.resize(keep);
+  text += note;
+  return text;
+}
+
 namespace detail {
 
 struct OwnedError {
@@ -42,12 +62,13 @@ inline BP_Error* out_of_memory_error() {
 
 }  // namespace detail
 
-// A new error the caller of the ABI function owns. Never throws.
+// A new error the caller of the ABI function owns, its message cut to
+// kMaxTextSize (fitted_text). Never throws.
 inline BP_Error* make_error(BP_ErrorCode code, std::string_view message) noexcept {
   auto* owned = new (std::nothrow) detail::OwnedError{};
   if (owned == nullptr) return detail::out_of_memory_error();
   try {
-    owned->text.assign(message);
+    owned->text = fitted_text(std::string(message));
   } catch (...) {  // only std::bad_alloc can come from assign
     delete owned;
     return detail::out_of_memory_error();

@@ -355,7 +355,7 @@ bool survives_isolated_probe(const std::filesystem::path& plugin_file, const Opt
     result = {check, Outcome::kNotApplicable, "no backplane-probe helper is installed next to the core library"};
   } else {
     const std::uint32_t timeout_ms = probe_timeout_ms(Environment::process().get("BACKPLANE_PROBE_TIMEOUT_MS"));
-    auto verdict = isolation::probe_in_child(helper, plugin_file, "", options.plugin_options, timeout_ms);
+    auto verdict = isolation::probe_in_child(helper, plugin_file, "", "", options.plugin_options, timeout_ms);
     if (!verdict.started) {
       result = {check, Outcome::kNotApplicable, verdict.reason};
     } else if (!verdict.answered) {

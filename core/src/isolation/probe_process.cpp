@@ -2,6 +2,7 @@
 
 #include "isolation/probe_protocol.hpp"
 #include "loader/search_path.hpp"
+#include "util/held_file.hpp"
 #include "util/log.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -263,8 +265,8 @@ SpawnEnvironmentScope::~SpawnEnvironmentScope() {
 // Exec'ing a small helper gives the plugin a fresh single-threaded process,
 // and the vfork-style start copies no page tables, however large the caller.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
-                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
-                            const std::function<void()>& on_first_record) {
+                            std::string_view expected_name, std::string_view backend_name, const PluginOptions& options,
+                            std::uint32_t timeout_ms, const std::function<void()>& on_first_record) {
   ChildVerdict verdict;
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -272,7 +274,7 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
     return verdict;
   }
   std::vector<std::string> arguments = {helper.string(), std::to_string(::getpid()), file.string(),
-                                        std::string(expected_name)};
+                                        std::string(expected_name), std::string(backend_name)};
   for (const auto& [key, value] : options) {
     arguments.push_back(key);
     arguments.push_back(value);
@@ -288,6 +290,14 @@ ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::file
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], kResultFd);
+  // A file an option names by its held descriptor (a PJRT library judged by
+  // the caller) is reached in the child through the same number: a dup2 onto
+  // itself only clears close-on-exec.
+  for (const auto& [key, value] : options) {
+    if (const std::optional<int> held = held_descriptor(value)) {
+      posix_spawn_file_actions_adddup2(&actions, *held, *held);
+    }
+  }
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t signals;

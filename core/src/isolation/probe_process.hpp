@@ -69,9 +69,13 @@ class SpawnEnvironmentScope {
   std::shared_ptr<const EnvironmentCopy> previous_;
 };
 
+// `backend_name`: the backend the plugin serves as, which messages about its
+// answers name (an instance's, "pjrt_cpu"; empty: the table's name). An
+// option whose value is the /proc/self/fd/N of a held file
+// (util/held_file.hpp) reaches the child's same descriptor.
 ChildVerdict probe_in_child(const std::filesystem::path& helper, const std::filesystem::path& file,
-                            std::string_view expected_name, const PluginOptions& options, std::uint32_t timeout_ms,
-                            const std::function<void()>& on_first_record = {});
+                            std::string_view expected_name, std::string_view backend_name, const PluginOptions& options,
+                            std::uint32_t timeout_ms, const std::function<void()>& on_first_record = {});
 
 // Whether this file, unchanged since (same device, inode, size and mtime), and
 // these options already answered in a child in this process.

@@ -2,40 +2,16 @@
 
 #include "loader/plugin_limits.hpp"
 
+#include <backplane/plugin_sdk/typed_value.hpp>
+
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cstdint>
-#include <system_error>
+#include <variant>
 
 namespace backplane::detail {
 namespace {
 
 constexpr std::string_view kBackendPrefix = "pjrt_";
-
-bool is_int64(std::string_view text) {
-  std::int64_t value = 0;
-  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), value);
-  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
-}
-
-bool is_float(std::string_view text) {
-  double value = 0;
-  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), value);
-  return !text.empty() && parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
-}
-
-bool is_int64_list(std::string_view text) {
-  if (text.empty()) return true;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(',', start);
-    if (end == std::string_view::npos) end = text.size();
-    if (!is_int64(text.substr(start, end - start))) return false;
-    start = end + 1;
-  }
-  return true;
-}
 
 std::string describe_code_source(const PluginSource& source) {
   return source.origin_detail.empty() ? std::string("Runtime::Options::sources") : source.origin_detail;
@@ -58,30 +34,26 @@ std::optional<std::string> create_option_problem(std::string_view key, std::stri
   if (key.find('\0') != std::string_view::npos || typed_value.find('\0') != std::string_view::npos) {
     return fmt::format("PJRT create option '{}' contains a NUL character", key);
   }
-  const std::size_t colon = typed_value.find(':');
-  const std::string_view type = typed_value.substr(0, colon);
-  const std::string_view value = colon == std::string_view::npos ? std::string_view() : typed_value.substr(colon + 1);
-  auto bad = [&](std::string_view expected) {
-    return fmt::format("PJRT create option '{}' = '{}': {} is not {}", key, typed_value, value.empty() ? "''" : value,
-                       expected);
-  };
-  if (colon == std::string_view::npos) {
-    return fmt::format(
-        "PJRT create option '{}' = '{}' has no type; write <type>:<value> with type int64, bool, "
-        "float, string or int64_list",
-        key, typed_value);
+  using Problem = plugin_sdk::TypedValueProblem;
+  const auto parsed = plugin_sdk::parse_typed_value(typed_value);
+  const auto* problem = std::get_if<Problem>(&parsed);
+  if (problem == nullptr) return std::nullopt;
+  switch (problem->kind) {
+    case Problem::Kind::kNoType:
+      return fmt::format("PJRT create option '{}' = '{}' has no type; write <type>:<value> with type {}", key,
+                         typed_value, plugin_sdk::kTypedValueTypes);
+    case Problem::Kind::kUnknownType:
+      return fmt::format("PJRT create option '{}' = '{}': unknown type '{}'; expected {}", key, typed_value,
+                         problem->type, plugin_sdk::kTypedValueTypes);
+    case Problem::Kind::kBadValue: break;
   }
-  if (type == "string") return std::nullopt;
-  if (type == "int64") return is_int64(value) ? std::nullopt : std::optional(bad("a 64-bit integer"));
-  if (type == "bool") return value == "true" || value == "false" ? std::nullopt : std::optional(bad("true or false"));
-  if (type == "float") return is_float(value) ? std::nullopt : std::optional(bad("a number"));
-  if (type == "int64_list") {
-    return is_int64_list(value) ? std::nullopt : std::optional(bad("a comma-separated list of 64-bit integers"));
-  }
-  return fmt::format(
-      "PJRT create option '{}' = '{}': unknown type '{}'; expected int64, bool, float, string or "
-      "int64_list",
-      key, typed_value, type);
+  const std::string_view type = problem->type;
+  const std::string_view expected = type == "int64"   ? "a 64-bit integer"
+                                    : type == "bool"  ? "true or false"
+                                    : type == "float" ? "a 32-bit float"
+                                                      : "a comma-separated list of 64-bit integers";
+  return fmt::format("PJRT create option '{}' = '{}': {} is not {}", key, typed_value,
+                     problem->value.empty() ? "''" : problem->value, expected);
 }
 
 PluginOptions adapter_options(const PjrtSource& source) {

@@ -5,6 +5,8 @@
 // limits marks that plugin broken and names the call and the value.
 #pragma once
 
+#include <backplane/plugin_support.hpp>
+
 #include <cstddef>
 #include <cstring>
 #include <string_view>
@@ -14,8 +16,9 @@ namespace backplane::detail {
 inline constexpr int kMaxPluginDevices = 4096;
 inline constexpr std::size_t kMaxBackendNameSize = 64;
 inline constexpr std::size_t kMaxPluginVersionSize = 256;
-// Reasons, error messages, device names, attribute keys and values.
-inline constexpr std::size_t kMaxPluginTextSize = 64 * 1024;
+// Reasons, error messages, device names, attribute keys and values; the
+// plugin SDK cuts what its plugins answer to the same bound.
+inline constexpr std::size_t kMaxPluginTextSize = plugin_sdk::kMaxTextSize;
 inline constexpr std::size_t kMaxDeviceAttributes = 1024;
 // Memory kinds of one device (ABI 1.4); PJRT devices have three.
 inline constexpr std::size_t kMaxDeviceMemories = 64;

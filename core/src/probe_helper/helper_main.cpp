@@ -2,8 +2,11 @@
 // own, for discovery with BACKPLANE_PROBE_ISOLATION=process. Started only by
 // the core (isolation/probe_process.cpp), never by hand:
 //
-//   backplane-probe PARENT_PID PLUGIN_FILE EXPECTED_NAME [KEY VALUE]...
+//   backplane-probe PARENT_PID PLUGIN_FILE EXPECTED_NAME BACKEND_NAME [KEY VALUE]...
 //
+// BACKEND_NAME is the backend the plugin serves as (an instance's,
+// "pjrt_cpu"; empty: the table's name), which messages about its answers
+// name.
 // It writes records (isolation/probe_protocol.hpp) to file descriptor 3: the
 // stage about to run, then the status and reason the plugin earns and, for a
 // table declaring BP_CAPABILITY_PROBE_IN_CHILD, what its probe found (the
@@ -66,14 +69,14 @@ void report_snapshot(const backplane::detail::ProbeOutcome& outcome, const backp
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4 || (argc - 4) % 2 != 0) return 2;
+  if (argc < 5 || (argc - 5) % 2 != 0) return 2;
   // Die with the process that asked (it may be killed while we probe).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (std::to_string(::getppid()) != argv[1]) return 3;
   ::signal(SIGPIPE, SIG_IGN);
 
   backplane::detail::PluginOptions options;
-  for (int index = 4; index + 1 < argc; index += 2) options.emplace_back(argv[index], argv[index + 1]);
+  for (int index = 5; index + 1 < argc; index += 2) options.emplace_back(argv[index], argv[index + 1]);
   try {
     write_record(kResultFd, "stage", "load");
     backplane::detail::OpenedPlugin opened = backplane::detail::open_plugin(argv[2], argv[3]);
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
       report(opened.status, opened.reason, opened.abi_version, "");
     }
     const auto outcome = backplane::detail::create_and_probe(
-        opened.library, options, [](const char* stage) { write_record(kResultFd, "stage", stage); });
+        opened.library, options, [](const char* stage) { write_record(kResultFd, "stage", stage); },
+        backplane::detail::ProbeCalls{argv[4], true});
     const auto verdict = backplane::detail::verdict_of(outcome);
     if ((opened.library->api().capabilities & BP_CAPABILITY_PROBE_IN_CHILD) != 0 && outcome.answer() != nullptr) {
       report_snapshot(outcome, verdict, opened.abi_version, opened.library->name());

@@ -188,14 +188,24 @@ DiscoveredBackend load_and_probe(const Candidate& candidate, const DiscoveryPoli
                                  std::uint32_t timeout_ms, std::shared_ptr<const void>& loaded_library) {
   DiscoveredBackend result{candidate.info(), nullptr};
   BackendInfo& info = result.info;
-  // Nothing may load a PJRT library that others could swap.
+  // Nothing may load a PJRT library that others could swap, and the adapter
+  // loads the file judged here, wherever and whenever it loads it.
+  std::string held_library;
   if (candidate.instance()) {
-    if (auto problem = pjrt_library_problem(candidate.library)) {
+    auto held = hold_pjrt_library(candidate.library);
+    if (auto* problem = std::get_if<std::string>(&held)) {
       info.reason = std::move(*problem);
       return result;
     }
+    held_library = std::get<HeldFile>(held).path;
   }
-  const OptionsFor options_of = [&](std::string_view name) { return options_for(candidate, policy, name); };
+  const OptionsFor options_of = [&](std::string_view name) {
+    PluginOptions options = options_for(candidate, policy, name);
+    for (auto& [key, value] : options) {
+      if (key == "library" && !held_library.empty()) value = held_library;
+    }
+    return options;
+  };
 
   std::optional<isolation::ChildVerdict> child;
   if (policy.isolation == ProbeIsolation::kProcess) {

@@ -1,7 +1,6 @@
 #include "registry/instances.hpp"
 
 #include "util/file_type.hpp"
-#include "util/trust.hpp"
 
 #include <fmt/format.h>
 
@@ -97,7 +96,7 @@ void adopt_library_options(std::vector<Candidate>& candidates,
   }
 }
 
-std::optional<std::string> pjrt_library_problem(const std::filesystem::path& library) {
+std::variant<HeldFile, std::string> hold_pjrt_library(const std::filesystem::path& library) {
   struct stat status {};
   if (::stat(library.c_str(), &status) != 0) {
     return fmt::format("cannot use the PJRT library {}: {}", library.string(), std::strerror(errno));
@@ -112,7 +111,11 @@ std::optional<std::string> pjrt_library_problem(const std::filesystem::path& lib
     return fmt::format("cannot use the PJRT library {}: {}", library.string(), std::strerror(errno));
   }
   // The library's code runs in this process, as a plugin's does.
-  return untrusted_path(library);
+  auto held = hold_trusted_file(library);
+  if (auto* problem = std::get_if<std::string>(&held); problem != nullptr && !problem->starts_with("refused: ")) {
+    return fmt::format("cannot use the PJRT library: {}", *problem);
+  }
+  return held;
 }
 
 }  // namespace backplane::detail

@@ -6,6 +6,7 @@
 
 #include "loader/pjrt_sources.hpp"
 #include "registry/candidate.hpp"
+#include "util/held_file.hpp"
 
 #include <backplane/backplane.hpp>
 
@@ -14,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace backplane::detail {
@@ -36,9 +38,12 @@ void expand_pjrt_instances(std::vector<Candidate>& candidates, const std::vector
 void adopt_library_options(std::vector<Candidate>& candidates,
                            const std::map<std::string, PluginOptions, std::less<>>& options);
 
-// Why an instance's PJRT library must not be loaded, before anything loads
-// it: a path that is missing, not a regular file or unreadable (naming the
-// path and why), or one that fails the plugins' trust rule (util/trust.hpp).
-std::optional<std::string> pjrt_library_problem(const std::filesystem::path& library);
+// An instance's PJRT library, judged and held open (util/held_file.hpp):
+// the adapter is given its /proc/self/fd/N as `library`, so that what it
+// loads, at the first device use or in the probe helper, is the file judged
+// here. Or why it must not be loaded, before anything loads it: a path that
+// is missing, not a regular file or unreadable (naming the path and why), or
+// one that fails the plugins' trust rule (util/trust.hpp).
+std::variant<HeldFile, std::string> hold_pjrt_library(const std::filesystem::path& library);
 
 }  // namespace backplane::detail

@@ -111,8 +111,8 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
       if (trying) helper_states.tried(helper);
     }
   } end_try{helper, known == HelperStates::State::kTrying};
-  auto verdict =
-      isolation::probe_in_child(helper, candidate.file, candidate.table_name, options, timeout_ms, on_first_record);
+  auto verdict = isolation::probe_in_child(helper, candidate.file, candidate.table_name, candidate.name, options,
+                                           timeout_ms, on_first_record);
   if (verdict.started && verdict.silent) {
     // Not the plugin's doing: the real helper speaks before it loads one.
     if (helper_states.mark_broken(helper)) {
@@ -124,7 +124,8 @@ std::optional<isolation::ChildVerdict> probe_isolated(const Candidate& candidate
   }
   if (verdict.answered && candidate.name.empty() && !verdict.name.empty() && !options_for(verdict.name).empty()) {
     options = options_for(verdict.name);
-    verdict = isolation::probe_in_child(helper, candidate.file, candidate.table_name, options, timeout_ms);
+    verdict =
+        isolation::probe_in_child(helper, candidate.file, candidate.table_name, candidate.name, options, timeout_ms);
   }
   if (!verdict.started) {
     log(LogLevel::kWarn, "{}: {}; probing in this process", candidate.file.string(), verdict.reason);
@@ -160,7 +161,8 @@ isolation::ChildVerdict probe_in_helper(const Candidate& candidate, const Plugin
         helper.string(), *problem);
     return verdict;
   }
-  verdict = isolation::probe_in_child(helper, candidate.file, candidate.table_name, options, timeout_ms);
+  verdict =
+      isolation::probe_in_child(helper, candidate.file, candidate.table_name, candidate.name, options, timeout_ms);
   if (!verdict.started || verdict.silent) {
     verdict.status = BackendStatus::kFailed;
     verdict.reason = fmt::format(

@@ -109,7 +109,7 @@ detail::TokenLayout read_layout(detail::TokenFile& file, const TokenFileOptions&
   const detail::TokenFormat& format = detail::detect_token_format(prefix, file.name(), formats);
   const std::uint64_t header_bytes = format.header_bytes(prefix, file.size());
   if (header_bytes > prefix.size()) prefix = file.prefix(header_bytes);
-  return detail::describe_token_file(prefix, file.size(), file.name(), request, formats);
+  return detail::describe_token_file(prefix, file.size(), file.name(), request, formats, file.is_mapped(prefix));
 }
 
 void refuse_nul_arguments(const std::filesystem::path& path, const TokenFileOptions& options, const char* call) {

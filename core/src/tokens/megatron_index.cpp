@@ -5,6 +5,7 @@
 #include "remote/object_url.hpp"
 
 #include "tokens/byte_fields.hpp"
+#include "util/page_advice.hpp"
 
 #include <backplane/error.hpp>
 
@@ -42,6 +43,30 @@ Counts counts_of(std::span<const std::byte> prefix) noexcept {
   return counts;
 }
 
+// One array of a mapped index, read front to back once: the pages behind the
+// reader are dropped every kStride bytes, so that reading an index of
+// gigabytes keeps only a few strides of it resident (the page cache keeps
+// the rest for the next reader). Does nothing where the index was copied.
+class DropBehind {
+ public:
+  static constexpr std::size_t kStride = std::size_t{4} << 20;
+
+  DropBehind(const TokenHeader& header, std::size_t start)
+      : index_(header.prefix), mapped_(header.prefix_mapped), dropped_(start) {}
+
+  // Every byte of the array before `offset` has been read.
+  void read_up_to(std::size_t offset) noexcept {
+    if (!mapped_ || offset < dropped_ + kStride) return;
+    drop_pages({index_.data() + dropped_, offset - dropped_}, {index_.data(), index_.size()});
+    dropped_ = offset;
+  }
+
+ private:
+  std::span<const std::byte> index_;
+  bool mapped_;
+  std::size_t dropped_;
+};
+
 // The dtype of a code, or nullopt where the code is a float or unknown.
 std::optional<DType> dtype_of_code(std::uint8_t code) noexcept {
   switch (code) {
@@ -59,13 +84,18 @@ std::optional<DType> dtype_of_code(std::uint8_t code) noexcept {
 // document of no tokens (no sequences, or only empty ones) starts where the
 // next one does, or at the end: it gives no start of its own. The indices
 // and pointers have been checked.
-std::vector<std::int64_t> document_starts(std::span<const std::byte> prefix, const Counts& counts, std::size_t pointers,
+std::vector<std::int64_t> document_starts(const TokenHeader& header, const Counts& counts, std::size_t pointers,
                                           std::size_t documents, std::uint64_t tokens, std::uint64_t token_bytes) {
+  const std::span<const std::byte> prefix = header.prefix;
   std::vector<std::int64_t> starts;
   if (counts.documents < 2) return starts;
   starts.reserve(static_cast<std::size_t>(counts.documents - 1));
+  DropBehind documents_read(header, documents);
+  DropBehind pointers_read(header, pointers);  // the indices run in order
   for (std::size_t entry = 0; entry + 1 < counts.documents; ++entry) {
     const auto sequence = read_little_endian<std::uint64_t>(prefix, documents + entry * 8);
+    documents_read.read_up_to(documents + entry * 8);
+    if (sequence < counts.sequences) pointers_read.read_up_to(pointers + static_cast<std::size_t>(sequence) * 8);
     const std::uint64_t start =
         sequence == counts.sequences
             ? tokens
@@ -102,7 +132,10 @@ std::uint64_t megatron_index_bytes(std::span<const std::byte> prefix, std::uint6
   return file_size;  // the arrays and, where present, the modes: the index is all header
 }
 
-TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file) {
+TokenLayout read_megatron_index(const TokenHeader& header) {
+  const std::span<const std::byte> prefix = header.prefix;
+  const std::uint64_t file_size = header.file_size;
+  const std::string_view file = header.file;
   const auto invalid = [&](const std::string& why) {
     return Error(ErrorCode::kInvalidFile, fmt::format("{}: Megatron index {}", file, why));
   };
@@ -146,7 +179,11 @@ TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t
   const std::size_t documents = pointers + static_cast<std::size_t>(counts.sequences) * 8;
   // The sequences end to end: each pointer where the ones before it end.
   std::uint64_t end = 0;
+  DropBehind lengths_read(header, lengths);
+  DropBehind pointers_read(header, pointers);
   for (std::size_t sequence = 0; sequence < counts.sequences; ++sequence) {
+    lengths_read.read_up_to(lengths + sequence * 4);
+    pointers_read.read_up_to(pointers + sequence * 8);
     const auto length = static_cast<std::int32_t>(read_little_endian<std::uint32_t>(prefix, lengths + sequence * 4));
     const auto pointer = static_cast<std::int64_t>(read_little_endian<std::uint64_t>(prefix, pointers + sequence * 8));
     if (length < 0) throw invalid(fmt::format("length of sequence {} is {}", sequence, length));
@@ -161,7 +198,9 @@ TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t
   }
   // Document indices: sequence numbers from 0 to S, in order.
   std::uint64_t previous = 0;
+  DropBehind documents_read(header, documents);
   for (std::size_t entry = 0; entry < counts.documents; ++entry) {
+    documents_read.read_up_to(documents + entry * 8);
     const auto index = read_little_endian<std::uint64_t>(prefix, documents + entry * 8);
     const bool last = entry + 1 == counts.documents;
     if ((entry == 0 && index != 0) || index < previous || index > counts.sequences ||
@@ -186,7 +225,7 @@ TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t
                     counts.sequences, counts.sequences == 0 ? "" : ", all of length 0", data_file));
   }
   TokenLayout layout;
-  layout.document_starts = document_starts(prefix, counts, pointers, documents, end / token_bytes, token_bytes);
+  layout.document_starts = document_starts(header, counts, pointers, documents, end / token_bytes, token_bytes);
   layout.dtype = *dtype;
   layout.data_offset = 0;
   layout.count = end / token_bytes;

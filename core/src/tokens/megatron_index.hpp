@@ -47,8 +47,9 @@ std::uint64_t megatron_index_bytes(std::span<const std::byte> prefix, std::uint6
 // magic, another version, an unknown or floating-point dtype code, counts
 // whose arrays overrun the file or leave bytes over, a negative length, a
 // pointer where the sequences before it do not end, document indices that
-// do not run from 0 to S in order.
-TokenLayout read_megatron_index(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file);
+// do not run from 0 to S in order. A mapped index (header.prefix_mapped) is
+// read once, front to back, and its pages dropped behind the reader.
+TokenLayout read_megatron_index(const TokenHeader& header);
 
 // The index to read for `path`: PREFIX.idx when `path` is PREFIX.bin or
 // PREFIX and that index exists; nullopt for any other path (it is read as it

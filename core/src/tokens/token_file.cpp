@@ -61,6 +61,12 @@ std::span<const std::byte> TokenFile::prefix(std::uint64_t bytes) {
   const std::uint64_t wanted = std::min(bytes, size_);
   std::uint64_t done = prefix_.size();
   if (wanted <= done) return std::span<const std::byte>(prefix_).first(static_cast<std::size_t>(wanted));
+  // A copy would be a second whole index in every process that opens it,
+  // besides the page cache's.
+  if (wanted > kLargestCopiedHeader) {
+    if (mapped_header_ == nullptr) mapped_header_ = map();
+    return {mapped_header_->data(), static_cast<std::size_t>(wanted)};
+  }
   prefix_.resize(static_cast<std::size_t>(wanted));
   if (object_) {
     try {
@@ -87,6 +93,14 @@ std::span<const std::byte> TokenFile::prefix(std::uint64_t bytes) {
     done += static_cast<std::uint64_t>(got);
   }
   return prefix_;
+}
+
+bool TokenFile::is_mapped(std::span<const std::byte> bytes) const noexcept {
+  // An object's copy is anonymous memory: a dropped page would read as zeros.
+  if (object_ || mapped_header_ == nullptr || bytes.empty()) return false;
+  const auto begin = reinterpret_cast<std::uintptr_t>(mapped_header_->data());
+  const auto at = reinterpret_cast<std::uintptr_t>(bytes.data());
+  return at >= begin && at - begin <= mapped_header_->size() && bytes.size() <= mapped_header_->size() - (at - begin);
 }
 
 std::shared_ptr<const TokenFileMapping> TokenFile::map() const {

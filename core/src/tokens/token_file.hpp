@@ -1,9 +1,12 @@
 // One token file opened for load_tokens: one descriptor, its first bytes
 // read with pread (a file that shrinks meanwhile is an error, not a SIGBUS),
-// then one read-only shared mapping of the whole file. A path that is an
-// object URL (s3://, http://, https://) is an ObjectFile instead: its first
-// bytes come from ranged GETs, and its mapping is the object read into
-// memory.
+// then one read-only shared mapping of the whole file. A header longer than
+// kLargestCopiedHeader (a Megatron index is all header: 1.9 GB for 10^8
+// sequences) is read through a mapping instead of copied; like the tokens'
+// mapping, it faults (SIGBUS) if the file is cut short while it is read.
+// A path that is an object URL (s3://, http://, https://) is an ObjectFile
+// instead: its first bytes come from ranged GETs, and its mapping is the
+// object read into memory.
 #pragma once
 
 #include <cstddef>
@@ -53,10 +56,17 @@ class TokenFile {
   const std::string& name() const noexcept { return name_; }
   std::uint64_t size() const noexcept { return size_; }
 
+  static constexpr std::uint64_t kLargestCopiedHeader = std::uint64_t{1} << 20;
+
   // The first min(bytes, size()) bytes, read once and kept (a later, longer
-  // request reads only the rest). Throws Error(kIo) naming the file when a
-  // read fails or the file ends early.
+  // request reads only the rest); past kLargestCopiedHeader, a view of a
+  // mapping of the file, kept until the TokenFile goes. Throws Error(kIo)
+  // naming the file when a read fails or the file ends early, and map()'s
+  // errors.
   std::span<const std::byte> prefix(std::uint64_t bytes);
+  // Whether `bytes` (from prefix()) lie in that mapping: shared and
+  // read-only, so its pages may be dropped once read.
+  bool is_mapped(std::span<const std::byte> bytes) const noexcept;
 
   // Maps the whole file (size() > 0). Throws Error(kOutOfMemory) or
   // Error(kIo) naming the file when mmap fails. An object is read whole
@@ -72,6 +82,7 @@ class TokenFile {
   int fd_ = -1;
   std::uint64_t size_ = 0;
   std::vector<std::byte> prefix_;
+  std::shared_ptr<const TokenFileMapping> mapped_header_;  // a header past kLargestCopiedHeader
 };
 
 }  // namespace backplane::detail

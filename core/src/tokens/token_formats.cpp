@@ -49,8 +49,7 @@ constexpr std::array kFormats{
         .recognised_by = "the magic `MMIDIDX\\0\\0`, or the name ends in `.idx`",
         .recognises = recognises_megatron_index,
         .header_bytes = megatron_index_bytes,
-        .read =
-            [](const TokenHeader& header) { return read_megatron_index(header.prefix, header.file_size, header.file); },
+        .read = read_megatron_index,
         .index_file_for = megatron_index_file_for,
     },
     TokenFormat{

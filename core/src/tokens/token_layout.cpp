@@ -47,14 +47,14 @@ TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t
 }
 
 TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
-                                const TokenRequest& request, std::span<const TokenFormat> formats) {
+                                const TokenRequest& request, std::span<const TokenFormat> formats, bool prefix_mapped) {
   if (prefix.size() > file_size) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: {} bytes given as the start of a file of {}", file, prefix.size(), file_size));
   }
   const TokenFormat& format = detect_token_format(prefix, file, formats);
   check_request(request, format, formats, file);
-  TokenLayout layout = format.read({prefix, file_size, file, request});
+  TokenLayout layout = format.read({prefix, file_size, file, request, prefix_mapped});
   layout.format = &format;
   if (!format.needs_dtype && request.dtype && *request.dtype != layout.dtype) {
     throw Error(ErrorCode::kInvalidArgument,

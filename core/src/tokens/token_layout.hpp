@@ -56,6 +56,10 @@ struct TokenHeader {
   std::uint64_t file_size = 0;
   std::string_view file;
   TokenRequest request;
+  // `prefix` lies in a shared read-only mapping of the file (TokenFile maps
+  // a long header rather than copy it): a reader that walks it once may
+  // drop the pages it has read (util/page_advice drop_pages).
+  bool prefix_mapped = false;
 };
 
 // Detects the format (token_formats.hpp) and reads the header. `prefix` must
@@ -66,8 +70,10 @@ struct TokenHeader {
 // where the header gives one, the header's.
 TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
                                 const TokenRequest& request);
-// The same over another table of formats (the tests' own rows).
+// The same over another table of formats (the tests' own rows), and with
+// `prefix_mapped` as TokenHeader says.
 TokenLayout describe_token_file(std::span<const std::byte> prefix, std::uint64_t file_size, std::string_view file,
-                                const TokenRequest& request, std::span<const TokenFormat> formats);
+                                const TokenRequest& request, std::span<const TokenFormat> formats,
+                                bool prefix_mapped = false);
 
 }  // namespace backplane::detail

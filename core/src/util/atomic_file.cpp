@@ -1,6 +1,7 @@
 #include "util/atomic_file.hpp"
 
 #include "util/file_type.hpp"
+#include "util/trust.hpp"
 
 #include <backplane/error.hpp>
 
@@ -93,8 +94,7 @@ void check_link_may_be_followed(int directory, const struct stat& link, const st
                                 std::string_view purpose) {
   struct stat info {};
   if (::fstat(directory, &info) != 0) return;
-  const bool sticky_world_writable = (info.st_mode & S_ISVTX) != 0 && (info.st_mode & S_IWOTH) != 0;
-  if (!sticky_world_writable || link.st_uid == ::geteuid() || link.st_uid == info.st_uid) return;
+  if (link_may_be_followed(info, link)) return;
   throw Error(ErrorCode::kInvalidArgument,
               fmt::format("refusing to {} through the symlink {}: it lies in a sticky world-writable directory "
                           "and belongs to uid {}, neither you nor the directory's owner (the kernel's "

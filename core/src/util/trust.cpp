@@ -108,29 +108,115 @@ std::optional<std::string> check_one(const std::filesystem::path& path, const st
   return std::nullopt;
 }
 
-// The file, then each directory above it up to /.
-std::optional<std::string> check_chain(const std::filesystem::path& file) {
-  if (auto problem = check_one(file, "")) return problem;
-  std::filesystem::path directory = file.parent_path();
-  std::string role = "its directory";
+// `directory`, then each directory above it up to /, the first named by
+// `role` and the others by `above`.
+std::optional<std::string> check_directories(std::filesystem::path directory, std::string role,
+                                             const std::string& above) {
   for (;;) {
     if (auto problem = check_one(directory, role)) return problem;
     if (directory == directory.root_path() || directory.empty()) break;
     directory = directory.parent_path();
-    role = "its ancestor directory";
+    role = above;
   }
   return std::nullopt;
 }
 
+// The file, then each directory above it up to /.
+std::optional<std::string> check_chain(const std::filesystem::path& file) {
+  if (auto problem = check_one(file, "")) return problem;
+  return check_directories(file.parent_path(), "its directory", "its ancestor directory");
+}
+
+// The kernel's own bound on the links one lookup follows (MAXSYMLINKS).
+constexpr int kMaxLinks = 40;
+
+// Where an absolute path leads once every link is followed, walked one
+// component at a time as the kernel walks it, with each symlink met at any
+// hop (a link to a link included, which a stat of the path alone never
+// shows).
+struct Walk {
+  std::filesystem::path target;
+  std::optional<std::string> problem;  // a link the protected_symlinks rule does not follow
+  // Each link's directory and the link: judged like the file's directory.
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> link_directories;
+};
+
+Walk walk_links(const std::filesystem::path& file) {
+  Walk walk;
+  std::vector<std::string> pending;  // components still to walk, the next one last
+  const auto push = [&pending](const std::filesystem::path& path) {
+    std::vector<std::string> parts;
+    for (const auto& part : path.relative_path()) parts.push_back(part.string());
+    pending.insert(pending.end(), parts.rbegin(), parts.rend());
+  };
+  push(file);
+  std::filesystem::path resolved = "/";
+  int links = 0;
+  while (!pending.empty()) {
+    const std::string name = std::move(pending.back());
+    pending.pop_back();
+    if (name.empty() || name == ".") continue;
+    if (name == "..") {
+      resolved = resolved.parent_path();
+      continue;
+    }
+    std::filesystem::path next = resolved / name;
+    struct stat link {};
+    // A missing component is the loader's to report; the walk goes on by name.
+    if (::lstat(next.c_str(), &link) != 0 || !S_ISLNK(link.st_mode)) {
+      resolved = std::move(next);
+      continue;
+    }
+    std::error_code error;
+    const std::filesystem::path points_to = std::filesystem::read_symlink(next, error);
+    if (error || ++links > kMaxLinks) {  // the open fails too (ELOOP), and says so
+      walk.target = next;
+      return walk;
+    }
+    struct stat directory {};
+    if (::stat(resolved.c_str(), &directory) == 0 && !link_may_be_followed(directory, link)) {
+      walk.problem = fmt::format(
+          "refused: {} is a symlink in the sticky world-writable directory {} and belongs to {}, neither the user "
+          "running this ({}) nor the directory's owner, who could re-point it at another file at any time (the "
+          "kernel's protected_symlinks rule, which backplane follows whether or not the kernel does); name the "
+          "file it leads to ({}) instead",
+          next.string(), resolved.string(), owner_name(link.st_uid), running_user(), points_to.string());
+      return walk;
+    }
+    walk.link_directories.emplace_back(resolved, next);
+    if (points_to.is_absolute()) resolved = "/";
+    push(points_to);
+  }
+  walk.target = resolved;
+  return walk;
+}
+
 }  // namespace
+
+bool link_may_be_followed(const struct stat& directory, const struct stat& link) noexcept {
+  const bool sticky_world_writable = (directory.st_mode & S_ISVTX) != 0 && (directory.st_mode & S_IWOTH) != 0;
+  return !sticky_world_writable || link.st_uid == ::geteuid() || link.st_uid == directory.st_uid;
+}
 
 std::optional<std::string> untrusted_path(const std::filesystem::path& given) {
   std::error_code error;
-  const std::filesystem::path file = std::filesystem::absolute(given, error).lexically_normal();
-  if (auto target = std::filesystem::canonical(file, error); !error && target != file) {
-    if (auto problem = check_chain(target)) return problem;
+  const std::filesystem::path absolute = std::filesystem::absolute(given, error);
+  const std::filesystem::path file = absolute.lexically_normal();
+  // The path as given: the kernel takes a ".." after a link from where the link led.
+  Walk walk = walk_links(error ? file : absolute);
+  if (walk.problem) return walk.problem;
+  if (walk.target != file) {
+    if (auto problem = check_chain(walk.target)) return problem;
   }
-  return check_chain(file);
+  if (auto problem = check_chain(file)) return problem;
+  // A link's directory off both chains (a link to a link) could swap the link.
+  for (const auto& [directory, link] : walk.link_directories) {
+    if (auto problem = check_directories(directory, fmt::format("the directory of the symlink {},", link.string()),
+                                         fmt::format("an ancestor directory of the symlink {},", link.string()))) {
+      return problem;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace backplane::detail

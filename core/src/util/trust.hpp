@@ -4,8 +4,14 @@
 // must be owned by root or by the running user (effective uid) and must not
 // be writable by group or others. A root-owned directory with the sticky bit
 // (/tmp) may be writable by others: there nobody can replace what another
-// user created.
+// user created. Every symlink met on the way, at any hop, is followed only
+// under the kernel's protected_symlinks rule (link_may_be_followed), whether
+// or not the kernel enforces it, and the directory holding it is judged
+// like the file's: so nothing on the path can be re-pointed by another
+// user between the judgement and the open.
 #pragma once
+
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <optional>
@@ -18,5 +24,11 @@ namespace backplane::detail {
 // chmod g-w /opt/p"); nullopt when it may be. A symlink is checked as named
 // (the directories that hold the link) and where it leads.
 std::optional<std::string> untrusted_path(const std::filesystem::path& file);
+
+// The kernel's protected_symlinks rule: a symlink that lies in a sticky
+// world-writable directory (/tmp) is followed only when it belongs to the
+// running user (effective uid) or to the directory's owner; its owner could
+// otherwise re-point it at any file between a check and a use.
+bool link_may_be_followed(const struct stat& directory, const struct stat& link) noexcept;
 
 }  // namespace backplane::detail

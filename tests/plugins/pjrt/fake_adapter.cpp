@@ -7,7 +7,8 @@
 //   devices=N         0..16, default 1: devices "fake PJRT device N"
 //   memories=A,B,...  each device's memory kinds (ABI 1.4), default none
 // The probe's reason ends with what the core gave it: " (library PATH;
-// create options: KEY=TYPE:VALUE, ...)", so a test reads its options back.
+// create options: KEY=TYPE:VALUE, ...)", so a test reads its options back
+// (PATH: the file the core's descriptor leads to, as the real adapter names it).
 //
 // Options: `library` and `backend` (the pjrt_<name> the core gives; both
 // required), `create.<key>` (any value, recorded), and
@@ -16,6 +17,9 @@
 #include <backplane/plugin.h>
 #include <backplane/plugin_support.hpp>
 
+#include <unistd.h>
+
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -50,11 +54,22 @@ std::string text_of(const char* data, std::size_t size) {
   return data == nullptr ? std::string() : std::string(data, size);
 }
 
+// How the real adapter names its library: the core hands over a
+// /proc/self/fd/N of the file it judged, named here by where it leads.
+std::string library_name(const std::string& path) {
+  if (!path.starts_with("/proc/self/fd/")) return path;
+  char target[PATH_MAX];
+  const ssize_t size = ::readlink(path.c_str(), target, sizeof(target));
+  return size > 0 && static_cast<std::size_t>(size) < sizeof(target) ? std::string(target, size) : path;
+}
+
 // Reads the library file once, on the first probe.
 void read_library(FakeBackend& self) {
   if (self.probed) return;
   std::ifstream file(self.library);
-  if (!file) throw Failure(BP_ERROR_INVALID_ARGUMENT, "fake PJRT library " + self.library + " cannot be read");
+  if (!file) {
+    throw Failure(BP_ERROR_INVALID_ARGUMENT, "fake PJRT library " + library_name(self.library) + " cannot be read");
+  }
   std::string reason = "fake PJRT library";
   std::string line;
   while (std::getline(file, line)) {
@@ -78,7 +93,7 @@ void read_library(FakeBackend& self) {
   if (self.devices < 0 || self.devices > 16) throw Failure(BP_ERROR_INVALID_ARGUMENT, "devices must be 0..16");
   std::string options;
   for (const auto& [key, value] : self.create_options) options += (options.empty() ? "" : ", ") + key + "=" + value;
-  self.reason = reason + " (library " + self.library + "; create options: " + options + ")";
+  self.reason = reason + " (library " + library_name(self.library) + "; create options: " + options + ")";
   for (int ordinal = 0; ordinal < self.devices; ++ordinal) {
     self.device_names.push_back("fake PJRT device " + std::to_string(ordinal));
   }

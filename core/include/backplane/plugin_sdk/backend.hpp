@@ -167,6 +167,7 @@ class Entries {
     const std::lock_guard lock(self.probe_mutex);
     if (!self.probed.load(std::memory_order_relaxed)) {
       self.probe = self.impl->probe();
+      self.probe.reason = fitted_text(std::move(self.probe.reason));
       if constexpr (StatesCapabilities<Impl>) {
         self.capabilities = self.impl->capabilities();
         self.dlpack_device_type = self.impl->dlpack_device_type();

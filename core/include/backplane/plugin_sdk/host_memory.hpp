@@ -1,21 +1,45 @@
-#include "host_memory.hpp"
+// Host memory as this process can use it, one figure for every plugin whose
+// devices serve host memory (the cpu plugin, the pjrt adapter on the cpu
+// platform): the machine's (MemTotal and MemAvailable of /proc/meminfo),
+// capped by the process's address-space limit (RLIMIT_AS, less what is
+// already mapped) and by the memory limit of its cgroup (v2 memory.max, v1
+// memory.limit_in_bytes, at every level up the hierarchy, less that level's
+// usage): an allocation past either fails however much the machine has free,
+// so a device in a container reports the container's memory, not the host's.
+// Header-only, like the rest of the SDK; reads files on every call.
+#ifndef BACKPLANE_PLUGIN_SDK_HOST_MEMORY_HPP
+#define BACKPLANE_PLUGIN_SDK_HOST_MEMORY_HPP
+
+#include <backplane/plugin_sdk/contract.hpp>
 
 #include <sys/resource.h>
 #include <sys/sysinfo.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-namespace backplane::cpu {
-namespace {
+namespace backplane::plugin_sdk {
+
+inline constexpr std::uint64_t kNoMemoryLimit = std::numeric_limits<std::uint64_t>::max();
+
+// What host_memory reads, so that a test can give a made-up /proc and /sys.
+struct HostMemorySources {
+  std::string root;                                    // prefix of /proc/... and /sys/...: "" is the machine's
+  std::uint64_t address_space_limit = kNoMemoryLimit;  // RLIMIT_AS's soft limit
+};
+
+namespace detail::host_memory_files {
 
 // The first number of a one-line file ("max" and anything unreadable: none).
-std::optional<std::uint64_t> number_in(const std::string& path) {
+inline std::optional<std::uint64_t> number_in(const std::string& path) {
   std::ifstream file(path);
   std::string word;
   if (!(file >> word) || word.empty() || word.find_first_not_of("0123456789") != std::string::npos) {
@@ -29,7 +53,7 @@ std::optional<std::uint64_t> number_in(const std::string& path) {
 }
 
 // `key` in a "Key:   N kB" file (meminfo, status), in bytes.
-std::optional<std::uint64_t> kibibytes_field(const std::string& path, const std::string& key) {
+inline std::optional<std::uint64_t> kibibytes_field(const std::string& path, const std::string& key) {
   std::ifstream file(path);
   std::string line;
   const std::string prefix = key + ":";
@@ -52,7 +76,7 @@ struct CgroupDirectory {
 // From /proc/self/cgroup ("0::/path" for v2, "N:memory,...:/path" for v1's
 // memory controller) and /proc/self/mountinfo (the hierarchy's mount point
 // and the root it shows).
-std::vector<CgroupDirectory> memory_cgroups(const std::string& root) {
+inline std::vector<CgroupDirectory> memory_cgroups(const std::string& root) {
   struct Membership {
     std::string path;
     bool v2;
@@ -100,12 +124,12 @@ std::vector<CgroupDirectory> memory_cgroups(const std::string& root) {
 }
 
 struct Cap {
-  std::uint64_t total = kNoLimit;
-  std::uint64_t free = kNoLimit;
+  std::uint64_t total = kNoMemoryLimit;
+  std::uint64_t free = kNoMemoryLimit;
 };
 
 // The tightest limit of the group and every group above it.
-Cap cgroup_cap(const CgroupDirectory& directory) {
+inline Cap cgroup_cap(const CgroupDirectory& directory) {
   Cap cap;
   std::string group = directory.group;
   while (true) {
@@ -123,9 +147,10 @@ Cap cgroup_cap(const CgroupDirectory& directory) {
   return cap;
 }
 
-}  // namespace
+}  // namespace detail::host_memory_files
 
-HostMemorySources this_process() {
+// This process's RLIMIT_AS, under the real /proc and /sys.
+inline HostMemorySources host_memory_sources() {
   HostMemorySources sources;
   struct rlimit limit {};
   if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
@@ -133,8 +158,14 @@ HostMemorySources this_process() {
   return sources;
 }
 
-sdk::MemoryFigures host_memory(const HostMemorySources& sources) {
-  sdk::MemoryFigures memory;
+// Total: the smallest of MemTotal, the address-space limit and every cgroup
+// limit. Free: the smallest of MemAvailable, the address-space limit less
+// VmSize (/proc/self/status), and every cgroup limit less its usage (0 when
+// usage is past it). sysinfo() when /proc/meminfo is missing; free unknown
+// when nothing answers; a total of 0 when nothing answers at all.
+inline MemoryFigures host_memory(const HostMemorySources& sources) {
+  using namespace detail::host_memory_files;
+  MemoryFigures memory;
   const std::string meminfo = sources.root + "/proc/meminfo";
   std::optional<std::uint64_t> total = kibibytes_field(meminfo, "MemTotal");
   std::optional<std::uint64_t> free = kibibytes_field(meminfo, "MemAvailable");
@@ -143,9 +174,9 @@ sdk::MemoryFigures host_memory(const HostMemorySources& sources) {
     if (!total) total = std::uint64_t{info.totalram} * info.mem_unit;
     if (!free) free = std::uint64_t{info.freeram} * info.mem_unit;
   }
-  std::uint64_t total_cap = kNoLimit;
-  std::uint64_t free_cap = kNoLimit;
-  if (sources.address_space_limit != kNoLimit) {
+  std::uint64_t total_cap = kNoMemoryLimit;
+  std::uint64_t free_cap = kNoMemoryLimit;
+  if (sources.address_space_limit != kNoMemoryLimit) {
     total_cap = sources.address_space_limit;
     const auto mapped = kibibytes_field(sources.root + "/proc/self/status", "VmSize");
     if (mapped) free_cap = *mapped >= total_cap ? 0 : total_cap - *mapped;
@@ -158,10 +189,15 @@ sdk::MemoryFigures host_memory(const HostMemorySources& sources) {
   memory.total = std::min(total.value_or(total_cap), total_cap);
   if (free)
     memory.free = std::min(*free, free_cap);
-  else if (free_cap != kNoLimit)
+  else if (free_cap != kNoMemoryLimit)
     memory.free = free_cap;
-  if (memory.total == kNoLimit) memory.total = 0;  // nothing answered
+  if (memory.total == kNoMemoryLimit) memory.total = 0;  // nothing answered
   return memory;
 }
 
-}  // namespace backplane::cpu
+// This process's host memory, from the real /proc and /sys.
+inline MemoryFigures host_memory() { return host_memory(host_memory_sources()); }
+
+}  // namespace backplane::plugin_sdk
+
+#endif  // BACKPLANE_PLUGIN_SDK_HOST_MEMORY_HPP
