@@ -295,7 +295,7 @@ void check_probe(Context& context) {
     // What a core of ABI 1.0 or 1.1 passes: the struct ends at reason_size.
     constexpr std::int32_t kCanary = 0x5a5a5a5a;
     auto args = detail::probe_args(context.backend, kCanary);
-    args.struct_size = offsetof(BP_ProbeArgs, reason_size) + sizeof(args.reason_size);
+    args.struct_size = BP_PROBE_ARGS_SIZE_1_0;
     context.require_ok(api.probe(&args), fmt::format("probe with struct_size {}", args.struct_size));
     if (args.priority != kCanary) {
       throw CheckFailure(
