@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -31,10 +30,6 @@ class GatherPool {
   // caller's thread and the workers, and returns when all are done. Rethrows
   // the first exception a piece threw. One run() at a time.
   void run(std::size_t count, const std::function<void(std::size_t, std::size_t)>& work);
-
-  // Leaves the threads running and never frees them: for a pool inherited
-  // from the parent process after fork(), whose threads do not exist here.
-  static void abandon(std::unique_ptr<GatherPool> pool) noexcept { (void)pool.release(); }
 
  private:
   void worker();
