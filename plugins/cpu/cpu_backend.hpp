@@ -20,6 +20,7 @@
 #ifndef BACKPLANE_PLUGINS_CPU_CPU_BACKEND_HPP
 #define BACKPLANE_PLUGINS_CPU_CPU_BACKEND_HPP
 
+#include <dlpack/dlpack.h>
 #include <backplane/plugin_sdk.hpp>
 
 #include <cstddef>
@@ -46,7 +47,7 @@ class CpuBackend {
       .version = BP_CPU_PLUGIN_VERSION,
       .priority = 10,
       .capabilities = BP_CAPABILITY_HOST_ADDRESSABLE | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_WRAP_MEMORY,
-      .dlpack_device_type = 1,  // kDLCPU
+      .dlpack_device_type = kDLCPU,
   };
 
   struct Buffer : sdk::BufferBase {

@@ -52,6 +52,7 @@
 #ifndef BACKPLANE_PLUGINS_CUDA_CUDA_BACKEND_HPP
 #define BACKPLANE_PLUGINS_CUDA_CUDA_BACKEND_HPP
 
+#include <dlpack/dlpack.h>
 #include <backplane/plugin_sdk.hpp>
 
 #include <cstdint>
@@ -103,7 +104,7 @@ class CudaBackend {
       .priority = 100,  // GPUs above the CPU's 10
       .capabilities = BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC | BP_CAPABILITY_CONVERT_INTEGERS |
                       BP_CAPABILITY_WRAP_MEMORY | BP_CAPABILITY_EVENT_TIMING,
-      .dlpack_device_type = 2,  // kDLCUDA
+      .dlpack_device_type = kDLCUDA,
   };
 
   // `address` is the device pointer, or the pinned host pointer (which is

@@ -56,6 +56,7 @@
 
 #include "opencl_loader.hpp"
 
+#include <dlpack/dlpack.h>
 #include <backplane/plugin_sdk.hpp>
 
 #include <cstddef>
@@ -133,7 +134,7 @@ class OpenclBackend {
       // first use (an allocation, a wrap or a copy).
       .capabilities = BP_CAPABILITY_PROBE_IN_CHILD | BP_CAPABILITY_PINNED_HOST | BP_CAPABILITY_ASYNC |
                       BP_CAPABILITY_CONVERT_INTEGERS | BP_CAPABILITY_EVENT_TIMING,
-      .dlpack_device_type = 4,  // kDLOpenCL
+      .dlpack_device_type = kDLOpenCL,
   };
 
   struct Buffer : sdk::BufferBase {

@@ -130,9 +130,10 @@ TEST_CASE("[abi] the 1.4 layout on LP64 is pinned (earlier minors' fields where 
   CHECK(BP_PLUGIN_API_SIZE_1_1 == 208);
   CHECK(abi_plugin_api_size_1_1_from_c() == 208);
   CHECK(offsetof(BP_PluginApi, dlpack_device_type) == 208);  // 1.2: appended after 1.1's 208 bytes
-  CHECK(BP_PLUGIN_API_SIZE_1_2 == 212);
-  CHECK(abi_plugin_api_size_1_2_from_c() == 212);
-  CHECK(offsetof(BP_PluginApi, event_timing) == 216);  // 1.3: after 1.2's 212 bytes, aligned
+  // 1.2's table ends 4 bytes into its last 8: sizeof, as a 1.2 plugin sets it, counts the padding.
+  CHECK(BP_PLUGIN_API_SIZE_1_2 == 216);
+  CHECK(abi_plugin_api_size_1_2_from_c() == 216);
+  CHECK(offsetof(BP_PluginApi, event_timing) == 216);  // 1.3: after 1.2's 216 bytes
   CHECK(sizeof(BP_PluginApi) == 224);
   // 1.4 appended no call: its table is 1.3's.
   CHECK(BP_PLUGIN_API_SIZE_1_3 == 224);
@@ -150,7 +151,7 @@ TEST_CASE("[abi] the 1.4 layout on LP64 is pinned (earlier minors' fields where 
   CHECK(sizeof(BP_EventTimingArgs) == 48);
   CHECK(offsetof(BP_ProbeArgs, reason_size) == 32);
   CHECK(offsetof(BP_ProbeArgs, priority) == 40);      // 1.2: appended after 1.1's 40 bytes
-  CHECK(offsetof(BP_ProbeArgs, capabilities) == 48);  // 1.4: after 1.2's 44 bytes, aligned
+  CHECK(offsetof(BP_ProbeArgs, capabilities) == 48);  // 1.4: after 1.2's 48 bytes (44 and padding)
   CHECK(offsetof(BP_ProbeArgs, dlpack_device_type) == 56);
   CHECK(sizeof(BP_ProbeArgs) == 64);
   CHECK(BP_PROBE_ARGS_SIZE_1_0 == 40);
@@ -164,6 +165,27 @@ TEST_CASE("[abi] the 1.4 layout on LP64 is pinned (earlier minors' fields where 
   CHECK(BP_DEVICE_INFO_ARGS_SIZE_1_0 == 80);
   CHECK(abi_device_info_args_size_1_0_from_c() == 80);
   CHECK(sizeof(BP_PluginEntryArgs) == 32);
+}
+
+namespace {
+// One struct in two versions: 1.1 appended `added` to 1.0's.
+struct Version_1_0 {
+  size_t struct_size;
+  const char* name;
+  int32_t last;
+};
+struct Version_1_1 {
+  size_t struct_size;
+  const char* name;
+  int32_t last;
+  int64_t added;
+};
+}  // namespace
+
+TEST_CASE("[abi] BP_STRUCT_SIZE is the sizeof of the version that ended with the field") {
+  CHECK(BP_STRUCT_SIZE(Version_1_1, last) == sizeof(Version_1_0));  // 20 bytes and the padding after
+  CHECK(BP_STRUCT_SIZE(Version_1_1, name) == offsetof(Version_1_1, last));
+  CHECK(BP_STRUCT_SIZE(Version_1_1, added) == sizeof(Version_1_1));
 }
 
 TEST_CASE("[abi] BP_TABLE_HAS_CALL needs both the field and a pointer") {

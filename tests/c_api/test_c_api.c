@@ -1,6 +1,7 @@
 /* The embedding API from a C11 program: every function, and every error path
  * with its code and message. Built with -std=c11 -Wall -Wextra -Werror -pedantic. */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_test.h"
 
@@ -76,7 +77,7 @@ static void backends_are_listed_with_status_and_reason(void) {
   CHECK_CONTAINS(bp_last_error(), "index");
   /* An API 0.3 caller's struct ends before dlpack_device_type: accepted, and
    * nothing is written past it. */
-  info.struct_size = offsetof(bp_backend_info, dlpack_device_type);
+  info.struct_size = BP_STRUCT_SIZE(bp_backend_info, capabilities);
   info.dlpack_device_type = -5;
   CHECK(bp_backend_get(runtime, 0, &info) == BP_OK && info.dlpack_device_type == -5);
   info.struct_size = 4;

@@ -3,6 +3,7 @@
  * -pedantic. The isolated runtime's default device is sim:0 (the simulated
  * accelerator outranks cpu). */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_runtime.h"
 #include "c_test.h"
@@ -419,7 +420,7 @@ static void memory_stats_report_the_device_memory(void) {
 
   /* A caller built against API 0.5: the fields past its struct are not written. */
   memset(&stats, 0, sizeof(stats));
-  stats.struct_size = offsetof(bp_memory_stats, memory_total);
+  stats.struct_size = BP_STRUCT_SIZE(bp_memory_stats, pinned_backend_allocations);
   stats.memory_total = 12345;
   stats.memory_free = 12345;
   CHECK(bp_memory_stats_get(runtime, NULL, &stats) == BP_OK);

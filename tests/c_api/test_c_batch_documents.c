@@ -5,6 +5,7 @@
  * without documents, a 0.7 struct_size and bad document options are refused
  * or read as before. C11, -Wall -Wextra -Werror -pedantic. */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_runtime.h"
 #include "c_test.h"
@@ -333,8 +334,7 @@ static void a_0_7_struct_size_reads_no_document_fields(void) {
   bp_batch_pieces pieces[1];
   size_t count = 0;
   /* sizeof the 0.7 struct: it ended with seed_from_state. */
-  const size_t align = _Alignof(bp_batch_stream_options);
-  const size_t size_0_7 = (offsetof(bp_batch_stream_options, documents) + align - 1) / align * align;
+  const size_t size_0_7 = BP_STRUCT_SIZE(bp_batch_stream_options, seed_from_state);
   make_documented(&source, 3000, 7, 20);
   array = source_array(runtime, &source);
   options.struct_size = size_0_7;

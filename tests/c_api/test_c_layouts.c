@@ -6,6 +6,7 @@
  * field. C11, -Wall -Wextra -Werror -pedantic. The token array lives on
  * cpu:0; the pieces go to the default device. */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_runtime.h"
 #include "c_test.h"
@@ -119,7 +120,7 @@ static void a_layout_stream_hands_out_its_ranks_piece(void) {
   CHECK(stats.read_bytes % (BATCH * (CONTEXT / 2 + 1) * 2u) == 0);
   /* A 0.9 stats struct is filled without it: the field past its end stays. */
   memset(&stats, 0, sizeof(stats));
-  stats.struct_size = offsetof(bp_batch_stream_stats, read_bytes);
+  stats.struct_size = BP_STRUCT_SIZE(bp_batch_stream_stats, data_stall_fraction);
   stats.read_bytes = 12345;
   CHECK(bp_batch_stream_stats_get(stream, &stats) == BP_OK);
   CHECK(stats.steps == 3);
@@ -167,7 +168,7 @@ static void an_api_0_9_options_struct_has_no_layout(void) {
   int64_t shape[3] = {0, 0, 0};
   size_t rank = 0;
   /* The layout fields are set but lie past a 0.9 struct: never read. */
-  options.struct_size = offsetof(bp_batch_stream_options, mesh);
+  options.struct_size = BP_STRUCT_SIZE(bp_batch_stream_options, weight_step_count);
   options.sequence_order = 99;
   CHECK(bp_batch_stream_create(runtime, (const bp_array* const*)&source, 1, &options, &stream) == BP_OK);
   if (stream != NULL) {

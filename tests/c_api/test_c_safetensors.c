@@ -1,6 +1,7 @@
 /* safetensors through the C API: save, inspect, load (zero-copy on cpu,
  * streamed to sim), and every error path with its code and message. */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_runtime.h"
 #include "c_test.h"
@@ -252,8 +253,8 @@ static void a_progress_callback_cancels_a_load(void) {
   CHECK(strcmp(bp_status_name(BP_STATUS_CANCELLED), "cancelled") == 0);
   CHECK(map == NULL && cancel_calls == 1);
 
-  options.struct_size = offsetof(bp_safetensors_load_options, cancellable_progress); /* an API 0.1 caller */
-  CHECK(bp_safetensors_load(runtime, path, NULL, &options, &map) == BP_OK);          /* the field is not read */
+  options.struct_size = BP_STRUCT_SIZE(bp_safetensors_load_options, user_data); /* an API 0.1 caller */
+  CHECK(bp_safetensors_load(runtime, path, NULL, &options, &map) == BP_OK);     /* the field is not read */
   CHECK(cancel_calls == 1);
   bp_tensor_map_destroy(map);
   remove(path);
@@ -322,7 +323,7 @@ static void names_with_nul_bytes_are_kept_whole(void) {
       else
         plain = i;
       /* An API 0.2 caller has no name_size: refused, never cut to "a". */
-      info.struct_size = offsetof(bp_safetensors_tensor_info, name_size);
+      info.struct_size = BP_STRUCT_SIZE(bp_safetensors_tensor_info, end);
       info.name = NULL;
       if (info.name_size == 3) {
         CHECK(bp_safetensors_header_tensor(header, with_nul, &info) == BP_STATUS_INVALID_ARGUMENT && !info.name);

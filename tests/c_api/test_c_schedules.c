@@ -3,6 +3,7 @@
  * and resumes inside them, and a caller built against the 0.8 struct still
  * creates a stream without them. C11, -Wall -Wextra -Werror -pedantic. */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_runtime.h"
 #include "c_test.h"
@@ -164,7 +165,7 @@ static void an_api_0_8_options_struct_has_no_schedules(void) {
   bp_batch_stream* stream = NULL;
   sources[0] = counting_tokens(runtime, 0);
   sources[1] = counting_tokens(runtime, 1);
-  options.struct_size = offsetof(bp_batch_stream_options, schedule);
+  options.struct_size = BP_STRUCT_SIZE(bp_batch_stream_options, max_documents);
   options.batch_size = 4;
   options.context = 15;
   options.weight_count = 2; /* the first entry's weights, as a 0.8 caller gives them */

@@ -4,6 +4,7 @@
  * stand-in of tests/plugins/pjrt, whose "library" is a text file. */
 #define _POSIX_C_SOURCE 200809L
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_test.h"
 
@@ -117,7 +118,7 @@ static void bad_sources_are_refused_by_name(void) {
   CHECK_CONTAINS(bp_last_error(), "bp_runtime_create: sources is NULL");
   /* An API 0.6 struct, ending at skip_default_paths, is still accepted. */
   options = adapter_options();
-  options.struct_size = offsetof(bp_runtime_options, skip_default_paths) + sizeof(int32_t);
+  options.struct_size = BP_STRUCT_SIZE(bp_runtime_options, skip_default_paths);
   options.sources = &source; /* past its struct_size: never read */
   options.source_count = 99;
   CHECK(bp_runtime_create(&options, &runtime) == BP_OK);
@@ -157,7 +158,7 @@ static void python_site_directories_are_scanned(void) {
    * is written past it. */
   bp_backend_info old;
   memset(&old, 0, sizeof(old));
-  old.struct_size = offsetof(bp_backend_info, origin_detail);
+  old.struct_size = BP_STRUCT_SIZE(bp_backend_info, dlpack_device_type);
   old.library = "untouched";
   CHECK(bp_backend_get(runtime, 0, &old) == BP_OK);
   CHECK(strcmp(old.library, "untouched") == 0);

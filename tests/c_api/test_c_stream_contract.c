@@ -3,6 +3,7 @@
  * constants, callers built against API 0.5 structs, and a pattern matching
  * nothing told apart by its count. C11, -Wall -Wextra -Werror -pedantic. */
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 
 #include "c_runtime.h"
 #include "c_test.h"
@@ -115,7 +116,7 @@ static void an_api_0_5_options_struct_is_read_as_it_was(void) {
   bp_array* source = counting_tokens(runtime);
   bp_batch_stream_options options = stream_options(7);
   bp_batch_stream* stream = NULL;
-  options.struct_size = offsetof(bp_batch_stream_options, seed_from_state);
+  options.struct_size = BP_STRUCT_SIZE(bp_batch_stream_options, state);
   options.seed_from_state = 1; /* past the end of a 0.5 struct: never read */
   CHECK(bp_batch_stream_create(runtime, (const bp_array* const*)&source, 1, &options, &stream) == BP_OK);
   bp_batch_stream_destroy(stream);
@@ -188,7 +189,7 @@ static void a_pattern_matching_nothing_is_an_empty_set_when_asked(void) {
   CHECK(bp_tokens_load_files(runtime, pattern, &options, &files) == BP_STATUS_NOT_FOUND);
   CHECK_CONTAINS(bp_last_error(), "no file matches");
   /* An API 0.5 struct ends before the flag: it is never read. */
-  options.struct_size = offsetof(bp_tokens_options, allow_empty_match);
+  options.struct_size = BP_STRUCT_SIZE(bp_tokens_options, device);
   options.allow_empty_match = 1;
   CHECK(bp_tokens_load_files(runtime, pattern, &options, &files) == BP_STATUS_NOT_FOUND);
   CHECK(files == NULL);

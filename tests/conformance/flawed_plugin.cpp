@@ -125,7 +125,7 @@ BP_Error* probe(BP_ProbeArgs* args) noexcept {
     return make_error(BP_ERROR_DEVICE, "flawed: probe exploded (on purpose)");
   }
   BP_Error* error = cpu::Entries::probe(args);
-  if (error == nullptr && args->struct_size >= offsetof(BP_ProbeArgs, reason_size) + sizeof(size_t)) {
+  if (error == nullptr && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, reason_size)) {
     // Both flaws write the ABI 1.2 field; the second even past a 1.1 struct.
     const Flaw flaw = flaw_of(args->backend);
     if (flaw == Flaw::kWildPriority && BP_STRUCT_HAS_FIELD(args, BP_ProbeArgs, priority)) args->priority = 1 << 30;

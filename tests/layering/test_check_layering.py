@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""scripts/check-layering refuses an upward include, an include outside the
-"MODULE/..." naming (relative, climbing, bare), a module without a rule, a
-rule naming no module or one below its row and a call through the plugin's
-table outside abi/ and conformance/, and accepts a tree that keeps to its
-table, whichever column of it holds "may include". Each case
-builds a small tree with its own docs/architecture.md and plugin.h.
+"""scripts/check-layering refuses an upward include, a skip-level one (a
+header of a module the row names that reaches a module it does not), an
+include outside the "MODULE/..." naming (relative, climbing, bare, but for
+the tool's own files in tools/), a module without a rule, a rule naming no
+module or one below its row and a call through the plugin's table outside
+abi/ and conformance/, and accepts a tree that keeps to its table, whichever
+column of it holds "may include". Each case builds a small tree with its own
+docs/architecture.md and plugin.h.
 
 Usage: test_check_layering.py SOURCE_DIR   Prints one doctest-style summary line."""
 import pathlib
@@ -36,7 +38,7 @@ def run(script, files, table=TABLE, plugin_h=PLUGIN_H):
         (root / "core" / "include" / "backplane").mkdir(parents=True)
         (root / "core" / "include" / "backplane" / "plugin.h").write_text(plugin_h, encoding="utf-8")
         for name, text in files.items():
-            path = root / "core" / "src" / name
+            path = root / name if name.startswith("tools/") else root / "core" / "src" / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         result = subprocess.run([sys.executable, str(script), "--source", str(root)], capture_output=True, text=True)
@@ -85,6 +87,30 @@ def main(source):
             dict(good, **{"c_api/c_api.cpp": "int n = table->struct_size;\nvoid g() { api().event_destroy(b, e); }\n"}),
             TABLE, 1, "core/src/c_api/c_api.cpp:2: calls the plugin's event_destroy through its table"),
     }
+    # A registry that may include loader alone, whose header includes util.
+    layered = TABLE.replace("| `core/src/c_api/`", "| `core/src/registry/` | backends | loader |\n| `core/src/c_api/`")
+    reaching = dict(good, **{"loader/plugin.hpp": '#include "util/log.hpp"\n',
+                             "registry/backend.cpp": '#include <vector>\n#include "loader/plugin.hpp"\n'})
+    cases["a skip-level include through a header fails, naming the chain"] = (
+        reaching, layered, 1,
+        "core/src/registry/backend.cpp:2: includes loader/plugin.hpp, which reaches util (loader/plugin.hpp:1 "
+        "includes util/log.hpp), but registry may include loader")
+    cases["a skip-level include is fine once the row names the module"] = (
+        reaching, layered.replace("| backends | loader |", "| backends | util, loader |"), 0, "keeps to")
+    tool = TABLE + "| `tools/` | the tool | loader |\n"
+    tool_files = dict(good, **{"tools/main.cpp": '#include "commands.hpp"\n#include "loader/plugin.hpp"\n',
+                               "tools/commands.hpp": ""})
+    cases["the tool's row: its own files by their bare names and the modules its row names"] = (
+        tool_files, tool, 0, "keeps to")
+    cases["the tool's row: a module its row does not name fails"] = (
+        dict(tool_files, **{"tools/main.cpp": '#include "commands.hpp"\n#include "abi/client.hpp"\n'}), tool, 1,
+        "tools/main.cpp:2: includes abi/client.hpp, but tools may include loader")
+    cases["the tool's row: a skip-level include fails"] = (
+        dict(tool_files, **{"loader/plugin.hpp": '#include "util/log.hpp"\n'}), tool, 1,
+        "tools/main.cpp:2: includes loader/plugin.hpp, which reaches util")
+    cases["the tool's row: a bare name that is none of its files fails"] = (
+        dict(tool_files, **{"tools/main.cpp": '#include "log.hpp"\n'}), tool, 1,
+        "tools/main.cpp:1: includes log.hpp, which is no")
     failed = 0
     cases["a plugin.h without the table fails, naming it"] = (good, TABLE, 1, "no BP_PluginApi with function "
                                                                "pointers was found", "")

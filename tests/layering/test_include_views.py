@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Each module of core/src compiles against its include view: an include of a
-module the view lacks (one above it in docs/architecture.md's table) is a
-missing file when the module is compiled, and every module it may include
-is found. The probe is compiled with the very command ninja runs for one of
+"""Each module of core/src, and the tool (tools/), compiles against its include
+view: an include of a module the view lacks (one its row in
+docs/architecture.md's table does not name) is a missing file when the
+module is compiled, and every module it may include is found. The probe is compiled with the very command ninja runs for one of
 the module's own sources (compile_commands.json), from a temporary
 directory, so nothing is written into the tree.
 
@@ -28,7 +28,7 @@ def module_table(source):
 
 def compile_command(entries, source, module):
     """A module source's compile command as ninja runs it, and its directory."""
-    prefix = str(source / "core" / "src" / module) + "/"
+    prefix = str(source / module if module == "tools" else source / "core" / "src" / module) + "/"
     for entry in entries:
         path = pathlib.Path(entry["directory"], entry["file"]).resolve()
         if str(path).startswith(prefix):
@@ -81,8 +81,7 @@ def main(source, build):
         for module, view in table:
             found = compile_command(entries, source, module)
             if found is None:
-                check(f"{module} has a compile command", False, "no source of core/src/" + module +
-                      " in compile_commands.json")
+                check(f"{module} has a compile command", False, f"no source of {module} in compile_commands.json")
                 continue
             command, cwd, source_file = found
             # Which headers the module's own command finds: the view, and no more.
@@ -104,16 +103,21 @@ def main(source, build):
                   f"{result.stderr}")
             escapes = [line for line in result.stdout.splitlines() if line.startswith("escapes ")]
             check(f"{module} finds no core/src file by another path", not escapes, ", ".join(escapes))
-            # And a real include of a module above it stops the compile, naming the file.
-            above = next((other for other, _ in table if other not in view and headers.get(other)), None)
-            if above is None:
-                continue
-            probe.write_text(f'#include "{headers[above]}"\n', encoding="utf-8")
-            result = subprocess.run(probe_command(command, source_file, probe, "-fsyntax-only"), cwd=cwd,
-                                    capture_output=True, text=True)
-            check(f"{module}: #include \"{headers[above]}\" fails to compile",
-                  result.returncode != 0 and headers[above] in result.stderr and
-                  "No such file" in result.stderr, f"exit {result.returncode}\n{result.stderr}")
+            # And a real include of a module its row does not name stops the compile, naming the
+            # file: one above it, and one below that it skips (a skip-level include).
+            names = [other for other, _ in table]
+            outside = [other for other in names if other not in view and headers.get(other)]
+            below = set(names[:names.index(module)])
+            for other in [next((o for o in outside if o not in below), None),
+                          next((o for o in outside if o in below), None)]:
+                if other is None:
+                    continue
+                probe.write_text(f'#include "{headers[other]}"\n', encoding="utf-8")
+                result = subprocess.run(probe_command(command, source_file, probe, "-fsyntax-only"), cwd=cwd,
+                                        capture_output=True, text=True)
+                check(f"{module}: #include \"{headers[other]}\" fails to compile",
+                      result.returncode != 0 and headers[other] in result.stderr and
+                      "No such file" in result.stderr, f"exit {result.returncode}\n{result.stderr}")
     print(f"[doctest] test cases: {total} | {total - failed} passed | {failed} failed | 0 skipped")
     return 1 if failed else 0
 

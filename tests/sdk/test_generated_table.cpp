@@ -171,7 +171,7 @@ TEST_CASE("probe, devices and descriptions: strings stay valid and identical acr
 TEST_CASE("a probe-reported priority is written only into a struct that has the field") {
   Demo demo({{sizeof(BP_KeyValue), "priority", 8, "250", 3}});
   BP_ProbeArgs probe{};
-  probe.struct_size = offsetof(BP_ProbeArgs, priority);  // an ABI 1.1 caller
+  probe.struct_size = BP_PROBE_ARGS_SIZE_1_0;  // an ABI 1.1 caller
   probe.backend = demo.backend;
   probe.priority = -1;
   REQUIRE(take_message(api().probe(&probe)).empty());

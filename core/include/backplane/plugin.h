@@ -70,6 +70,8 @@
 #ifndef BACKPLANE_PLUGIN_H
 #define BACKPLANE_PLUGIN_H
 
+#include <backplane/struct_size.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -445,28 +447,29 @@ typedef struct BP_PluginApi {
 } BP_PluginApi;
 
 /* The struct_size of a 1.0 table: every 1.x table is at least this large. */
-#define BP_PLUGIN_API_SIZE_1_0 (offsetof(BP_PluginApi, convert_integers) + sizeof(void*))
+#define BP_PLUGIN_API_SIZE_1_0 BP_STRUCT_SIZE(BP_PluginApi, convert_integers)
 /* The struct_size of a 1.1 table (up to and including memory_wrap). */
-#define BP_PLUGIN_API_SIZE_1_1 (offsetof(BP_PluginApi, memory_wrap) + sizeof(void*))
-/* The struct_size of a 1.2 table (up to and including dlpack_device_type). */
-#define BP_PLUGIN_API_SIZE_1_2 (offsetof(BP_PluginApi, dlpack_device_type) + sizeof(int32_t))
+#define BP_PLUGIN_API_SIZE_1_1 BP_STRUCT_SIZE(BP_PluginApi, memory_wrap)
+/* The struct_size of a 1.2 table (up to and including dlpack_device_type,
+ * with the padding after it that sizeof counted). */
+#define BP_PLUGIN_API_SIZE_1_2 BP_STRUCT_SIZE(BP_PluginApi, dlpack_device_type)
 /* The struct_size of a 1.3 table (up to and including event_timing); 1.4
  * appended no call, so a 1.4 table has this size too. */
-#define BP_PLUGIN_API_SIZE_1_3 (offsetof(BP_PluginApi, event_timing) + sizeof(void*))
+#define BP_PLUGIN_API_SIZE_1_3 BP_STRUCT_SIZE(BP_PluginApi, event_timing)
 
 /* The struct_size an older caller passes in an args struct that grew later.
  * A plugin checks struct_size against the size of the oldest caller it
  * serves, and BP_STRUCT_HAS_FIELD before it reads a newer field: checked
  * against sizeof() of the header it was built with, it would refuse every
  * call of an older core, whose structs are shorter. Each constant is the size
- * up to the field that the next minor appended. */
-#define BP_PROBE_ARGS_SIZE_1_0 offsetof(BP_ProbeArgs, priority)              /* 1.2 appended priority */
-#define BP_PROBE_ARGS_SIZE_1_2 offsetof(BP_ProbeArgs, capabilities)          /* 1.4 appended capabilities */
-#define BP_DEVICE_INFO_ARGS_SIZE_1_0 offsetof(BP_DeviceInfoArgs, memories)   /* 1.4 appended memories */
-#define BP_COPY_TO_DEVICE_ARGS_SIZE_1_0 offsetof(BP_CopyToDeviceArgs, timed) /* 1.3 appended timed */
-#define BP_COPY_TO_HOST_ARGS_SIZE_1_0 offsetof(BP_CopyToHostArgs, timed)
-#define BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0 offsetof(BP_CopyDeviceToDeviceArgs, timed)
-#define BP_CONVERT_INTEGERS_ARGS_SIZE_1_0 offsetof(BP_ConvertIntegersArgs, timed)
+ * of the version that ended with the field named (BP_STRUCT_SIZE). */
+#define BP_PROBE_ARGS_SIZE_1_0 BP_STRUCT_SIZE(BP_ProbeArgs, reason_size)                /* 1.2 appended priority */
+#define BP_PROBE_ARGS_SIZE_1_2 BP_STRUCT_SIZE(BP_ProbeArgs, priority)                   /* 1.4 appended capabilities */
+#define BP_DEVICE_INFO_ARGS_SIZE_1_0 BP_STRUCT_SIZE(BP_DeviceInfoArgs, attribute_count) /* 1.4 appended memories */
+#define BP_COPY_TO_DEVICE_ARGS_SIZE_1_0 BP_STRUCT_SIZE(BP_CopyToDeviceArgs, event)      /* 1.3 appended timed */
+#define BP_COPY_TO_HOST_ARGS_SIZE_1_0 BP_STRUCT_SIZE(BP_CopyToHostArgs, event)
+#define BP_COPY_DEVICE_TO_DEVICE_ARGS_SIZE_1_0 BP_STRUCT_SIZE(BP_CopyDeviceToDeviceArgs, event)
+#define BP_CONVERT_INTEGERS_ARGS_SIZE_1_0 BP_STRUCT_SIZE(BP_ConvertIntegersArgs, event)
 
 /* Offered by the core to the entry function. */
 typedef struct BP_PluginEntryArgs {

@@ -2,8 +2,10 @@
 // checks the options and sources once and says which windows a step holds;
 // the gather (step_gather.hpp) makes a step ready on the producer's thread;
 // the queue (step_queue.hpp) runs that thread `prefetch` steps ahead and hands
-// the steps out. This file wires them and adds what only the whole knows:
-// fork() and the stats that combine the parts.
+// the steps out. This file wires them, with the one gather pool that the
+// plan's document scan and the gather share, and adds what only the whole
+// knows: fork() and the stats that combine the parts.
+#include "batches/gather_pool.hpp"
 #include "batches/step_gather.hpp"
 #include "batches/step_queue.hpp"
 #include "batches/stream_plan.hpp"
@@ -31,8 +33,9 @@ std::uint64_t next_trace_id() {
 class __attribute__((visibility("hidden"))) BatchStream::Impl {
  public:
   Impl(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options, const BatchStreamState* resume)
-      : plan(runtime, std::move(sources), std::move(options), resume),
-        gather(plan, trace_id),
+      : pool(detail::gather_thread_count(options.threads)),
+        plan(runtime, std::move(sources), std::move(options), resume, pool),
+        gather(plan, pool, trace_id),
         queue(
             plan.first_step(), plan.options().prefetch, [this](std::int64_t step) { return gather.gather(step); },
             trace_id) {}
@@ -42,6 +45,9 @@ class __attribute__((visibility("hidden"))) BatchStream::Impl {
 
   const std::uint64_t generation = detail::fork_generation();
   const std::uint64_t trace_id = next_trace_id();
+  // The stream's one pool of threads: the plan scans the documents on it,
+  // the gather copies the windows. Declared before both, so it outlives them.
+  detail::GatherPool pool;
   const detail::StreamPlan plan;
   // next() from any thread: one caller at a time takes a step, so each step
   // goes to exactly one caller. Never taken in a forked child (next() refuses

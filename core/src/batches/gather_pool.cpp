@@ -16,20 +16,25 @@ unsigned gather_thread_count(unsigned asked) noexcept {
   return asked != 0 ? asked : std::clamp(std::thread::hardware_concurrency(), 4U, 8U);
 }
 
-GatherPool::GatherPool(unsigned threads) {
+void GatherPool::start() {
+  if (started_) return;
   try {
-    for (unsigned index = 1; index < threads; ++index) threads_.emplace_back([this] { worker(); });
+    for (unsigned index = 1; index < threads_wanted_; ++index) threads_.emplace_back([this] { worker(); });
   } catch (const std::system_error& error) {
-    // No destructor runs for a constructor that throws: stop what started.
+    // Stop what started, so that a later start() begins afresh.
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
     work_ready_.notify_all();
+    const std::size_t refused = threads_.size() + 1;
     for (std::thread& thread : threads_) thread.join();
-    throw Error(ErrorCode::kUnavailable, fmt::format("BatchStream: cannot start gather thread {} of {}: {}",
-                                                     threads_.size() + 1, threads, error.what()));
+    threads_.clear();
+    stopping_ = false;
+    throw Error(ErrorCode::kUnavailable, fmt::format("BatchStream: cannot start gather thread {} of {}: {}", refused,
+                                                     threads_wanted_, error.what()));
   }
+  started_ = true;
 }
 
 GatherPool::~GatherPool() {
@@ -75,6 +80,7 @@ void GatherPool::worker() {
 
 void GatherPool::run(std::size_t count, const std::function<void(std::size_t, std::size_t)>& work) {
   if (count == 0) return;
+  start();
   std::unique_lock lock(mutex_);
   work_ = &work;
   count_ = count;

@@ -1,12 +1,13 @@
 // A few threads that split one gather between them: with cold pages each
 // thread waits on its own page fault, so the disk sees several reads at once.
+// A batch stream has one, which also scans its sources for documents.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -21,8 +22,9 @@ unsigned gather_thread_count(unsigned asked) noexcept;
 class GatherPool {
  public:
   // `threads` workers in all, counting the caller of run(): threads - 1 are
-  // started here.
-  explicit GatherPool(unsigned threads);
+  // started by start() or the first run(), none here (so a stream can make
+  // its pool before its options are checked, and start it after).
+  explicit GatherPool(unsigned threads) noexcept : threads_wanted_(threads) {}
   ~GatherPool();
   GatherPool(const GatherPool&) = delete;
   GatherPool& operator=(const GatherPool&) = delete;
@@ -32,9 +34,11 @@ class GatherPool {
   // the first exception a piece threw. One run() at a time.
   void run(std::size_t count, const std::function<void(std::size_t, std::size_t)>& work);
 
-  // Leaves the threads running and never frees them: for a pool inherited
-  // from the parent process after fork(), whose threads do not exist here.
-  static void abandon(std::unique_ptr<GatherPool> pool) noexcept { (void)pool.release(); }
+  // Starts the threads if they are not running yet. Throws
+  // Error(kUnavailable) naming the thread the system refused (the ones
+  // started before it are stopped). From the thread that calls run(), never
+  // during one.
+  void start();
 
  private:
   void worker();
@@ -52,6 +56,8 @@ class GatherPool {
   std::uint64_t round_ = 0;  // run() calls so far, to wake workers once each
   std::exception_ptr failure_;
   bool stopping_ = false;
+  const unsigned threads_wanted_;
+  bool started_ = false;
   std::vector<std::thread> threads_;
 };
 

@@ -21,12 +21,15 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-StepGather::StepGather(const StreamPlan& plan, std::uint64_t trace_id)
+StepGather::StepGather(const StreamPlan& plan, GatherPool& pool, std::uint64_t trace_id)
     : plan_(plan),
       trace_id_(trace_id),
-      pool_(std::make_unique<GatherPool>(gather_thread_count(plan.options().threads))),
+      pool_(pool),
       ahead_(static_cast<std::size_t>(plan.options().prefetch) + 1),
       drawn_until_(plan.first_step()) {
+  // The threads run from the stream's start: a system that refuses them
+  // fails the constructor, not a later next().
+  pool_.start();
   for (std::vector<Window>& slot : ahead_) slot.reserve(static_cast<std::size_t>(plan.largest_batch()));
 }
 
@@ -137,7 +140,7 @@ Array StepGather::gather_for(std::size_t device, std::span<const Window> windows
   read_bytes_.fetch_add(rows.size() * window_bytes, std::memory_order_relaxed);
   const RowGather gather{from, rows.size(), length, [&](std::byte* destination, DType as) {
                            const std::uint64_t row_out = static_cast<std::uint64_t>(length) * (dtype_bits(as) / 8);
-                           pool_->run(rows.size(), [&](std::size_t begin, std::size_t end) {
+                           pool_.run(rows.size(), [&](std::size_t begin, std::size_t end) {
                              const std::span<const std::byte* const> piece(rows.data() + begin, end - begin);
                              gather_rows(piece, from, length, destination + begin * row_out, as);
                            });
@@ -190,7 +193,7 @@ DocumentPieces StepGather::send_pieces(std::size_t device, std::span<const Windo
   const RowGather gather{DType::kI32, 1, length, [&](std::byte* destination, DType) {
                            auto* out = reinterpret_cast<std::int32_t*>(destination);
                            std::copy(layout.cu_seqlens.begin(), layout.cu_seqlens.end(), out);
-                           pool_->run(windows.size(), [&](std::size_t begin, std::size_t end) {
+                           pool_.run(windows.size(), [&](std::size_t begin, std::size_t end) {
                              plan_.documents()->positions(
                                  windows, begin, end, columns,
                                  out + offsets + static_cast<std::int64_t>(begin) * row_length);

@@ -38,11 +38,11 @@ struct PreparedStep {
 
 class StepGather {
  public:
-  // Gathers the steps of `plan` from plan.first_step() on, on the threads
-  // its options ask for (0: chosen from the machine, 4 to 8).
-  // `trace_id` numbers the stream in the trace (the queue's transfer lanes
-  // carry the same number).
-  StepGather(const StreamPlan& plan, std::uint64_t trace_id);
+  // Gathers the steps of `plan` from plan.first_step() on, on `pool` (the
+  // stream's, which the plan scanned its documents on; started here if it
+  // is not yet). `trace_id` numbers the stream in the trace (the queue's
+  // transfer lanes carry the same number).
+  StepGather(const StreamPlan& plan, GatherPool& pool, std::uint64_t trace_id);
 
   // Draws and advises the windows of the steps up to `step` + prefetch not
   // drawn yet, then gathers the windows of `step` and issues their copies.
@@ -80,7 +80,7 @@ class StepGather {
 
   const StreamPlan& plan_;
   const std::uint64_t trace_id_;
-  std::unique_ptr<GatherPool> pool_;
+  GatherPool& pool_;
   // The windows of step s, drawn ahead, at ahead_[s % ahead_.size()]: the
   // step being gathered and the `prefetch` after it (each slot holds as many
   // as the largest step has, so a schedule allocates nothing per step).

@@ -66,12 +66,12 @@ std::size_t entry_at(const std::vector<Entry>& entries, std::int64_t step) {
 }  // namespace
 
 StreamPlan::StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options,
-                       const BatchStreamState* resume)
+                       const BatchStreamState* resume, GatherPool& pool)
     : options_(std::move(options)), resume_(resume) {
   check_options(sources.size());
   choose_devices(runtime);
   open_sources(std::move(sources));
-  if (options_.documents.kind != DocumentBoundaries::Kind::kNone) find_documents();
+  if (options_.documents.kind != DocumentBoundaries::Kind::kNone) find_documents(pool);
   check_window_counts();
   to_ = options_.dtype.value_or(from_);
   if (!dtype_is_integer(to_)) {
@@ -375,7 +375,7 @@ void StreamPlan::open_sources(std::vector<Array> sources) {
   }
 }
 
-void StreamPlan::find_documents() {
+void StreamPlan::find_documents(GatherPool& pool) {
   // Every piece has as many rows (G / row_blocks) and columns (T, or T / cp
   // with a sequence axis).
   const auto rows_of = [&](std::size_t entry) { return layout_->rows(0, global_batches_[entry]).count; };
@@ -419,7 +419,6 @@ void StreamPlan::find_documents() {
                        options_.max_documents, rows, context_of(largest_entry), which, largest, largest));
   }
   if (options_.max_documents == 0) options_.max_documents = largest;
-  GatherPool pool(gather_thread_count(options_.threads));
   documents_.emplace(options_.documents, sources_, from_, pool);
   for (const Segment& segment : segments()) {
     for (std::size_t index = 0; index < sources_.size(); ++index) {

@@ -1,10 +1,12 @@
 // What a batch stream is, settled once when it is made: the checked options,
 // the target devices, the sources and their identity (what a saved state must
-// match), the sampler, and the step it starts at. A plan starts no thread and
-// never changes, so the gather and the stream read it from any thread.
+// match), the sampler, and the step it starts at. A plan starts no thread of
+// its own (it scans for documents on the stream's gather pool) and never
+// changes, so the gather and the stream read it from any thread.
 #pragma once
 
 #include "batches/document_index.hpp"
+#include "batches/gather_pool.hpp"
 #include "batches/sampler.hpp"
 #include "batches/stream_layout.hpp"
 #include "batches/stream_source.hpp"
@@ -27,8 +29,12 @@ namespace backplane::detail {
 class StreamPlan {
  public:
   // Throws what BatchStream's constructor documents for bad options, sources
-  // that cannot be streamed, and a state this stream cannot resume.
-  StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options, const BatchStreamState* resume);
+  // that cannot be streamed, and a state this stream cannot resume. With
+  // BOS or EOS documents, the sources are scanned on `pool` (the stream's
+  // gather pool, made with gather_thread_count(options.threads)), which is
+  // started then, once the options are checked.
+  StreamPlan(Runtime& runtime, std::vector<Array> sources, BatchStreamOptions options, const BatchStreamState* resume,
+             GatherPool& pool);
 
   // One step's share on this rank: B windows of T + 1 tokens.
   struct Shape {
@@ -77,7 +83,7 @@ class StreamPlan {
   void check_weights(std::size_t source_count);
   void choose_devices(Runtime& runtime);
   void open_sources(std::vector<Array> sources);
-  void find_documents();
+  void find_documents(GatherPool& pool);
   void check_window_counts() const;
   void check_resume(const BatchStreamState& saved);
   // Whether schedule entry `entry` ends at or before the resumed state's step

@@ -260,7 +260,7 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
     require_non_null(out, "bp_memory_stats_get", "out");
     // API 0.5's struct, which ends before memory_total, is accepted too; the
     // message for anything smaller still asks for sizeof.
-    if (out->struct_size < offsetof(bp_memory_stats, memory_total)) {
+    if (out->struct_size < BP_STRUCT_SIZE(bp_memory_stats, pinned_backend_allocations)) {
       require_struct_size(out->struct_size, sizeof(bp_memory_stats), "bp_memory_stats_get", "out");
     }
     const MemoryStats stats = memory_stats(*cxx, device_or_default(*cxx, device));
@@ -272,7 +272,7 @@ bp_status bp_memory_stats_get(bp_runtime* runtime, const bp_device* device, bp_m
     out->pinned_in_use = stats.pinned_in_use;
     out->pinned_cached = stats.pinned_cached;
     out->pinned_backend_allocations = stats.pinned_backend_allocations;
-    if (out->struct_size >= offsetof(bp_memory_stats, memory_free) + sizeof(std::uint64_t)) {
+    if (out->struct_size >= BP_STRUCT_SIZE(bp_memory_stats, memory_free)) {  // API 0.6
       out->memory_total = stats.memory_total;
       out->memory_free = stats.memory_free.value_or(BP_MEMORY_UNKNOWN);
     }

@@ -43,22 +43,16 @@ std::shared_ptr<bp_batch_stream> stream_of(const bp_batch_stream* handle, const 
   return live;
 }
 
-// The sizes of the struct as APIs 0.5, 0.7 and 0.8 defined it, which
+// The sizes of the struct as APIs 0.5, 0.7, 0.8 and 0.9 defined it, which
 // callers built then still pass; any other size must hold the whole struct
 // of today.
-// 0.7 ended with seed_from_state: its size is that field's end (where
-// `documents` starts) rounded up to the struct's alignment.
-constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_batch_stream_options, seed_from_state);
-constexpr std::size_t kOptionsSize_0_7 =
-    (offsetof(bp_batch_stream_options, documents) + alignof(bp_batch_stream_options) - 1) /
-    alignof(bp_batch_stream_options) * alignof(bp_batch_stream_options);
+constexpr std::size_t kOptionsSize_0_5 = BP_STRUCT_SIZE(bp_batch_stream_options, state);
+constexpr std::size_t kOptionsSize_0_7 = BP_STRUCT_SIZE(bp_batch_stream_options, seed_from_state);
 static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_token),
               "a 0.7 struct ends before the first 0.8 field it cannot hold");
-// 0.8 ended with max_documents, whose end is aligned for `schedule`.
-constexpr std::size_t kOptionsSize_0_8 = offsetof(bp_batch_stream_options, schedule);
-// 0.9 ended with weight_step_count, whose end is aligned for `mesh`.
-constexpr std::size_t kOptionsSize_0_9 = offsetof(bp_batch_stream_options, mesh);
-constexpr std::size_t kStatsSize_0_9 = offsetof(bp_batch_stream_stats, read_bytes);
+constexpr std::size_t kOptionsSize_0_8 = BP_STRUCT_SIZE(bp_batch_stream_options, max_documents);
+constexpr std::size_t kOptionsSize_0_9 = BP_STRUCT_SIZE(bp_batch_stream_options, weight_step_count);
+constexpr std::size_t kStatsSize_0_9 = BP_STRUCT_SIZE(bp_batch_stream_stats, data_stall_fraction);
 
 // The layout of the C options (API 0.10), or nullopt without a mesh. Only
 // NULL arrays and names are checked here; what they mean is BatchStream's.

@@ -6,6 +6,7 @@
 // 0.6, which has only the unversioned DLManagedTensor.
 #include "c_api/c_api_support.hpp"
 #include "registry/runtime_impl.hpp"
+#include "util/dlpack_device.hpp"
 
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
@@ -92,8 +93,6 @@ std::optional<DType> backplane_dtype(const DLDataType& type) {
   }
 }
 
-// DLPack's names for its device types, for messages (DLPack 1.0's list;
-// the values are fixed by the format).
 // The device type as the producer wrote it. A foreign producer may write a
 // number DLDeviceType does not list: read it as the integer it is, since
 // loading an enum from an unlisted value is undefined behaviour.
@@ -103,20 +102,6 @@ std::int32_t raw_device_type(const DLDevice& device) {
   std::memcpy(&type, &device.device_type, sizeof(type));
   return type;
 }
-
-std::string dlpack_device_type_name(std::int32_t type) {
-  static constexpr std::string_view kNames[] = {
-      "",          "kDLCPU",         "kDLCUDA",   "kDLCUDAHost", "kDLOpenCL",  "",
-      "",          "kDLVulkan",      "kDLMetal",  "kDLVPI",      "kDLROCM",    "kDLROCMHost",
-      "kDLExtDev", "kDLCUDAManaged", "kDLOneAPI", "kDLWebGPU",   "kDLHexagon", "kDLMAIA"};
-  if (type > 0 && static_cast<std::size_t>(type) < std::size(kNames) && !kNames[type].empty()) {
-    return fmt::format("{} ({})", type, kNames[type]);
-  }
-  return std::to_string(type);
-}
-
-// Host memory in DLPack's terms: what any host-addressable device can adopt.
-bool is_host_type(std::int32_t type) { return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost; }
 
 // The DLPack device an array exports as: the type its backend declares with
 // the ordinal as device_id (host memory has one address space: kDLCPU is
@@ -190,7 +175,7 @@ Device host_import_device(Runtime& runtime, std::int32_t type) {
   throw Error(ErrorCode::kUnavailable,
               fmt::format("bp_array_from_dlpack: DLPack device type {} is host memory, which only a host-addressable "
                           "device can hold; the default device {} is not one and no other is available ({})",
-                          dlpack_device_type_name(type), current.selector(), registry.describe_backends()));
+                          detail::dlpack_device_type_name(type), current.selector(), registry.describe_backends()));
 }
 
 // Device memory lands on device `device_id` of the first available backend,
@@ -200,14 +185,15 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
   if (device.device_id < 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("bp_array_from_dlpack: device_id is {} for DLPack device type {}", device.device_id,
-                            dlpack_device_type_name(type)));
+                            detail::dlpack_device_type_name(type)));
   }
   detail::Registry& registry = detail::RuntimeAccess::registry(runtime);
   std::vector<std::string> unavailable;  // backends that declare the type but cannot be used
   std::vector<std::string> declared;     // every backend's declaration, for the message
   for (const detail::DiscoveredBackend* entry : registry.preference_order()) {
     if (entry->info.dlpack_device_type == 0) continue;
-    declared.push_back(fmt::format("{} {}", entry->info.name, dlpack_device_type_name(entry->info.dlpack_device_type)));
+    declared.push_back(
+        fmt::format("{} {}", entry->info.name, detail::dlpack_device_type_name(entry->info.dlpack_device_type)));
     if (entry->info.dlpack_device_type != type) continue;
     if (entry->live == nullptr) {
       unavailable.push_back(
@@ -219,25 +205,25 @@ Device device_import_device(Runtime& runtime, const DLDevice& device) {
       throw Error(ErrorCode::kOutOfRange,
                   fmt::format("bp_array_from_dlpack: DLPack device type {} device_id {} is out of range: backend "
                               "'{}', which declares that type, has {} device(s)",
-                              dlpack_device_type_name(type), device.device_id, entry->info.name, count));
+                              detail::dlpack_device_type_name(type), device.device_id, entry->info.name, count));
     }
     return Device{entry->info.name, device.device_id};
   }
   if (!unavailable.empty()) {
     throw Error(ErrorCode::kUnavailable,
                 fmt::format("bp_array_from_dlpack: DLPack device type {} is the memory of {}, not available here",
-                            dlpack_device_type_name(type), fmt::join(unavailable, ", ")));
+                            detail::dlpack_device_type_name(type), fmt::join(unavailable, ", ")));
   }
   const std::string declarations = declared.empty() ? "none" : fmt::format("{}", fmt::join(declared, ", "));
   throw Error(ErrorCode::kUnsupported,
               fmt::format("bp_array_from_dlpack: DLPack device type {} cannot be imported: no backend declares it "
                           "(declared: {}; host memory goes to a host-addressable device)",
-                          dlpack_device_type_name(type), declarations));
+                          detail::dlpack_device_type_name(type), declarations));
 }
 
 ImportPlace import_place(Runtime& runtime, const DLDevice& device) {
   const std::int32_t type = raw_device_type(device);
-  if (is_host_type(type)) return {host_import_device(runtime, type), true};
+  if (detail::is_dlpack_host_type(type)) return {host_import_device(runtime, type), true};
   return {device_import_device(runtime, device), false};
 }
 

@@ -152,8 +152,7 @@ bp_status bp_runtime_create(const bp_runtime_options* options, bp_runtime** out)
     require_non_null(out, "bp_runtime_create", "out");
     Runtime::Options cxx_options;
     if (options != nullptr) {
-      // API 0.6's struct ends at skip_default_paths.
-      constexpr std::size_t kSize_0_6 = offsetof(bp_runtime_options, skip_default_paths) + sizeof(std::int32_t);
+      constexpr std::size_t kSize_0_6 = BP_STRUCT_SIZE(bp_runtime_options, skip_default_paths);
       if (options->struct_size < kSize_0_6) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("bp_runtime_create: options->struct_size {} is smaller than {}, API 0.6's (set it to "
@@ -236,8 +235,7 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
   return guarded([&] {
     auto cxx = runtime_of(runtime, "bp_backend_get");
     require_non_null(out, "bp_backend_get", "out");
-    // API 0.3's struct ends before dlpack_device_type.
-    constexpr std::size_t kSize_0_3 = offsetof(bp_backend_info, capabilities) + sizeof(std::uint64_t);
+    constexpr std::size_t kSize_0_3 = BP_STRUCT_SIZE(bp_backend_info, capabilities);
     if (out->struct_size < kSize_0_3) {
       require_struct_size(out->struct_size, sizeof(bp_backend_info), "bp_backend_get", "out");
     }
@@ -256,10 +254,10 @@ bp_status bp_backend_get(bp_runtime* runtime, size_t index, bp_backend_info* out
     out->abi_version = info.abi_version.c_str();
     out->priority = info.priority;
     out->capabilities = info.capabilities;
-    if (out->struct_size >= offsetof(bp_backend_info, dlpack_device_type) + sizeof(std::int32_t)) {
+    if (out->struct_size >= BP_STRUCT_SIZE(bp_backend_info, dlpack_device_type)) {  // API 0.4
       out->dlpack_device_type = info.dlpack_device_type;
     }
-    if (out->struct_size >= offsetof(bp_backend_info, library) + sizeof(const char*)) {
+    if (out->struct_size >= BP_STRUCT_SIZE(bp_backend_info, library)) {  // API 0.7
       out->origin_detail = info.origin_detail.c_str();
       out->library = info.library.c_str();
     }

@@ -133,7 +133,7 @@ void save(const char* path, const char* const* names, const size_t* name_sizes, 
           const char* function, const bp_save_options* options = nullptr) {
   safetensors::SaveOptions chosen;
   if (options != nullptr) {
-    if (options->struct_size < offsetof(bp_save_options, durable) + sizeof(options->durable)) {
+    if (options->struct_size < BP_STRUCT_SIZE(bp_save_options, durable)) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("{}: options->struct_size {} is too small (sizeof(bp_save_options) is {})", function,
                               options->struct_size, sizeof(bp_save_options)));
@@ -233,7 +233,7 @@ bp_status bp_safetensors_header_tensor(const bp_safetensors_header* header, size
     const auto& cxx = live->header;
     require_non_null(out, "bp_safetensors_header_tensor", "out");
     // API 0.2 callers pass the struct without name_size.
-    constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_tensor_info, name_size);
+    constexpr std::size_t api_0_2_size = BP_STRUCT_SIZE(bp_safetensors_tensor_info, end);
     require_struct_size(out->struct_size, api_0_2_size, "bp_safetensors_header_tensor", "out");
     const bool has_name_size = out->struct_size >= sizeof(bp_safetensors_tensor_info);
     if (index >= cxx.tensors.size()) {
@@ -290,13 +290,13 @@ bp_status bp_safetensors_load(bp_runtime* runtime, const char* path, const bp_de
     safetensors::LoadOptions load_options;
     if (options != nullptr) {
       // API 0.1 callers pass the struct without cancellable_progress.
-      constexpr std::size_t api_0_1_size = offsetof(bp_safetensors_load_options, cancellable_progress);
+      constexpr std::size_t api_0_1_size = BP_STRUCT_SIZE(bp_safetensors_load_options, user_data);
       if (options->struct_size < api_0_1_size) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("bp_safetensors_load: options->struct_size {} is smaller than {}", options->struct_size,
                                 api_0_1_size));
       }
-      constexpr std::size_t api_0_2_size = offsetof(bp_safetensors_load_options, name_sizes);
+      constexpr std::size_t api_0_2_size = BP_STRUCT_SIZE(bp_safetensors_load_options, cancellable_progress);
       const bool has_cancellable = options->struct_size >= api_0_2_size;
       const size_t* name_sizes =
           options->struct_size >= sizeof(bp_safetensors_load_options) ? options->name_sizes : nullptr;

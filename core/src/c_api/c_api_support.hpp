@@ -8,6 +8,7 @@
 #pragma once
 
 #include <backplane/backplane.h>
+#include <backplane/struct_size.h>
 #include <backplane/array.hpp>
 #include <backplane/backplane.hpp>
 

@@ -36,7 +36,7 @@ const NamedArrays::value_type& file_at(const bp_token_files& files, size_t index
 
 // The size of the struct as API 0.5 defined it, which callers built then
 // still pass; any other size must hold the whole struct of today.
-constexpr std::size_t kOptionsSize_0_5 = offsetof(bp_tokens_options, allow_empty_match);
+constexpr std::size_t kOptionsSize_0_5 = BP_STRUCT_SIZE(bp_tokens_options, device);
 
 TokenFileOptions options_of(Runtime& runtime, const bp_tokens_options* options, const char* function) {
   TokenFileOptions cxx;

@@ -7,6 +7,7 @@
 #include "loader/plugin_library.hpp"
 #include "loader/plugin_limits.hpp"
 #include "registry/probe_call.hpp"
+#include "util/dlpack_device.hpp"
 #include "util/environment.hpp"
 
 #include <backplane/conformance.hpp>
@@ -22,7 +23,11 @@
 #include <vector>
 
 namespace backplane::conformance {
+using detail::dlpack_device_type_name;
 using detail::Environment;
+using detail::is_dlpack_host_type;
+using detail::is_known_dlpack_device_type;
+using detail::kDLMAIACode;
 using detail::open_plugin;
 using detail::OpenedPlugin;
 namespace isolation = detail::isolation;
@@ -73,9 +78,6 @@ BP_Capabilities known_capabilities(std::uint32_t minor) {
   }
 }
 
-// DLPack's device types (DLDeviceType, DLPack 1.0): 5 and 6 were never used.
-bool is_known_dlpack_device_type(std::int32_t type) { return (type >= 1 && type <= 4) || (type >= 7 && type <= 17); }
-
 std::string table_summary(const BP_PluginApi& table) {
   return fmt::format("struct_size {}, ABI {}.{}", table.struct_size, table.abi_major, table.abi_minor);
 }
@@ -109,12 +111,13 @@ void check_negotiation(Context& context, const std::filesystem::path& file) {
       return std::string("0: not declared; DLPack shares this backend's memory only if it is host memory");
     }
     if (!is_known_dlpack_device_type(type)) {
-      throw CheckFailure(
-          fmt::format("dlpack_device_type is {}, which is not a DLPack device type (DLDeviceType: "
-                      "1 kDLCPU, 2 kDLCUDA, 4 kDLOpenCL, 10 kDLROCM, ... 17)",
-                      type));
+      throw CheckFailure(fmt::format(
+          "dlpack_device_type is {}, which is not a DLPack device type (DLDeviceType: {}, {}, {}, {}, "
+          "... {})",
+          type, dlpack_device_type_name(kDLCPU), dlpack_device_type_name(kDLCUDA), dlpack_device_type_name(kDLOpenCL),
+          dlpack_device_type_name(kDLROCM), dlpack_device_type_name(kDLMAIACode)));
     }
-    const bool host_type = type == 1 || type == 3 || type == 11;  // kDLCPU, kDLCUDAHost, kDLROCMHost
+    const bool host_type = is_dlpack_host_type(type);
     if (host_type && !context.has_capability(BP_CAPABILITY_HOST_ADDRESSABLE)) {
       throw CheckFailure(
           fmt::format("dlpack_device_type {} is host memory, but the table does not claim "
@@ -295,7 +298,7 @@ void check_probe(Context& context) {
     // What a core of ABI 1.0 or 1.1 passes: the struct ends at reason_size.
     constexpr std::int32_t kCanary = 0x5a5a5a5a;
     auto args = detail::probe_args(context.backend, kCanary);
-    args.struct_size = offsetof(BP_ProbeArgs, reason_size) + sizeof(args.reason_size);
+    args.struct_size = BP_PROBE_ARGS_SIZE_1_0;
     context.require_ok(api.probe(&args), fmt::format("probe with struct_size {}", args.struct_size));
     if (args.priority != kCanary) {
       throw CheckFailure(

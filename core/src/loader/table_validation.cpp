@@ -2,6 +2,7 @@
 
 #include "config/selector.hpp"
 #include "loader/plugin_limits.hpp"
+#include "util/dlpack_device.hpp"
 
 #include <fmt/format.h>
 
@@ -16,8 +17,6 @@ constexpr std::size_t kVersionFieldsEnd = offsetof(BP_PluginApi, abi_minor) + si
 // A plugin built against 1.0 stays valid when later minors append fields
 // (which the core reads only with BP_STRUCT_HAS_FIELD).
 constexpr std::size_t kTableSize_1_0 = BP_PLUGIN_API_SIZE_1_0;
-// DLPack's kDLCPU (plugin.h does not include dlpack.h).
-constexpr std::int32_t kDLPackCPU = 1;
 
 // The calls that `capabilities` (the table's, or a probe's) promise, by
 // name for the error message, which says who claims them.
@@ -150,10 +149,11 @@ std::optional<TableProblem> validate_table(const BP_PluginApi* table, std::strin
                                       table->dlpack_device_type)};
     }
     // The core hands kDLCPU memory to consumers that dereference it.
-    if (table->dlpack_device_type == kDLPackCPU && (table->capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0) {
+    if (table->dlpack_device_type == kDLCPU && (table->capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0) {
       return TableProblem{BackendStatus::kFailed,
-                          "bad table: dlpack_device_type is 1 (kDLCPU), but the table does not claim "
-                          "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory"};
+                          fmt::format("bad table: dlpack_device_type is {}, but the table does not claim "
+                                      "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory",
+                                      dlpack_device_type_name(kDLCPU))};
     }
   }
   if (auto missing = missing_required_calls(*table); !missing.empty()) {
@@ -171,11 +171,11 @@ std::optional<std::string> probe_statement_problem(const BP_PluginApi& table, BP
         "probe answered BP_ProbeArgs.dlpack_device_type {}; it must be 0 (not declared) or a DLPack device type",
         dlpack_device_type);
   }
-  if (dlpack_device_type == kDLPackCPU && (capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0) {
+  if (dlpack_device_type == kDLCPU && (capabilities & BP_CAPABILITY_HOST_ADDRESSABLE) == 0) {
     return fmt::format(
-        "probe answered BP_ProbeArgs.dlpack_device_type 1 (kDLCPU), but its BP_ProbeArgs.capabilities (0x{:x}) lack "
+        "probe answered BP_ProbeArgs.dlpack_device_type {}, but its BP_ProbeArgs.capabilities (0x{:x}) lack "
         "BP_CAPABILITY_HOST_ADDRESSABLE: kDLCPU memory must be host memory",
-        capabilities);
+        dlpack_device_type_name(kDLCPU), capabilities);
   }
   if (auto problem = capability_past_table(table, capabilities, kClaimant, "the table's")) return problem;
   std::vector<std::string> missing;
