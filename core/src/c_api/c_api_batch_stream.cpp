@@ -59,6 +59,7 @@ constexpr std::size_t kOptionsSize_0_8 = offsetof(bp_batch_stream_options, sched
 // 0.9 ended with weight_step_count, whose end is aligned for `mesh`.
 constexpr std::size_t kOptionsSize_0_9 = offsetof(bp_batch_stream_options, mesh);
 constexpr std::size_t kStatsSize_0_9 = offsetof(bp_batch_stream_stats, read_bytes);
+constexpr std::size_t kStatsSize_0_10 = offsetof(bp_batch_stream_stats, step);
 
 // The layout of the C options (API 0.10), or nullopt without a mesh. Only
 // NULL arrays and names are checked here; what they mean is BatchStream's.
@@ -357,7 +358,7 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     constexpr const char* kFunction = "bp_batch_stream_stats_get";
     std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
     require_non_null(out, kFunction, "out");
-    if (out->struct_size != kStatsSize_0_9) {
+    if (out->struct_size != kStatsSize_0_9 && out->struct_size != kStatsSize_0_10) {
       require_struct_size(out->struct_size, sizeof(bp_batch_stream_stats), kFunction, "out");
     }
     const BatchStreamStats stats = live->stream->stats();
@@ -370,7 +371,11 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     out->elapsed_seconds = stats.elapsed_seconds;
     out->windows_per_second = stats.windows_per_second;
     out->data_stall_fraction = stats.data_stall_fraction;
-    if (out->struct_size >= sizeof(bp_batch_stream_stats)) out->read_bytes = stats.read_bytes;
+    if (out->struct_size >= kStatsSize_0_10) out->read_bytes = stats.read_bytes;
+    if (out->struct_size >= sizeof(bp_batch_stream_stats)) {
+      out->step = stats.step;
+      out->epoch = stats.epoch;
+    }
   });
 }
 
