@@ -36,6 +36,7 @@ import ctypes
 import gc
 import mmap
 import os
+import pathlib
 import statistics
 import sys
 import tempfile
@@ -183,7 +184,7 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
     print(f"\nbatch stream (load_tokens + batches, T={args.context}, int64):")
 
     # 1. The caller's time per step, warm, host target.
-    tokens = backplane.load_tokens(path, runtime=runtime)
+    tokens = backplane.load_tokens(pathlib.Path(path), runtime=runtime)
     memmap = np.memmap(path, dtype=np.uint16, mode="r", offset=data_offset, shape=(tokens_count,))
     # Warm both mappings of the file: a page in the page cache still costs
     # a fault the first time each mapping touches it.
@@ -269,7 +270,7 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
         os.close(descriptor)
 
         drop_pages(path)
-        cold_tokens = backplane.load_tokens(path, runtime=runtime)
+        cold_tokens = backplane.load_tokens(pathlib.Path(path), runtime=runtime)
         with backplane.batches(cold_tokens, batch, args.context, device="cpu", runtime=runtime, xy="views", seed=batch,
                                steps=steps) as stream:
             start = time.perf_counter()
@@ -284,7 +285,7 @@ def stream_rows(runtime: backplane.Runtime, path: str, data_offset: int, args: A
               f"{ceiling:9.0f} ({stream_rate / ceiling:.2f}x, goal >= 0.5x)")
 
     # 4. Resume at step 1,000,000.
-    tokens = backplane.load_tokens(path, runtime=runtime)
+    tokens = backplane.load_tokens(pathlib.Path(path), runtime=runtime)
     with backplane.batches(tokens, 256, args.context, device="cpu", runtime=runtime) as stream:
         next(iter(stream))
         saved = stream.state_dict()

@@ -23,11 +23,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Literal, Optional, Tuple
 
 import numpy as np
 
 import backplane
+
+Framework = Literal["numpy", "torch", "jax"]  # what to= names
 
 
 def busy_wait(seconds: float) -> None:
@@ -36,7 +38,7 @@ def busy_wait(seconds: float) -> None:
         pass
 
 
-def per_step(tokens: backplane.Array, args: argparse.Namespace, to: str, xy: str) -> float:
+def per_step(tokens: backplane.Array, args: argparse.Namespace, to: Framework, xy: str) -> float:
     """The mean caller's time of next() over --steps steps (after a warm-up)."""
     # JAX hands out arrays before they are computed: wait for them, so that
     # the time counts the work and not only its dispatch.
@@ -62,9 +64,10 @@ def per_step(tokens: backplane.Array, args: argparse.Namespace, to: str, xy: str
     return (spent - waited) / int(args.steps)
 
 
-def frameworks() -> List[str]:
-    found = ["numpy"]
-    for name in ("torch", "jax"):
+def frameworks() -> List[Framework]:
+    found: List[Framework] = ["numpy"]
+    optional: Tuple[Framework, ...] = ("torch", "jax")
+    for name in optional:
         try:
             __import__(name)
         except ImportError:

@@ -18,7 +18,7 @@ import numpy
 from . import _lib
 from ._array import Array
 from ._errors import Error, InvalidArgumentError
-from ._ranks import default_ranks
+from ._ranks import RankSource, default_ranks
 
 StateLike = Union[Mapping[str, Any], str, bytes]
 
@@ -68,7 +68,7 @@ def _int64(name: str, value: Any, wanted: str) -> int:
     return _integer(name, value, -_INT64_LIMIT, _INT64_LIMIT, wanted)
 
 
-def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int, str]:
+def _ranks(rank: Optional[int], world_size: Optional[int]) -> Tuple[int, int, RankSource]:
     """(rank, world_size, source): the arguments, else the defaults
     _ranks.default_ranks finds (an engine's, the environment's), else 0 and
     1; `source` is what BatchStream.rank_source reads."""

@@ -4,7 +4,7 @@ chunks). conversion() makes the one choice of the three functions a step
 applies, at the call, so that a step costs no decision."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, Literal, Optional, Tuple, Union
 
 import numpy
 
@@ -12,6 +12,10 @@ from ._array import Array
 from ._batch_arguments import _invalid
 
 Converter = Callable[[Array], Any]
+# The frameworks to= names; what a caller passes is one of them or a
+# Converter (a misspelt name is then a type error, and InvalidArgumentError
+# at the call).
+Target = Literal["numpy", "torch", "jax"]
 Split = Callable[[Any], Tuple[Any, Any]]
 
 XY_MODES = ("copies", "views")

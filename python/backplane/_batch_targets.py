@@ -18,6 +18,7 @@ from ._dlpack import KDLCPU
 from ._errors import UnsupportedError
 from ._global_arrays import GlobalBatches, refuse_rank_arguments
 from ._layout import CLayout, Layout
+from ._ranks import RankSource
 from ._runtime import DeviceLike, Runtime
 
 Converter = Callable[[Any], Any]
@@ -61,7 +62,7 @@ class Placement(NamedTuple):
     targets: List[_lib.bp_device]
     rank: int
     world_size: int
-    rank_source: str  # what BatchStream.rank_source reads
+    rank_source: RankSource  # what BatchStream.rank_source reads
     layout: Optional[CLayout]  # this rank's piece of the global batch, from layout= or sharding=
     sharded: Optional[GlobalBatches]  # with sharding=: the global jax.Arrays each step is assembled into
 

@@ -30,6 +30,13 @@ class BatchStreamStats:
     windows_per_second: float
     data_stall_fraction: float  # wait_seconds / elapsed_seconds, in [0, 1]
     read_bytes: int  # bytes gathered from the sources, prefetched steps included (a piece's own columns)
+    # The global step of the batch handed out last: the stream's step - 1 (-1
+    # before a new stream's first next()).
+    step: int
+    # The epoch that step draws in: 0 in the first pass over the window
+    # starts, 1 in the second, ... (a context change starts another; with
+    # weights, the least of the sources' own). docs/batch-stream.md, "Epochs".
+    epoch: int
 
 
 BatchStats = BatchStreamStats  # the name this class had before it took the C++ one

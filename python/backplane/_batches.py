@@ -31,7 +31,7 @@ from . import _dtypes, _lib
 from ._array import Array
 from ._batch_arguments import (StateLike, WeightsLike, _core, _documents, _int64, _integer, _invalid, _schedules,
                                _sources, _state_text, stream_options)
-from ._batch_convert import Converter, conversion
+from ._batch_convert import Converter, Target, conversion
 from ._batch_targets import DEFAULT_DTYPE, check_target, chosen_dtype, host_devices, placement
 from ._batch_types import BatchOptions, BatchStats, BatchStreamStats, DocumentPieces, Documents, Window
 from ._errors import OutOfRangeError
@@ -106,7 +106,7 @@ class BatchStream(Generic[Item]):
     @overload
     def __init__(self: BatchStream[Any], tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,
                  context: Optional[int] = None, *, device: Union[None, DeviceLike, Sequence[DeviceLike]] = None,
-                 documents: Any = None, to: Union[None, str, Converter] = None, sharding: Any = None,
+                 documents: Any = None, to: Union[None, Target, Converter] = None, sharding: Any = None,
                  **options: Unpack[BatchOptions]) -> None: ...
 
     def __init__(self, tokens: Union[Array, Sequence[Array]], batch_size: Optional[int] = None,

@@ -3,10 +3,19 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional, cast, get_args
 
 from . import _lib
 from ._errors import UnavailableError, UnsupportedError
+
+# What discovery says of a plugin: the C API's status_name of each
+# BP_BACKEND_* status (C++ to_string(BackendStatus)), the whole set.
+BackendStatus = Literal["available", "unavailable", "incompatible", "failed", "disabled", "shadowed"]
+# Which precedence level decided the default device: bp_device_source_name
+# of each BP_SOURCE_* level (C++ to_string(DeviceSource)), highest first.
+DeviceSourceLevel = Literal["scoped override", "set in code", "BACKPLANE_DEFAULT_DEVICE", "config default_device",
+                            "highest-priority available backend", "local rank"]
+_DEVICE_SOURCE_LEVELS = get_args(DeviceSourceLevel)
 
 # The backends whose memory torch and JAX name, and what they call it.
 _FRAMEWORK_BACKENDS = ("cpu", "cuda")
@@ -76,7 +85,7 @@ class Backend:
     """One plugin found by discovery, whatever its status."""
 
     name: str
-    status: str  # "available", "unavailable", "incompatible", "failed", "disabled", "shadowed"
+    status: BackendStatus
     reason: str
     plugin_path: str
     abi_version: str
@@ -113,13 +122,20 @@ class DeviceInfo:
 
 @dataclass(frozen=True)
 class DefaultDevice:
-    """The default device and what decided it: the precedence level
-    ("scoped override", "set in code", "BACKPLANE_DEFAULT_DEVICE", "config
-    default_device", "highest-priority available backend") or, for a
-    data-parallel rank, the variable that chose the device ("LOCAL_RANK=1")."""
+    """The default device and what decided it, in words: the precedence
+    level ("scoped override", "set in code", "BACKPLANE_DEFAULT_DEVICE",
+    "config default_device", "highest-priority available backend") or, for
+    a data-parallel rank, the variable that chose the device and its value
+    ("LOCAL_RANK=1"). `level` is the level alone, a DeviceSourceLevel."""
 
     device: Device
-    source: str
+    source: str  # a str, not a Literal: the local rank's words hold a value
+
+    @property
+    def level(self) -> DeviceSourceLevel:
+        """The precedence level that decided: `source`, or "local rank"
+        where `source` names a local-rank variable."""
+        return cast(DeviceSourceLevel, self.source) if self.source in _DEVICE_SOURCE_LEVELS else "local rank"
 
     def __str__(self) -> str:
         """The device's selector ("cuda:0"), as str(Device)."""
@@ -160,7 +176,9 @@ _KINDS = {0: "cpu", 1: "gpu", 2: "accelerator"}
 def backend_from_c(info: _lib.bp_backend_info) -> Backend:
     return Backend(
         name=_lib.text(info.name),
-        status=_lib.text(info.status_name),
+        # One of BackendStatus: tests/python/test_runtime.py holds the type
+        # equal to the header's statuses.
+        status=cast(BackendStatus, _lib.text(info.status_name)),
         reason=_lib.text(info.reason),
         plugin_path=_lib.text(info.plugin_path),
         abi_version=_lib.text(info.abi_version),

@@ -11,7 +11,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from ._batch_arguments import _int64, _invalid
-from ._ranks import _from_environment, _torch_ranks
+from ._ranks import RankSource, _from_environment, _torch_ranks
 
 SEQUENCE_ORDERS = {"contiguous": _lib.BP_SEQUENCE_CONTIGUOUS, "head_tail": _lib.BP_SEQUENCE_HEAD_TAIL}
 Axes = Union[None, str, Sequence[str]]
@@ -84,7 +84,7 @@ class Layout:
             columns *= self.mesh.get(name, 1)
         return self.sequence_order == "head_tail" and columns > 1
 
-    def resolve_rank(self) -> Tuple[int, str]:
+    def resolve_rank(self) -> Tuple[int, RankSource]:
         """(this process's rank, where it came from): the argument, else an
         initialised torch.distributed's (whose world size must be the mesh's
         size), else $RANK, else 0."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # ---- constants ----
 BP_API_VERSION_MAJOR = 0
-BP_API_VERSION_MINOR = 10
+BP_API_VERSION_MINOR = 11
 BP_API_VERSION_PATCH = 0
 BP_OK = 0
 BP_STATUS_INVALID_ARGUMENT = 1
@@ -280,6 +280,8 @@ class bp_batch_stream_stats(ctypes.Structure):
         ("windows_per_second", ctypes.c_double),
         ("data_stall_fraction", ctypes.c_double),
         ("read_bytes", ctypes.c_uint64),
+        ("step", ctypes.c_int64),
+        ("epoch", ctypes.c_uint64),
     ]
 
 

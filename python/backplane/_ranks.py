@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, Literal, NamedTuple, Optional, Tuple, get_args
 
 from ._errors import Error, InvalidArgumentError
 
-# What BatchStream.rank_source reads, one for each place a rank comes from.
-RANK_SOURCES = ("argument", "torch.distributed", "jax.distributed", "environment", "default")
+# What BatchStream.rank_source reads, one for each place a rank comes from:
+# the arguments, an engine, the launcher's variables, none of them (0 and 1),
+# or a jax.sharding.NamedSharding, which says the devices and so the rank.
+RankSource = Literal["argument", "torch.distributed", "jax.distributed", "environment", "default", "jax sharding"]
+RANK_SOURCES: Tuple[RankSource, ...] = get_args(RankSource)
+EngineName = Literal["torch.distributed", "jax.distributed"]
 
 
 class Defaults(NamedTuple):
     rank: Optional[int]
     world_size: Optional[int]
-    source: str  # one of RANK_SOURCES: where the values not passed as arguments come from
+    source: RankSource  # where the values not passed as arguments come from
 
 
 def _invalid(message: str) -> Error:
@@ -72,7 +76,7 @@ def _from_environment(name: str) -> Optional[int]:
         raise _invalid(f"{name}={value!r} is not an integer") from None
 
 
-def _engine_ranks() -> Tuple[Optional[Tuple[int, int]], str]:
+def _engine_ranks() -> Tuple[Optional[Tuple[int, int]], Optional[EngineName]]:
     """The initialised engine's (rank, world size) and its name; torch
     first (a process that initialised both runs its data parallelism in
     torch's process group more likely than not, and torch's group is the
@@ -83,7 +87,7 @@ def _engine_ranks() -> Tuple[Optional[Tuple[int, int]], str]:
     jax_ranks = _jax_ranks()
     if jax_ranks is not None:
         return jax_ranks, "jax.distributed"
-    return None, ""
+    return None, None
 
 
 def default_ranks(rank: Optional[int], world_size: Optional[int]) -> Defaults:
@@ -96,7 +100,7 @@ def default_ranks(rank: Optional[int], world_size: Optional[int]) -> Defaults:
     if rank is not None and world_size is not None:
         return Defaults(None, None, "argument")
     engine, engine_name = _engine_ranks()
-    if engine is None:
+    if engine is None or engine_name is None:
         found = (_from_environment("RANK"), _from_environment("WORLD_SIZE"))
         return Defaults(found[0], found[1], "environment" if found != (None, None) else "default")
     for variable, value, passed in (("RANK", engine[0], rank), ("WORLD_SIZE", engine[1], world_size)):

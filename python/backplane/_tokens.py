@@ -112,9 +112,12 @@ def load_tokens(path: "os.PathLike[str]", *, dtype: Any = None, name: Optional[s
                 device: Optional[DeviceLike] = None, runtime: Optional[Runtime] = None) -> Array: ...
 
 
+# A str is a path or, holding *, ? or [, a pattern: which one it is shows
+# only at run time, so its type says both (isinstance() tells them apart, and
+# a pathlib.Path is always one file). batches() takes either.
 @overload
 def load_tokens(path: str, *, dtype: Any = None, name: Optional[str] = None, device: Optional[DeviceLike] = None,
-                runtime: Optional[Runtime] = None) -> Any: ...  # an Array, or a list of them for a pattern
+                runtime: Optional[Runtime] = None) -> Union[Array, List[Array]]: ...
 
 
 @overload
@@ -124,7 +127,7 @@ def load_tokens(path: Union[List[PathLike], Tuple[PathLike, ...]], *, dtype: Any
 
 def load_tokens(path: Union[PathLike, List[PathLike], Tuple[PathLike, ...]], *, dtype: Any = None,
                 name: Optional[str] = None, device: Optional[DeviceLike] = None,
-                runtime: Optional[Runtime] = None) -> Any:
+                runtime: Optional[Runtime] = None) -> Union[Array, List[Array]]:
     """Token files as 1-D integer Arrays over a read-only memory map of each
     file (nothing is read but the header; NumPy views share the pages).
 

@@ -224,6 +224,35 @@ TEST_CASE("[batches] stats count steps, windows and bytes, and the stall is a fr
   CHECK(stream.resident_bytes() == 0);  // heap memory is no file mapping
 }
 
+TEST_CASE("[batches] stats name the step handed out last and the epoch it draws in, resumed too") {
+  // 48 tokens, T = 8: 40 window starts, 8 a step, so an epoch is 5 steps.
+  Runtime runtime(placement_options());
+  Array source = host_tokens(runtime, counting_tokens(48));
+  const BatchStreamOptions options = options_for(8, 8);
+  BatchStream stream(runtime, {source}, options);
+  CHECK(stream.stats().step == -1);  // nothing handed out yet
+  CHECK(stream.stats().epoch == 0);
+  std::set<std::int64_t> first_pass;
+  for (std::int64_t step = 0; step < 5; ++step) {
+    (void)stream.next();
+    CHECK(stream.stats().step == step);
+    CHECK(stream.stats().epoch == 0);
+    for (const Window& window : stream.windows(step)) first_pass.insert(window.start);
+  }
+  CHECK(first_pass.size() == 40);  // epoch 0 took every start once
+  (void)stream.next();
+  CHECK(stream.stats().step == 5);
+  CHECK(stream.stats().epoch == 1);
+
+  const BatchStreamState state = stream.state();
+  BatchStream resumed(runtime, {source}, options, &state);
+  CHECK(resumed.stats().step == 5);  // where the saved stream stood, before its first next()
+  CHECK(resumed.stats().epoch == 1);
+  for (int step = 0; step < 5; ++step) (void)resumed.next();
+  CHECK(resumed.stats().step == 10);
+  CHECK(resumed.stats().epoch == 2);
+}
+
 TEST_CASE("[batches] release_pages keeps a file mapping's resident memory bounded") {
   Runtime runtime(placement_options());
   TempDir directory;

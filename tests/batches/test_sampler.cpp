@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <set>
@@ -266,4 +267,53 @@ TEST_CASE("[batches] segments: an epoch runs on across a batch-size change, and 
   };
   CHECK(starts(draw(changed, 5, 0, 20)) == starts(draw(reference, 4, 0, 20)));
   CHECK(starts(draw(changed, 6, 0, 20)) == starts(draw(reference, 5, 0, 20)));
+}
+
+TEST_CASE("[batches] epoch: the pass a step draws in, ended by a full pass or a context change") {
+  // 20 starts, 6 windows a step: 3 steps an epoch.
+  const WindowSampler sampler = one_segment(42, {7, 0, 13}, {}, 6);
+  for (std::uint64_t step = 0; step < 12; ++step) CHECK(sampler.epoch(step) == step / 3);
+
+  // 100 starts, 8 a step for 5 steps, then 20 a step: epoch 0 holds steps
+  // 0-7 (40 + 60 places); with the context changing at step 5, step 5 starts
+  // epoch 1 and its 95 starts hold 4 steps of 20.
+  Segment small;
+  small.global_batch = 8;
+  small.context = 4;
+  small.starts = {100};
+  Segment large = small;
+  large.first_step = 5;
+  large.global_batch = 20;
+  const WindowSampler resized(5, {small, large}, Mixture::kInterleaved);
+  for (std::uint64_t step = 0; step < 8; ++step) CHECK(resized.epoch(step) == 0);
+  CHECK(resized.epoch(8) == 1);
+  Segment longer = large;
+  longer.context = 9;
+  longer.starts = {95};
+  const WindowSampler changed(5, {small, longer}, Mixture::kInterleaved);
+  CHECK(changed.epoch(4) == 0);
+  for (std::uint64_t step = 5; step < 9; ++step) CHECK(changed.epoch(step) == 1);
+  CHECK(changed.epoch(9) == 2);
+}
+
+TEST_CASE("[batches] epoch with weights: the least of the sources' passes, as their draws count them") {
+  // 5 windows a step from each source: source 0 (40 starts) passes every
+  // 8 steps, source 1 (60 starts) every 12; a source of weight 0 never counts.
+  const std::vector<std::uint64_t> starts = {40, 60, 0};
+  for (const Mixture mixture : {Mixture::kInterleaved, Mixture::kPerSample}) {
+    CAPTURE(static_cast<int>(mixture));
+    const WindowSampler sampler = one_segment(3, starts, {0.5, 0.5, 0.0}, 10, mixture);
+    std::vector<std::uint64_t> drawn(starts.size(), 0);  // before the step
+    for (std::uint64_t step = 0; step < 40; ++step) {
+      CAPTURE(step);
+      if (mixture == Mixture::kInterleaved) {
+        // Each source's draws so far, over its starts: its own passes.
+        CHECK(sampler.epoch(step) == std::min(drawn[0] / starts[0], drawn[1] / starts[1]));
+      } else {
+        // Per sample, a source's epoch is step / (N_j / G) whatever it drew.
+        CHECK(sampler.epoch(step) == std::min(step / 4, step / 6));
+      }
+      for (const Window& window : draw(sampler, step, 0, 10)) ++drawn[static_cast<std::size_t>(window.source)];
+    }
+  }
 }

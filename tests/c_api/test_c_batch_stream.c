@@ -8,6 +8,7 @@
 #include "c_runtime.h"
 #include "c_test.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,39 @@ static void stats_count_what_was_handed_out(void) {
   bp_runtime_destroy(runtime);
 }
 
+/* 48 tokens at T = 8: 40 window starts, 8 a step, so an epoch is 5 steps. */
+static void stats_name_the_step_and_its_epoch(void) {
+  bp_runtime* runtime = c_test_runtime(NULL);
+  bp_array* source = token_array(runtime, 0, 48);
+  bp_batch_stream_options options = stream_options(8, 8, 1);
+  bp_batch_stream* stream;
+  bp_batch_stream_stats stats;
+  int step;
+  stream = open_stream(runtime, &source, 1, &options);
+  memset(&stats, 0, sizeof(stats));
+  stats.struct_size = sizeof(stats);
+  CHECK(bp_batch_stream_stats_get(stream, &stats) == BP_OK);
+  CHECK(stats.step == -1 && stats.epoch == 0); /* nothing handed out yet */
+  for (step = 0; step < 5; ++step) free(next_batch(stream, 8, 8, 1));
+  CHECK(bp_batch_stream_stats_get(stream, &stats) == BP_OK);
+  CHECK(stats.step == 4 && stats.epoch == 0);
+  free(next_batch(stream, 8, 8, 1));
+  CHECK(bp_batch_stream_stats_get(stream, &stats) == BP_OK);
+  CHECK(stats.step == 5 && stats.epoch == 1);
+  /* A 0.10 stats struct is filled without them: the fields past its end stay. */
+  memset(&stats, 0, sizeof(stats));
+  stats.struct_size = offsetof(bp_batch_stream_stats, step);
+  stats.step = 77;
+  stats.epoch = 88;
+  CHECK(bp_batch_stream_stats_get(stream, &stats) == BP_OK);
+  CHECK(stats.steps == 6);
+  CHECK(stats.read_bytes > 0);
+  CHECK(stats.step == 77 && stats.epoch == 88);
+  bp_batch_stream_destroy(stream);
+  bp_array_destroy(source);
+  bp_runtime_destroy(runtime);
+}
+
 /* Creating with `options` fails with `status` and a message containing `words`. */
 static void check_refused(bp_runtime* runtime, bp_array* const* sources, size_t source_count,
                           const bp_batch_stream_options* options, bp_status status, const char* words) {
@@ -449,6 +483,7 @@ int main(void) {
   RUN(a_short_capacity_consumes_no_step);
   RUN(a_saved_state_resumes_with_identical_batches);
   RUN(stats_count_what_was_handed_out);
+  RUN(stats_name_the_step_and_its_epoch);
   RUN(bad_options_are_refused_naming_the_problem);
   RUN(the_stream_outlives_its_runtime_handle_and_sources);
   return c_test_summary();

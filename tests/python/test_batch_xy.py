@@ -86,6 +86,11 @@ class BatchXyTest(unittest.TestCase):
         self.assertIn("'copies'", message)
         self.assertIn("'views'", message)
 
+    def test_an_unknown_framework_is_refused_naming_the_ones_there_are(self):
+        with self.assertRaises(backplane.InvalidArgumentError) as caught:
+            self.stream(to="tensorflow")
+        self.assertIn("to='tensorflow': expected 'numpy', 'torch', 'jax' or a callable", str(caught.exception))
+
     @unittest.skipIf(torch is None, "torch is not installed for this interpreter (Debian: python3-torch)")
     def test_torch_targets_view_and_masking(self):
         x, y = next(self.stream(to="torch"))

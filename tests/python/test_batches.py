@@ -362,6 +362,23 @@ class BatchesTest(unittest.TestCase):
         list(u16)
         self.assertEqual(u16.stats().bytes, 3 * 8 * 33 * 2)
 
+    def test_stats_name_the_step_handed_out_last_and_its_epoch(self):
+        # 48 tokens, T = 8: 40 window starts, 8 a step, so an epoch is 5 steps.
+        tokens = self.runtime.array(numpy.arange(48, dtype=numpy.uint16), device="cpu:0")
+        stream = backplane.batches(tokens, 8, 8, device="cpu:0", seed=4)
+        self.assertEqual((stream.stats().step, stream.stats().epoch), (-1, 0))
+        first_pass = set()
+        for step in range(5):
+            x, _ = next(stream)
+            first_pass.update(int(row[0]) for row in x)
+            self.assertEqual((stream.stats().step, stream.stats().epoch), (step, 0))
+            self.assertEqual(stream.stats().step, stream.step - 1)
+        self.assertEqual(first_pass, set(range(40)))  # epoch 0 took every start once
+        next(stream)
+        self.assertEqual((stream.stats().step, stream.stats().epoch), (5, 1))
+        resumed = backplane.batches(tokens, 8, 8, device="cpu:0", state=stream.state_dict())
+        self.assertEqual((resumed.stats().step, resumed.stats().epoch), (5, 1))
+
     # --- devices and frameworks ---------------------------------------------------
     def test_a_list_of_devices_splits_the_batch(self):
         stream = self.stream(device=["cpu:0", "cpu:1"], steps=2, seed=9)

@@ -1,8 +1,12 @@
 """Backends, devices, the default device and errors from Python."""
+import os
+import typing
 import unittest
+from unittest import mock
 
 import backplane
-from support import isolated_runtime
+from backplane import _devices, _lib, _lib_gen
+from support import isolated_runtime, plugin_dirs
 
 
 class RuntimeTest(unittest.TestCase):
@@ -20,6 +24,38 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(backends["too_new"].status, "incompatible")
         self.assertTrue(self.runtime.is_available("cpu"))
         self.assertFalse(self.runtime.is_available("nope"))
+
+    def test_backend_status_type_holds_every_status_of_the_header(self):
+        # Backend.status is typed as a Literal of these words: one per
+        # BP_BACKEND_* status, as bp_backend_info's status_name spells it.
+        header = {name[len("BP_BACKEND_"):].lower() for name in vars(_lib_gen)
+                  if name.startswith("BP_BACKEND_") and name != "BP_BACKEND_NAME_CAPACITY"}
+        self.assertEqual(set(typing.get_args(_devices.BackendStatus)), header)
+        for backend in self.runtime.backends():
+            self.assertIn(backend.status, typing.get_args(_devices.BackendStatus), backend.name)
+
+    def test_default_device_level_type_holds_every_source_of_the_library(self):
+        levels = [_lib.text(_lib.lib.bp_device_source_name(code)) for code in range(_lib_gen.BP_SOURCE_LOCAL_RANK + 1)]
+        self.assertEqual(list(typing.get_args(_devices.DeviceSourceLevel)), levels)
+
+    def test_default_device_level_is_the_source_without_the_local_rank_value(self):
+        chosen = self.runtime.default_device()
+        self.assertEqual((chosen.source, chosen.level), ("highest-priority available backend",) * 2)
+        with self.runtime.default_device_scope("cpu"):
+            self.assertEqual(self.runtime.default_device().level, "scoped override")
+        # A runtime that reads the environment, of which only LOCAL_RANK
+        # speaks to the default device.
+        directories = plugin_dirs()
+        others = ("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+        launched = {name: value for name, value in os.environ.items()
+                    if not name.startswith("BACKPLANE_") and name not in others}
+        with mock.patch.dict(os.environ, {**launched, "LOCAL_RANK": "0"}, clear=True):
+            runtime = backplane.Runtime(plugin_paths=directories, skip_default_paths=True)
+            try:
+                chosen = runtime.default_device()
+            finally:
+                runtime.close()
+        self.assertEqual((chosen.source, chosen.level), ("LOCAL_RANK=0", "local rank"))
 
     def test_devices_and_info(self):
         self.assertIn(backplane.Device("cpu", 0), self.runtime.devices())

@@ -58,6 +58,9 @@
  * mesh; a 0.9 struct_size still creates a stream without one);
  * bp_batch_stream_stats.read_bytes (a 0.9 struct_size is still filled,
  * without it).
+ * 0.11 bp_batch_stream_stats.step and .epoch, the step handed out last and
+ * the sampler's epoch at it (a 0.10 or 0.9 struct_size is still filled,
+ * without them).
  */
 #ifndef BACKPLANE_BACKPLANE_H
 #define BACKPLANE_BACKPLANE_H
@@ -72,7 +75,7 @@ extern "C" {
 #endif
 
 #define BP_API_VERSION_MAJOR 0
-#define BP_API_VERSION_MINOR 10
+#define BP_API_VERSION_MINOR 11
 #define BP_API_VERSION_PATCH 0
 
 /* The version of the library loaded at run time, e.g. "0.1.0". Static string. */
@@ -965,6 +968,13 @@ typedef struct bp_batch_stream_stats {
   /* API 0.10, written only when struct_size covers it: bytes gathered from
    * the sources, steps prepared ahead included (each piece's own columns). */
   uint64_t read_bytes;
+  /* API 0.11, written only when struct_size covers them: the global step of
+   * the batch handed out last (the stream's step - 1: -1 before a new
+   * stream's first next), and the epoch that step draws in (0 in the first
+   * pass over the window starts; with weights the least of the sources'
+   * own; docs/batch-stream.md, "Epochs"). */
+  int64_t step;
+  uint64_t epoch;
 } bp_batch_stream_stats;
 
 BACKPLANE_API bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_stats* out);

@@ -268,6 +268,17 @@ struct BACKPLANE_API BatchStreamStats {
   // Bytes gathered from the sources, steps prepared ahead included: each
   // piece's own rows and columns (a context-parallel rank reads its share).
   std::uint64_t read_bytes = 0;
+  // The global step of the batch handed out last: step() - 1, so -1 before
+  // a new stream's first next() and k - 1 before a stream resumed at k
+  // hands out its first.
+  std::int64_t step = -1;
+  // The epoch that step draws in (0 while step is -1): 0 in the first pass
+  // over the window starts, 1 in the second, ... An epoch is one random
+  // order of every window start of every source, and ends when each has
+  // been taken once or when the context changes. With weights each source
+  // of positive weight passes through its own starts at its own pace, and
+  // this is the least of their epochs: the passes over all of the data.
+  std::uint64_t epoch = 0;
 };
 
 // One window of a step: the source it comes from and its first token.

@@ -85,7 +85,10 @@ std::int64_t BatchStream::step() const { return impl_->queue.step(); }
 BatchStreamState BatchStream::state() const { return impl_->plan.state_at(impl_->queue.step()); }
 
 BatchStreamStats BatchStream::stats() const {
+  const std::int64_t next = impl_->queue.step();
   BatchStreamStats stats = impl_->queue.stats(!impl_->inherited());
+  stats.step = next - 1;
+  stats.epoch = next > 0 ? impl_->plan.epoch(next - 1) : 0;
   stats.gather_seconds = impl_->gather.seconds();
   stats.read_bytes = impl_->gather.read_bytes();
   if (stats.elapsed_seconds > 0) {

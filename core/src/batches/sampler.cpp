@@ -159,6 +159,29 @@ void WindowSampler::draw(std::uint64_t step, std::uint64_t first, std::span<Wind
   }
 }
 
+std::uint64_t WindowSampler::epoch(std::uint64_t step) const {
+  const Stretch& stretch = stretch_at(step);
+  const Segment& segment = stretch.segment;
+  const std::uint64_t offset = step - static_cast<std::uint64_t>(segment.first_step);
+  if (segment.weights.empty()) return cursor_at(stretch, offset).epoch;
+  std::vector<Count> drawn(segment.starts.size());
+  if (stretch.deal) stretch.deal->counts(stretch.first_ordinal, Count{offset} * segment.global_batch, drawn);
+  std::optional<std::uint64_t> least;
+  for (std::size_t source = 0; source < segment.starts.size(); ++source) {
+    if (!(segment.weights[source] > 0)) continue;  // never drawn: it may have no starts
+    const std::uint64_t starts = segment.starts[source];
+    std::uint64_t own = 0;
+    if (stretch.deal) {
+      const Cursor& cursor = stretch.cursors[source];
+      own = cursor.epoch + static_cast<std::uint64_t>((cursor.taken + drawn[source]) / starts);
+    } else {
+      own = step / (starts / segment.global_batch);  // per sample, as draw_per_sample permutes
+    }
+    least = least ? std::min(*least, own) : own;
+  }
+  return least.value_or(0);
+}
+
 void WindowSampler::draw_unweighted(const Stretch& stretch, std::uint64_t offset, std::uint64_t first,
                                     std::span<Window> out) const {
   // One permutation of every start of every source per epoch; an epoch is

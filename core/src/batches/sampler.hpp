@@ -57,6 +57,15 @@ class WindowSampler {
   // in its segment's batch.
   void draw(std::uint64_t step, std::uint64_t first, std::span<Window> out) const;
 
+  // The epoch global `step` draws in: 0 in the first pass over the window
+  // starts, 1 in the second, ... An epoch is one permutation of the starts;
+  // it ends when every start is taken, or at a context change, which starts
+  // another. With weights each source of positive weight goes through
+  // epochs of its own, and this is the least of them (where the step's
+  // first sample finds them), so that it counts the passes over all of
+  // the data.
+  std::uint64_t epoch(std::uint64_t step) const;
+
  private:
   // An epoch and how many of its places are taken.
   struct Cursor {

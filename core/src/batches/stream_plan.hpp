@@ -70,6 +70,8 @@ class StreamPlan {
   void draw(std::int64_t step, std::span<Window> out) const;
   // As draw(), refusing a negative step (kOutOfRange).
   std::vector<Window> windows(std::int64_t step) const;
+  // The sampler's epoch at global `step` (>= 0): WindowSampler::epoch.
+  std::uint64_t epoch(std::int64_t step) const { return sampler_->epoch(static_cast<std::uint64_t>(step)); }
   // Where a window's tokens are in host memory.
   const std::byte* first_token(const Window& window) const noexcept;
 

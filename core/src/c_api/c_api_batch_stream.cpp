@@ -53,6 +53,7 @@ static_assert(kOptionsSize_0_7 <= offsetof(bp_batch_stream_options, document_tok
 constexpr std::size_t kOptionsSize_0_8 = BP_STRUCT_SIZE(bp_batch_stream_options, max_documents);
 constexpr std::size_t kOptionsSize_0_9 = BP_STRUCT_SIZE(bp_batch_stream_options, weight_step_count);
 constexpr std::size_t kStatsSize_0_9 = BP_STRUCT_SIZE(bp_batch_stream_stats, data_stall_fraction);
+constexpr std::size_t kStatsSize_0_10 = BP_STRUCT_SIZE(bp_batch_stream_stats, read_bytes);
 
 // The layout of the C options (API 0.10), or nullopt without a mesh. Only
 // NULL arrays and names are checked here; what they mean is BatchStream's.
@@ -351,7 +352,7 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     constexpr const char* kFunction = "bp_batch_stream_stats_get";
     std::shared_ptr<bp_batch_stream> live = stream_of(stream, kFunction);
     require_non_null(out, kFunction, "out");
-    if (out->struct_size != kStatsSize_0_9) {
+    if (out->struct_size != kStatsSize_0_9 && out->struct_size != kStatsSize_0_10) {
       require_struct_size(out->struct_size, sizeof(bp_batch_stream_stats), kFunction, "out");
     }
     const BatchStreamStats stats = live->stream->stats();
@@ -364,7 +365,11 @@ bp_status bp_batch_stream_stats_get(bp_batch_stream* stream, bp_batch_stream_sta
     out->elapsed_seconds = stats.elapsed_seconds;
     out->windows_per_second = stats.windows_per_second;
     out->data_stall_fraction = stats.data_stall_fraction;
-    if (out->struct_size >= sizeof(bp_batch_stream_stats)) out->read_bytes = stats.read_bytes;
+    if (out->struct_size >= kStatsSize_0_10) out->read_bytes = stats.read_bytes;
+    if (out->struct_size >= sizeof(bp_batch_stream_stats)) {
+      out->step = stats.step;
+      out->epoch = stats.epoch;
+    }
   });
 }
 
