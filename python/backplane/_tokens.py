@@ -103,8 +103,10 @@ def _load_pattern(runtime: Runtime, pattern: str, options: Any) -> List[Array]:
 
 
 def is_pattern(path: Any) -> bool:
-    """True for a str holding a glob character (*, ? or [)."""
-    return isinstance(path, str) and not _PATTERN_CHARACTERS.isdisjoint(path)
+    """True for a str holding a glob character (*, ? or [), but an http(s) URL,
+    whose '?' starts its query: an s3:// key may hold a pattern, a URL never."""
+    return (isinstance(path, str) and not _PATTERN_CHARACTERS.isdisjoint(path)
+            and not path.startswith(("http://", "https://")))
 
 
 @overload
@@ -131,7 +133,9 @@ def load_tokens(path: Union[PathLike, List[PathLike], Tuple[PathLike, ...]], *, 
     """Token files as 1-D integer Arrays over a read-only memory map of each
     file (nothing is read but the header; NumPy views share the pages).
 
-    `path`: one file -> one Array; a str holding *, ? or [ is a glob pattern
+    `path`: one file -> one Array; an s3://BUCKET/KEY or http(s):// URL is an
+    object, read into memory (docs/tokens.md, "Token files in object
+    storage"); a str holding *, ? or [ is a glob pattern (s3 keys too)
     -> a list of Arrays, one per matching file in bytewise order of the paths
     (a path that exists as written matches itself); a list or tuple of paths
     -> a list of Arrays in the order given (each a path, never a pattern).

@@ -25,6 +25,10 @@ The rules (docs/architecture.md, "Testing", says the same for contributors):
   A mark without a reason, a mark before a block of another language, a
   mark before no block, or `not run` on a Python block is an error.
 - Blocks in other languages (toml, text, c, cpp, json, ...) are not run.
+- Blocks that read s3:// objects run against the test server that
+  tests/remote/object_servers.py starts around this test: every fixture is
+  put in its bucket `tokens` under its file name, and AWS_ENDPOINT_URL points
+  there. Without the server they are skipped, saying why.
 
 A failure names the file, the line of the block's fence (and, for a Python
 traceback, the doc line it points at) and the error.
@@ -201,6 +205,25 @@ def python_traceback_line(block, output, script):
     return block.line + int(found[-1]) if found else None
 
 
+def upload_fixtures(fixtures):
+    """Puts every fixture in the test server's bucket, under its path in the
+    fixtures directory, and points the blocks at the server; False without one."""
+    control = os.environ.get("BACKPLANE_TEST_S3_CONTROL")
+    if not control:
+        return False
+    import socket
+    for path in sorted(fixtures.rglob("*")):
+        if not path.is_file():
+            continue
+        with socket.create_connection(("127.0.0.1", int(control))) as connection:
+            connection.sendall(f"put {path.relative_to(fixtures)} {path}\n".encode())
+            answer = connection.makefile().readline().strip()
+        if answer != "ok":
+            raise RuntimeError(f"putting {path.relative_to(fixtures)} on the test server: {answer}")
+    os.environ["AWS_ENDPOINT_URL"] = os.environ["BACKPLANE_TEST_S3_ENDPOINT"]
+    return True
+
+
 def prepare(root, build_root, fixtures, block, directory):
     shutil.copytree(fixtures, directory, symlinks=True)
     if block.language in SHELL:
@@ -210,8 +233,12 @@ def prepare(root, build_root, fixtures, block, directory):
         (directory / "build").symlink_to(build_root)
 
 
-def run(root, build_root, fixtures, block, scratch):
+def run(root, build_root, fixtures, block, scratch, server):
     """None when the block ran, "skipped" (said why) or the failure."""
+    if "s3://" in block.text and not server:
+        print(f"skipped {block.where}: it reads s3:// objects, and no test server was started "
+              "(tests/remote/object_servers.py: SeaweedFS is not installed)")
+        return "skipped"
     directory = scratch / f"{block.path.replace('/', '_')}-{block.line}"
     prepare(root, build_root, fixtures, block, directory)
     if block.language in PYTHON:
@@ -277,18 +304,19 @@ def check(root, build_root):
         for seed, (relative, writer) in enumerate(FIXTURES.items()):
             (fixtures / relative).parent.mkdir(parents=True, exist_ok=True)
             writer(fixtures / relative, seed)
+        server = upload_fixtures(fixtures)
         for block in blocks:
             if block.mark:
                 print(f"{block.mark} {block.where} ({block.language}): {block.reason}")
                 continue
-            failure = run(root, build_root, fixtures, block, scratch)
+            failure = run(root, build_root, fixtures, block, scratch, server)
             if failure == "skipped":
                 skipped.append(block)
             elif failure:
                 errors.append(failure)
     ran = len(blocks) - len(fragments) - len(not_run) - len(skipped)
     print(f"{len(blocks)} Python and shell blocks in {len(documents)} documents: {ran} run, "
-          f"{len(skipped)} skipped (a module missing), {len(not_run)} not run (build, install, fuzz or benchmark), "
+          f"{len(skipped)} skipped (a module or the test server missing), {len(not_run)} not run (build, install, fuzz or benchmark), "
           f"{len(fragments)} fragments")
     return errors
 
