@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "../tokens/token_file_writers.hpp"
-#include "support/load_fixture.hpp"
 #include "support/errors.hpp"
+#include "support/load_fixture.hpp"
 
 #include <backplane/safetensors.hpp>
 #include <backplane/tokens.hpp>
@@ -101,9 +101,8 @@ TEST_CASE("[remote][tokens] every format loads from an s3 object equal to the fi
   }
   SUBCASE("a safetensors file, by tensor name") {
     const std::vector<std::uint32_t> wide{1, 2, 3, 4000000000u};
-    const std::vector<safetensors::HostTensor> tensors{
-        {{"tokens", "U16", {3000000}}, std::as_bytes(std::span(tokens))},
-        {{"other", "U32", {4}}, std::as_bytes(std::span(wide))}};
+    const std::vector<safetensors::HostTensor> tensors{{{"tokens", "U16", {3000000}}, std::as_bytes(std::span(tokens))},
+                                                       {{"other", "U32", {4}}, std::as_bytes(std::span(wide))}};
     const auto path = write_bytes(dir, "tokens.safetensors", safetensors::serialize(tensors));
     const std::string url = upload(path, "formats/tokens.safetensors");
     TokenFileOptions named;
