@@ -47,19 +47,32 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def free_ports(count):
+    """`count` distinct ports that were free: each is held until all are chosen."""
+    probes = []
+    try:
+        for _ in range(count):
+            probe = socket.socket()
+            probe.bind(("127.0.0.1", 0))
+            probes.append(probe)
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
 class Seaweed:
     """`weed mini` in a temporary directory, on ports of its own."""
 
     def __init__(self, weed):
         self.dir = tempfile.mkdtemp(prefix="backplane-s3-")
-        ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin", "iceberg", "lance")}
+        # Every port weed opens, given: its defaults (and each gRPC port at
+        # the HTTP port + 10000) could be taken, by another run's server too.
+        names = ("master", "volume", "filer", "s3", "admin", "iceberg", "lance", "webdav")
+        grpc = ("master", "volume", "filer", "s3", "admin")
+        chosen = free_ports(len(names) + len(grpc))
+        ports = dict(zip(names + tuple(f"{name}.grpc" for name in grpc), chosen))
         environment = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
-        # The gRPC ports are each HTTP port + 10000: free ports above 55535
-        # would overflow, so those are chosen again.
-        for name, port in ports.items():
-            while port + 10000 > 65535:
-                port = free_port()
-            ports[name] = port
         self.port = ports["s3"]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = open(os.path.join(self.dir, "weed.log"), "wb")
@@ -67,7 +80,8 @@ class Seaweed:
             [weed, "mini", f"-dir={self.dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false",
              f"-bucket={BUCKET}", f"-master.port={ports['master']}", f"-volume.port={ports['volume']}",
              f"-filer.port={ports['filer']}", f"-s3.port={ports['s3']}", f"-admin.port={ports['admin']}",
-             f"-s3.port.iceberg={ports['iceberg']}", f"-s3.port.lance={ports['lance']}"],
+             f"-s3.port.iceberg={ports['iceberg']}", f"-s3.port.lance={ports['lance']}",
+             f"-webdav.port={ports['webdav']}"] + [f"-{name}.port.grpc={ports[name + '.grpc']}" for name in grpc],
             stdout=self.log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
 
     def wait_ready(self):
