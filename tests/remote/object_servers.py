@@ -39,6 +39,7 @@ BUCKET = "tokens"
 ACCESS_KEY = "backplane-test-key"
 SECRET_KEY = "backplane-test-secret"
 READY_SECONDS = 60
+START_ATTEMPTS = 3
 
 
 def free_port():
@@ -85,6 +86,8 @@ class Seaweed:
             stdout=self.log, stderr=subprocess.STDOUT, env=environment, start_new_session=True)
 
     def wait_ready(self):
+        """None once the server takes an object; else what went wrong, with the
+        end of its log (the server is stopped then)."""
         deadline = time.monotonic() + READY_SECONDS
         probe = os.path.join(self.dir, "ready-probe")
         with open(probe, "wb") as out:
@@ -95,12 +98,16 @@ class Seaweed:
             # Ready when the bucket takes an object (S3 answers before the
             # filer and the bucket are up).
             if self.put(".ready", probe, check=False) == 0:
-                return
+                return None
             time.sleep(0.3)
-        self.stop()
+        exited = self.process.poll()
+        self.log.flush()
         with open(os.path.join(self.dir, "weed.log"), "rb") as log:
             tail = log.read()[-3000:].decode(errors="replace")
-        raise SystemExit(f"object_servers: SeaweedFS did not take an object within {READY_SECONDS} s:\n{tail}")
+        self.stop()
+        if exited is not None:
+            return f"SeaweedFS exited with status {exited} before it took an object:\n{tail}"
+        return f"SeaweedFS did not take an object within {READY_SECONDS} s:\n{tail}"
 
     def put(self, key, file, check=True):
         result = subprocess.run(
@@ -285,10 +292,18 @@ def main(argv):
             return subprocess.run(command).returncode
         print(f"{'failed' if required else 'skipped'}: {missing}")
         return 1 if required else 77
-    seaweed = Seaweed(weed)
+    # A port chosen free may be taken before weed binds it (by another run's
+    # server, say): weed then exits, and starts again on other ports.
+    for attempt in range(1, START_ATTEMPTS + 1):
+        seaweed = Seaweed(weed)
+        failure = seaweed.wait_ready()
+        if failure is None:
+            break
+        print(f"object_servers: attempt {attempt} of {START_ATTEMPTS}: {failure}", file=sys.stderr)
+        if not failure.startswith("SeaweedFS exited") or attempt == START_ATTEMPTS:
+            return 1
     proxy = None
     try:
-        seaweed.wait_ready()
         proxy = FaultProxy(seaweed.port, seaweed)
         environment = dict(os.environ, BACKPLANE_TEST_S3_ENDPOINT=seaweed.endpoint,
                            BACKPLANE_TEST_S3_PROXY=f"http://127.0.0.1:{proxy.port}",
