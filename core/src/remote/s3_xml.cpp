@@ -1,5 +1,7 @@
 #include "remote/s3_xml.hpp"
 
+#include "util/utf8.hpp"
+
 #include <backplane/error.hpp>
 
 #include <fmt/format.h>
@@ -8,24 +10,6 @@
 
 namespace backplane::detail {
 namespace {
-
-void append_utf8(std::string& out, std::uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
 
 // One reference after '&' (`text` starts after it): what it stands for and
 // how many bytes it took, or nothing (the '&' is kept as it is).
@@ -51,7 +35,7 @@ bool unescape_one(std::string_view text, std::string& out, std::size_t& used) {
       (code >= 0xD800 && code <= 0xDFFF)) {
     return false;
   }
-  append_utf8(out, code);
+  append_utf8(out, static_cast<char32_t>(code));
   return true;
 }
 
