@@ -4,11 +4,10 @@
 
 #include "remote/object_client.hpp"
 
+#include "servers_control.hpp"
+
 #include <backplane/error.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,32 +20,10 @@
 using backplane::Error;
 using backplane::ErrorCode;
 namespace detail = backplane::detail;
+using backplane::testing::control;
+using backplane::testing::server_variable;
 
 namespace {
-
-std::string variable(const char* name) {
-  const char* value = std::getenv(name);
-  REQUIRE_MESSAGE(value != nullptr, name << " is not set: run this program through tests/remote/object_servers.py");
-  return value;
-}
-
-// One line to the servers' control port, and its one-line answer.
-std::string control(const std::string& line) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(std::stoi(variable("BACKPLANE_TEST_S3_CONTROL"))));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  const std::string sent = line + "\n";
-  REQUIRE(::write(fd, sent.data(), sent.size()) == static_cast<ssize_t>(sent.size()));
-  std::string answer;
-  char ch = 0;
-  while (::read(fd, &ch, 1) == 1 && ch != '\n') answer += ch;
-  ::close(fd);
-  return answer;
-}
 
 std::vector<std::byte> pattern_bytes(std::size_t size, unsigned seed) {
   std::vector<std::byte> bytes(size);
@@ -64,18 +41,18 @@ detail::ObjectUrl put(const std::string& key, const std::vector<std::byte>& byte
   }
   REQUIRE(control("put " + key + " " + file.string()) == "ok");
   std::filesystem::remove(file);
-  return detail::parse_object_url("s3://" + variable("BACKPLANE_TEST_S3_BUCKET") + "/" + key);
+  return detail::parse_object_url("s3://" + server_variable("BACKPLANE_TEST_S3_BUCKET") + "/" + key);
 }
 
 detail::S3Settings settings_for(const std::string& endpoint_variable, bool signed_requests = true,
                                 const std::string& secret = "") {
   detail::S3Settings settings;
-  settings.endpoint = variable(endpoint_variable.c_str());
+  settings.endpoint = server_variable(endpoint_variable.c_str());
   settings.endpoint_source = "the test";
   if (signed_requests) {
-    settings.credentials =
-        detail::S3Credentials{variable("AWS_ACCESS_KEY_ID"),
-                              secret.empty() ? variable("AWS_SECRET_ACCESS_KEY") : secret, "", "the test's variables"};
+    settings.credentials = detail::S3Credentials{server_variable("AWS_ACCESS_KEY_ID"),
+                                                 secret.empty() ? server_variable("AWS_SECRET_ACCESS_KEY") : secret, "",
+                                                 "the test's variables"};
   }
   return settings;
 }
@@ -125,7 +102,8 @@ TEST_CASE("[remote] stat, ranged reads and listings return the object's own byte
   }
   CHECK(client.stats().bytes == 1 + 4096 + 777'777 + 5 + bytes.size());
 
-  const std::vector<detail::ListedObject> listed = client.list(variable("BACKPLANE_TEST_S3_BUCKET"), "client/ranges/");
+  const std::vector<detail::ListedObject> listed =
+      client.list(server_variable("BACKPLANE_TEST_S3_BUCKET"), "client/ranges/");
   REQUIRE(listed.size() == 3);
   CHECK(listed[0].key == "client/ranges/a.bin");
   CHECK(listed[0].size == bytes.size());

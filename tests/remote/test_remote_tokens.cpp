@@ -5,14 +5,13 @@
 
 #include "../tokens/token_file_writers.hpp"
 #include "support/errors.hpp"
+
+#include "servers_control.hpp"
 #include "support/load_fixture.hpp"
 
 #include <backplane/safetensors.hpp>
 #include <backplane/tokens.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -25,35 +24,16 @@ using namespace backplane::testing;
 
 namespace {
 
-std::string variable(const char* name) {
-  const char* value = std::getenv(name);
-  REQUIRE_MESSAGE(value != nullptr, name << " is not set: run this program through tests/remote/object_servers.py");
-  return value;
-}
-
-// Uploads a local file as `key` (object_servers.py's control port) and
-// gives its URL.
+// Uploads a local file as `key` and gives its URL.
 std::string upload(const std::filesystem::path& file, const std::string& key) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(std::stoi(variable("BACKPLANE_TEST_S3_CONTROL"))));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  const std::string line = "put " + key + " " + file.string() + "\n";
-  REQUIRE(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
-  std::string answer;
-  char ch = 0;
-  while (::read(fd, &ch, 1) == 1 && ch != '\n') answer += ch;
-  ::close(fd);
+  const std::string answer = control("put " + key + " " + file.string());
   REQUIRE_MESSAGE(answer == "ok", answer);
-  return "s3://" + variable("BACKPLANE_TEST_S3_BUCKET") + "/" + key;
+  return "s3://" + server_variable("BACKPLANE_TEST_S3_BUCKET") + "/" + key;
 }
 
 // The server's endpoint, for load_tokens to find as a user's would.
 struct ServerEndpoint {
-  ServerEndpoint() { ::setenv("AWS_ENDPOINT_URL", variable("BACKPLANE_TEST_S3_ENDPOINT").c_str(), 1); }
+  ServerEndpoint() { ::setenv("AWS_ENDPOINT_URL", server_variable("BACKPLANE_TEST_S3_ENDPOINT").c_str(), 1); }
   ~ServerEndpoint() { ::unsetenv("AWS_ENDPOINT_URL"); }
 };
 
@@ -157,7 +137,7 @@ TEST_CASE("[remote][tokens] a missing object and a wrong secret are named, and t
   CHECK(missing.code() == ErrorCode::kNotFound);
   CHECK(contains(missing.what(), "s3://tokens/nothing/here.bin: no such object"));
 
-  const std::string secret = variable("AWS_SECRET_ACCESS_KEY");
+  const std::string secret = server_variable("AWS_SECRET_ACCESS_KEY");
   ::setenv("AWS_SECRET_ACCESS_KEY", "a-wrong-secret-123", 1);
   const Error denied = error_from([&] { describe_tokens("s3://tokens/nothing/here.bin"); });
   ::setenv("AWS_SECRET_ACCESS_KEY", secret.c_str(), 1);
